@@ -1,0 +1,788 @@
+//! The comparator's view of a CLIF function: one CFG-ordered walk.
+//!
+//! [`encode_function`] walks a function once, from the entry block, visiting blocks in
+//! the order the terminators name them (`brif` then/else, `br_table` default then
+//! entries, `try_call` normal return then exception targets), and writes everything
+//! that decides the function's behaviour into a flat token stream, a
+//! [`FunctionEncoding`]:
+//!
+//! * values, blocks and stack slots are numbered in order of first appearance, so
+//!   the numbering and layout in the text do not matter but which value is used does;
+//! * referenced entities (memory flags, global values, signatures, constants, jump
+//!   tables, exception tables, external names) are written by *content*, never by
+//!   their function-local handle;
+//! * a reference to a function defined in the module (and not preemptible) is written
+//!   as its [`FuncIndex`], and its position is remembered: the comparator reads it
+//!   through the current equivalence classes, and the hash skips it;
+//! * source locations, comments, value labels and debug tags are not written.
+//!
+//! The token grammar is deterministic (every variable-length part is preceded by its
+//! length, every choice by a tag), so two functions have equal streams exactly when
+//! they have equal structure. Both the [`crate::hash`] and the [`crate::compare`]
+//! modules read this one encoding; there is no second walk.
+
+use crate::module::{FuncIndex, FunctionSet};
+use crate::symbols::{SymbolName, SymbolTable};
+use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};
+use cranelift_codegen::ir::{
+    AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
+    ExceptionTableItem, ExternalName, FuncRef, Function, GlobalValue, GlobalValueData, Inst,
+    InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
+};
+use cranelift_codegen::ir::{Endianness, immediates::Offset32};
+use cranelift_module::Linkage;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// The comparator's view of one function: a token stream plus where it names
+/// module-defined functions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FunctionEncoding {
+    tokens: Vec<u64>,
+    callee_positions: Vec<u32>,
+    address_taken: Vec<FuncIndex>,
+    instructions: u32,
+}
+
+impl FunctionEncoding {
+    /// The token stream.
+    pub fn tokens(&self) -> &[u64] {
+        &self.tokens
+    }
+
+    /// Positions in [`Self::tokens`] that hold the [`FuncIndex`] of a module-defined
+    /// function (a callee, a `func_addr` target, or a symbol naming one). Sorted.
+    pub fn callee_positions(&self) -> &[u32] {
+        &self.callee_positions
+    }
+
+    /// The module-defined functions this function refers to, with repeats.
+    pub fn callees(&self) -> impl Iterator<Item = FuncIndex> + '_ {
+        self.callee_positions
+            .iter()
+            .map(|&p| FuncIndex::new(self.tokens[p as usize] as usize))
+    }
+
+    /// Module-defined functions whose address this function takes (`func_addr`, or
+    /// a global value naming them), sorted and without repeats. Preemptible functions
+    /// are included.
+    pub fn address_taken(&self) -> &[FuncIndex] {
+        &self.address_taken
+    }
+
+    /// Number of reachable instructions walked.
+    pub fn instructions(&self) -> u32 {
+        self.instructions
+    }
+}
+
+/// Why a function was not encoded. Such a function is never merged with anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    /// What the walk could not handle.
+    pub reason: String,
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+fn unsupported<T>(reason: impl Into<String>) -> Result<T, Unsupported> {
+    Err(Unsupported {
+        reason: reason.into(),
+    })
+}
+
+/// Per-walk numbering state, kept between functions so its maps are reused.
+#[derive(Default)]
+pub struct WalkScratch {
+    values: SecondaryMap<Value, u32>,
+    blocks: SecondaryMap<Block, u32>,
+    slots: SecondaryMap<StackSlot, u32>,
+    dynamic_slots: SecondaryMap<DynamicStackSlot, u32>,
+    order: Vec<Block>,
+}
+
+impl WalkScratch {
+    fn clear(&mut self) {
+        self.values.clear();
+        self.blocks.clear();
+        self.slots.clear();
+        self.dynamic_slots.clear();
+        self.order.clear();
+    }
+}
+
+/// Encodes every function of `module`. Names of symbols outside the module are
+/// interned in the returned [`SymbolTable`].
+pub fn encode_module(
+    module: &FunctionSet,
+) -> (
+    PrimaryMap<FuncIndex, Result<FunctionEncoding, Unsupported>>,
+    SymbolTable,
+) {
+    let mut symbols = SymbolTable::new();
+    let mut scratch = WalkScratch::default();
+    let mut encodings = PrimaryMap::with_capacity(module.len());
+    for (_, def) in module.iter() {
+        encodings.push(encode_function(
+            &def.func,
+            module,
+            &mut symbols,
+            &mut scratch,
+        ));
+    }
+    (encodings, symbols)
+}
+
+/// Walks `func` and returns its encoding. `module` tells which names are defined in
+/// the module; other names are interned in `symbols`.
+pub fn encode_function(
+    func: &Function,
+    module: &FunctionSet,
+    symbols: &mut SymbolTable,
+    scratch: &mut WalkScratch,
+) -> Result<FunctionEncoding, Unsupported> {
+    scratch.clear();
+    let mut walker = Walker {
+        func,
+        module,
+        symbols,
+        scratch,
+        out: FunctionEncoding::default(),
+    };
+    walker.function()?;
+    let mut out = walker.out;
+    out.address_taken.sort_unstable();
+    out.address_taken.dedup();
+    Ok(out)
+}
+
+/// An injective code for a type. `Type` keeps its representation private, but its
+/// derived `Hash` writes exactly that representation, so a capturing hasher reads it.
+pub fn type_code(ty: Type) -> u64 {
+    struct Capture(u64);
+    impl Hasher for Capture {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = (self.0 << 8) | u64::from(b);
+            }
+        }
+        fn write_u16(&mut self, v: u16) {
+            self.0 = (self.0 << 16) | u64::from(v);
+        }
+    }
+    let mut capture = Capture(0);
+    ty.hash(&mut capture);
+    capture.finish()
+}
+
+/// Tags for name references.
+const NAME_EXTERNAL: u64 = 0;
+const NAME_MODULE: u64 = 1;
+
+struct Walker<'a> {
+    func: &'a Function,
+    module: &'a FunctionSet,
+    symbols: &'a mut SymbolTable,
+    scratch: &'a mut WalkScratch,
+    out: FunctionEncoding,
+}
+
+impl Walker<'_> {
+    fn push(&mut self, token: u64) {
+        self.out.tokens.push(token);
+    }
+
+    fn push_len(&mut self, len: usize) {
+        self.push(len as u64);
+    }
+
+    fn push_bool(&mut self, b: bool) {
+        self.push(u64::from(b));
+    }
+
+    fn ty(&mut self, ty: Type) {
+        self.push(type_code(ty));
+    }
+
+    fn function(&mut self) -> Result<(), Unsupported> {
+        let func = self.func;
+        self.signature(&func.signature);
+        match func.stack_limit {
+            None => self.push(0),
+            Some(gv) => {
+                self.push(1);
+                self.global_value(gv)?;
+            }
+        }
+        let Some(entry) = func.layout.entry_block() else {
+            self.push(0);
+            return Ok(());
+        };
+        self.push(1);
+        self.block_ref(entry);
+        // Blocks are visited in order of discovery, which is a breadth-first walk
+        // from the entry in terminator order: every block after its dominators.
+        let mut next = 0;
+        while next < self.scratch.order.len() {
+            let block = self.scratch.order[next];
+            next += 1;
+            self.block(block)?;
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, block: Block) -> Result<(), Unsupported> {
+        let func = self.func;
+        let params = func.dfg.block_params(block);
+        self.push_len(params.len());
+        for &param in params {
+            self.ty(func.dfg.value_type(param));
+            self.define_value(param)?;
+        }
+        self.push_len(func.layout.block_insts(block).count());
+        for inst in func.layout.block_insts(block) {
+            self.inst(inst)?;
+            self.out.instructions += 1;
+        }
+        Ok(())
+    }
+
+    /// Numbers a value at its definition.
+    fn define_value(&mut self, value: Value) -> Result<(), Unsupported> {
+        if self.scratch.values[value] != 0 {
+            return unsupported(format!("{value} is used before it is defined"));
+        }
+        self.scratch.values[value] = self.out.tokens.len() as u32 + 1;
+        Ok(())
+    }
+
+    /// Writes a use of a value: the serial number of its first appearance.
+    ///
+    /// The serial is the token position of its definition, which is fixed by the
+    /// structure before it, so it is as good as a counter and needs no extra state.
+    fn value(&mut self, value: Value) {
+        let value = self.func.dfg.resolve_aliases(value);
+        let serial = self.scratch.values[value];
+        if serial == 0 {
+            // Used before defined: only in IR the verifier rejects. Number it here
+            // and write a distinct tag so it can never equal a defined value.
+            self.scratch.values[value] = self.out.tokens.len() as u32 + 1;
+            self.push(u64::MAX);
+        } else {
+            self.push(u64::from(serial));
+        }
+    }
+
+    fn values(&mut self, values: &[Value]) {
+        self.push_len(values.len());
+        for &v in values {
+            self.value(v);
+        }
+    }
+
+    /// Writes a reference to a block, discovering it on first sight.
+    fn block_ref(&mut self, block: Block) {
+        let mut serial = self.scratch.blocks[block];
+        if serial == 0 {
+            self.scratch.order.push(block);
+            serial = self.scratch.order.len() as u32;
+            self.scratch.blocks[block] = serial;
+        }
+        self.push(u64::from(serial));
+    }
+
+    fn block_call(&mut self, call: &BlockCall) {
+        let pool = &self.func.dfg.value_lists;
+        self.block_ref(call.block(pool));
+        self.push_len(call.len(pool));
+        for arg in call.args(pool) {
+            match arg {
+                BlockArg::Value(v) => {
+                    self.push(0);
+                    self.value(v);
+                }
+                BlockArg::TryCallRet(i) => {
+                    self.push(1);
+                    self.push(u64::from(i));
+                }
+                BlockArg::TryCallExn(i) => {
+                    self.push(2);
+                    self.push(u64::from(i));
+                }
+            }
+        }
+    }
+
+    fn abi_param(&mut self, param: &AbiParam) {
+        self.ty(param.value_type);
+        match param.purpose {
+            ArgumentPurpose::Normal => self.push(0),
+            ArgumentPurpose::StructArgument(size) => {
+                self.push(1);
+                self.push(u64::from(size));
+            }
+            ArgumentPurpose::StructReturn => self.push(2),
+            ArgumentPurpose::VMContext => self.push(3),
+        }
+        self.push(param.extension as u64);
+    }
+
+    fn signature(&mut self, sig: &Signature) {
+        self.push(sig.call_conv as u64);
+        self.push_len(sig.params.len());
+        for p in &sig.params {
+            self.abi_param(p);
+        }
+        self.push_len(sig.returns.len());
+        for r in &sig.returns {
+            self.abi_param(r);
+        }
+    }
+
+    fn sig_ref(&mut self, sig: SigRef) {
+        let func = self.func;
+        self.signature(&func.dfg.signatures[sig]);
+    }
+
+    fn mem_flags(&mut self, flags: MemFlags) {
+        let func = self.func;
+        let data = func.dfg.mem_flags[flags];
+        let endianness = match data.explicit_endianness() {
+            None => 0,
+            Some(Endianness::Little) => 1,
+            Some(Endianness::Big) => 2,
+        };
+        let trap = data.trap_code().map_or(0, |t| u64::from(t.as_raw().get()));
+        self.push(
+            endianness
+                | u64::from(data.aligned()) << 2
+                | u64::from(data.readonly()) << 3
+                | u64::from(data.can_move()) << 4
+                | u64::from(data.notrap()) << 5
+                | trap << 8,
+        );
+        // Alias regions by their user id: the same id means the same region.
+        match data.alias_region() {
+            None => self.push(0),
+            Some(region) => self.push(1 + u64::from(func.dfg.alias_regions[region].user_id)),
+        }
+    }
+
+    /// Writes a symbol reference: a module function by index (remembered for the
+    /// comparator), anything else by interned name.
+    fn name(&mut self, name: &ExternalName, takes_address: bool) -> Result<(), Unsupported> {
+        let Some(symbol) = SymbolName::of_external(self.func, name) else {
+            return unsupported("reference to an undeclared user name");
+        };
+        let defined = self.module.lookup(&symbol);
+        if takes_address && let Some(index) = defined {
+            self.out.address_taken.push(index);
+        }
+        match defined {
+            Some(index) if self.module.get(index).linkage != Linkage::Preemptible => {
+                self.push(NAME_MODULE);
+                self.out.callee_positions.push(self.out.tokens.len() as u32);
+                self.push(index.index() as u64);
+            }
+            // Preemptible functions may be replaced at link time, so only the exact
+            // same name is known to be the same function.
+            _ => {
+                self.push(NAME_EXTERNAL);
+                let id = self.symbols.intern(symbol);
+                self.push(id.index() as u64);
+            }
+        }
+        Ok(())
+    }
+
+    fn func_ref(&mut self, func_ref: FuncRef, takes_address: bool) -> Result<(), Unsupported> {
+        let func = self.func;
+        let data = &func.dfg.ext_funcs[func_ref];
+        self.name(&data.name, takes_address)?;
+        self.sig_ref(data.signature);
+        self.push_bool(data.colocated);
+        self.push_bool(data.patchable);
+        Ok(())
+    }
+
+    /// Writes a global value by content, following its chain of bases.
+    fn global_value(&mut self, mut gv: GlobalValue) -> Result<(), Unsupported> {
+        let func = self.func;
+        for _ in 0..=func.global_values.len() {
+            match &func.global_values[gv] {
+                GlobalValueData::VMContext => {
+                    self.push(0);
+                    return Ok(());
+                }
+                GlobalValueData::Load {
+                    base,
+                    offset,
+                    global_type,
+                    flags,
+                } => {
+                    self.push(1);
+                    self.offset(*offset);
+                    self.ty(*global_type);
+                    self.mem_flags(*flags);
+                    gv = *base;
+                }
+                GlobalValueData::IAddImm {
+                    base,
+                    offset,
+                    global_type,
+                } => {
+                    self.push(2);
+                    self.push(offset.bits() as u64);
+                    self.ty(*global_type);
+                    gv = *base;
+                }
+                GlobalValueData::Symbol {
+                    name,
+                    offset,
+                    colocated,
+                    tls,
+                } => {
+                    self.push(3);
+                    self.name(name, true)?;
+                    self.push(offset.bits() as u64);
+                    self.push_bool(*colocated);
+                    self.push_bool(*tls);
+                    return Ok(());
+                }
+                GlobalValueData::DynScaleTargetConst { vector_type } => {
+                    self.push(4);
+                    self.ty(*vector_type);
+                    return Ok(());
+                }
+            }
+        }
+        unsupported("global values form a cycle")
+    }
+
+    fn offset(&mut self, offset: Offset32) {
+        self.push(i64::from(offset) as u64);
+    }
+
+    /// Writes a stack slot: its content on first use, its serial afterwards, so that
+    /// two uses of one slot differ from one use each of two equal slots.
+    fn stack_slot(&mut self, slot: StackSlot) {
+        let serial = self.scratch.slots[slot];
+        if serial != 0 {
+            self.push(1);
+            self.push(u64::from(serial));
+            return;
+        }
+        // Like values, a slot's serial is the token position of its first use.
+        self.scratch.slots[slot] = self.out.tokens.len() as u32 + 1;
+        let func = self.func;
+        let data = &func.sized_stack_slots[slot];
+        self.push(0);
+        self.push(data.kind as u64);
+        self.push(u64::from(data.size));
+        self.push(u64::from(data.align_shift));
+        match data.key {
+            None => self.push(0),
+            Some(key) => {
+                self.push(1);
+                self.push(key.bits());
+            }
+        }
+    }
+
+    fn dynamic_stack_slot(&mut self, slot: DynamicStackSlot) -> Result<(), Unsupported> {
+        let serial = self.scratch.dynamic_slots[slot];
+        if serial != 0 {
+            self.push(1);
+            self.push(u64::from(serial));
+            return Ok(());
+        }
+        self.scratch.dynamic_slots[slot] = self.out.tokens.len() as u32 + 1;
+        let func = self.func;
+        let data = &func.dynamic_stack_slots[slot];
+        let dyn_ty = &func.dfg.dynamic_types[data.dyn_ty];
+        self.push(0);
+        self.push(data.kind as u64);
+        self.ty(dyn_ty.base_vector_ty);
+        self.global_value(dyn_ty.dynamic_scale)
+    }
+
+    fn constant_bytes(&mut self, bytes: &[u8]) {
+        self.push_len(bytes.len());
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.push(u64::from_le_bytes(word));
+        }
+    }
+
+    fn exception_table(&mut self, table: ExceptionTable) -> Result<(), Unsupported> {
+        let func = self.func;
+        let data = &func.dfg.exception_tables[table];
+        self.sig_ref(data.signature());
+        self.block_call(data.normal_return());
+        self.push_len(data.items().count());
+        for item in data.items() {
+            match item {
+                ExceptionTableItem::Tag(tag, call) => {
+                    self.push(0);
+                    self.push(tag.index() as u64);
+                    self.block_call(&call);
+                }
+                ExceptionTableItem::Default(call) => {
+                    self.push(1);
+                    self.block_call(&call);
+                }
+                ExceptionTableItem::Context(v) => {
+                    self.push(2);
+                    self.value(v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn inst(&mut self, inst: Inst) -> Result<(), Unsupported> {
+        let func = self.func;
+        let dfg = &func.dfg;
+        let data = &dfg.insts[inst];
+        let ctrl_type = dfg.ctrl_typevar(inst);
+        self.push(data.opcode() as u64);
+        self.ty(ctrl_type);
+        self.operands(data, ctrl_type)?;
+        let results = dfg.inst_results(inst);
+        self.push_len(results.len());
+        for &result in results {
+            self.ty(dfg.value_type(result));
+            self.define_value(result)?;
+        }
+        match dfg.user_stack_map_entries(inst) {
+            None => self.push(0),
+            Some(entries) => {
+                self.push(1);
+                self.push_len(entries.len());
+                for entry in entries {
+                    self.ty(entry.ty);
+                    self.stack_slot(entry.slot);
+                    self.push(u64::from(entry.offset));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the format-specific part of an instruction. The opcode, written before,
+    /// determines the format, so no format tag is needed.
+    fn operands(&mut self, data: &InstructionData, ctrl_type: Type) -> Result<(), Unsupported> {
+        let dfg = &self.func.dfg;
+        let pool = &dfg.value_lists;
+        match *data {
+            InstructionData::AtomicCas { args, flags, .. } => {
+                self.values(&args);
+                self.mem_flags(flags);
+            }
+            InstructionData::AtomicRmw {
+                args, flags, op, ..
+            } => {
+                self.values(&args);
+                self.mem_flags(flags);
+                self.push(op as u64);
+            }
+            InstructionData::Binary { args, .. } => self.values(&args),
+            InstructionData::Ternary { args, .. } => self.values(&args),
+            InstructionData::BinaryImm8 { arg, imm, .. } => {
+                self.value(arg);
+                self.push(u64::from(imm));
+            }
+            InstructionData::BranchTable { arg, table, .. } => {
+                self.value(arg);
+                let branches = dfg.jump_tables[table].all_branches();
+                self.push_len(branches.len());
+                for call in branches {
+                    self.block_call(call);
+                }
+            }
+            InstructionData::Brif { arg, blocks, .. } => {
+                self.value(arg);
+                self.block_call(&blocks[0]);
+                self.block_call(&blocks[1]);
+            }
+            InstructionData::Call { args, func_ref, .. } => {
+                self.func_ref(func_ref, false)?;
+                self.values(args.as_slice(pool));
+            }
+            InstructionData::CallIndirect { args, sig_ref, .. } => {
+                self.sig_ref(sig_ref);
+                self.values(args.as_slice(pool));
+            }
+            InstructionData::CondTrap { arg, code, .. } => {
+                self.value(arg);
+                self.push(u64::from(code.as_raw().get()));
+            }
+            InstructionData::DynamicStackAddr {
+                dynamic_stack_slot, ..
+            } => {
+                self.dynamic_stack_slot(dynamic_stack_slot)?;
+            }
+            InstructionData::ExceptionHandlerAddress { block, imm, .. } => {
+                self.block_ref(block);
+                self.push(imm.bits() as u64);
+            }
+            InstructionData::FloatCompare { args, cond, .. } => {
+                self.push(cond as u64);
+                self.values(&args);
+            }
+            InstructionData::FuncAddr { func_ref, .. } => {
+                self.func_ref(func_ref, true)?;
+            }
+            InstructionData::IntAddTrap { args, code, .. } => {
+                self.values(&args);
+                self.push(u64::from(code.as_raw().get()));
+            }
+            InstructionData::IntCompare { args, cond, .. } => {
+                self.push(cond as u64);
+                self.values(&args);
+            }
+            InstructionData::Jump { destination, .. } => {
+                self.block_call(&destination);
+            }
+            InstructionData::Load {
+                arg, flags, offset, ..
+            } => {
+                self.value(arg);
+                self.mem_flags(flags);
+                self.offset(offset);
+            }
+            InstructionData::LoadNoOffset { arg, flags, .. } => {
+                self.value(arg);
+                self.mem_flags(flags);
+            }
+            InstructionData::MultiAry { args, .. } => {
+                self.values(args.as_slice(pool));
+            }
+            InstructionData::NullAry { .. } => {}
+            InstructionData::Shuffle { args, imm, .. } => {
+                self.values(&args);
+                let Some(mask) = dfg.immediates.get(imm) else {
+                    return unsupported("shuffle mask missing from the immediate pool");
+                };
+                self.constant_bytes(mask.as_slice());
+            }
+            InstructionData::StackAddr {
+                stack_slot, offset, ..
+            } => {
+                self.stack_slot(stack_slot);
+                self.offset(offset);
+            }
+            InstructionData::Store {
+                args,
+                flags,
+                offset,
+                ..
+            } => {
+                self.values(&args);
+                self.mem_flags(flags);
+                self.offset(offset);
+            }
+            InstructionData::StoreNoOffset { args, flags, .. } => {
+                self.values(&args);
+                self.mem_flags(flags);
+            }
+            InstructionData::TernaryImm8 { args, imm, .. } => {
+                self.values(&args);
+                self.push(u64::from(imm));
+            }
+            InstructionData::Trap { code, .. } => {
+                self.push(u64::from(code.as_raw().get()));
+            }
+            InstructionData::TryCall {
+                args,
+                func_ref,
+                exception,
+                ..
+            } => {
+                self.func_ref(func_ref, false)?;
+                self.values(args.as_slice(pool));
+                self.exception_table(exception)?;
+            }
+            InstructionData::TryCallIndirect {
+                args, exception, ..
+            } => {
+                self.values(args.as_slice(pool));
+                self.exception_table(exception)?;
+            }
+            InstructionData::Unary { arg, .. } => {
+                self.value(arg);
+            }
+            InstructionData::UnaryConst {
+                constant_handle, ..
+            } => {
+                let bytes = dfg.constants.get(constant_handle).as_slice();
+                self.constant_bytes(bytes);
+            }
+            InstructionData::UnaryGlobalValue { global_value, .. } => {
+                self.global_value(global_value)?;
+            }
+            InstructionData::UnaryIeee16 { imm, .. } => self.push(u64::from(imm.bits())),
+            InstructionData::UnaryIeee32 { imm, .. } => self.push(u64::from(imm.bits())),
+            InstructionData::UnaryIeee64 { imm, .. } => self.push(imm.bits()),
+            InstructionData::UnaryImm { imm, .. } => {
+                // `iconst.i32 -1` and `iconst.i32 0xffffffff` are the same value:
+                // only the bits of the controlling type count.
+                let bits = imm.bits() as u64;
+                let width = ctrl_type.bits();
+                let masked = if ctrl_type.is_int() && width < 64 {
+                    bits & ((1u64 << width) - 1)
+                } else {
+                    bits
+                };
+                self.push(masked);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cranelift_codegen::ir::types;
+
+    #[test]
+    fn type_codes_are_distinct() {
+        let mut all = vec![
+            types::INVALID,
+            types::I8,
+            types::I16,
+            types::I32,
+            types::I64,
+            types::I128,
+            types::F16,
+            types::F32,
+            types::F64,
+            types::F128,
+        ];
+        for lane in [types::I8, types::I16, types::I32, types::I64, types::F32] {
+            for n in [2, 4, 8, 16] {
+                if let Some(v) = lane.by(n) {
+                    all.push(v);
+                    all.push(v.vector_to_dynamic().unwrap_or(v));
+                }
+            }
+        }
+        all.sort_by_key(|t| type_code(*t));
+        all.dedup();
+        let mut codes: Vec<u64> = all.iter().map(|t| type_code(*t)).collect();
+        let n = codes.len();
+        codes.dedup();
+        assert_eq!(codes.len(), n, "two distinct types share a code");
+    }
+}

@@ -1,0 +1,213 @@
+//! Rewriting CLIF according to a [`MergePlan`].
+//!
+//! * References to erased and aliased functions (calls, `func_addr`, symbols in
+//!   global values) are renamed to the kept function.
+//! * Direct calls to a thunked, non-preemptible function go straight to the kept
+//!   function; its address (`func_addr`) still names the thunk, which keeps it
+//!   distinct. References to preemptible functions are never changed.
+//! * A thunk is a new body with the duplicate's name and signature that transfers to
+//!   the kept function: `return_call` where the calling convention allows tail calls,
+//!   `call` + `return` elsewhere.
+
+use crate::module::{FuncIndex, FunctionSet};
+use crate::plan::{MergeAction, MergePlan};
+use crate::symbols::SymbolName;
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::{
+    ExtFuncData, ExternalName, FuncRef, Function, GlobalValueData, InstBuilder, InstructionData,
+    UserFuncName, Value,
+};
+use cranelift_module::Linkage;
+use std::collections::HashMap;
+
+/// One entry of the merged module, in input order.
+#[derive(Clone)]
+pub enum OutputEntry {
+    /// A function that stays (kept, or not merged), with references redirected.
+    Function(FuncIndex, Function),
+    /// A duplicate that no longer has a body of its own (erased or aliased).
+    Removed {
+        /// The duplicate.
+        function: FuncIndex,
+        /// The kept function it now stands for.
+        into: FuncIndex,
+        /// `Erase` or `Alias`.
+        action: MergeAction,
+    },
+    /// A duplicate whose body became a thunk to the kept function.
+    Thunk {
+        /// The duplicate.
+        function: FuncIndex,
+        /// The kept function it transfers to.
+        into: FuncIndex,
+        /// The thunk's body.
+        body: Function,
+    },
+}
+
+/// Applies `plan` to `module` and returns the merged module in input order.
+pub fn apply(module: &FunctionSet, plan: &MergePlan) -> Vec<OutputEntry> {
+    let redirects = Redirects::new(module, plan);
+    let decisions = plan.decision_map();
+    module
+        .iter()
+        .map(|(index, def)| match decisions[index] {
+            Some(d) if d.action == MergeAction::Thunk => OutputEntry::Thunk {
+                function: index,
+                into: d.into,
+                body: build_thunk(&def.func, &module.get(d.into).func.name),
+            },
+            Some(d) => OutputEntry::Removed {
+                function: index,
+                into: d.into,
+                action: d.action,
+            },
+            None => OutputEntry::Function(index, redirects.rewrite(&def.func)),
+        })
+        .collect()
+}
+
+/// Which names are replaced by which kept function's name.
+struct Redirects {
+    /// Every reference (erased and aliased duplicates).
+    all: HashMap<SymbolName, UserFuncName>,
+    /// Direct calls only (thunked, non-preemptible duplicates).
+    calls: HashMap<SymbolName, UserFuncName>,
+}
+
+impl Redirects {
+    fn new(module: &FunctionSet, plan: &MergePlan) -> Self {
+        let mut all = HashMap::new();
+        let mut calls = HashMap::new();
+        for d in &plan.decisions {
+            let name = SymbolName::of_function(&module.get(d.function).func);
+            let target = module.get(d.into).func.name.clone();
+            match d.action {
+                MergeAction::Erase | MergeAction::Alias => {
+                    all.insert(name, target);
+                }
+                MergeAction::Thunk if module.get(d.function).linkage != Linkage::Preemptible => {
+                    calls.insert(name, target);
+                }
+                MergeAction::Thunk => {}
+            }
+        }
+        Self { all, calls }
+    }
+
+    /// A copy of `func` with its references redirected.
+    fn rewrite(&self, func: &Function) -> Function {
+        let mut func = func.clone();
+        if self.all.is_empty() && self.calls.is_empty() {
+            return func;
+        }
+        // Rename whole imports of erased/aliased functions.
+        let renames: Vec<(FuncRef, &UserFuncName)> = func
+            .dfg
+            .ext_funcs
+            .iter()
+            .filter_map(|(fref, data)| {
+                let symbol = SymbolName::of_external(&func, &data.name)?;
+                Some((fref, self.all.get(&symbol)?))
+            })
+            .collect();
+        for (fref, target) in renames {
+            func.dfg.ext_funcs[fref].name = external_name(&mut func, target);
+        }
+        let gv_renames: Vec<_> = func
+            .global_values
+            .iter()
+            .filter_map(|(gv, data)| match data {
+                GlobalValueData::Symbol { name, .. } => {
+                    let symbol = SymbolName::of_external(&func, name)?;
+                    Some((gv, self.all.get(&symbol)?))
+                }
+                _ => None,
+            })
+            .collect();
+        for (gv, target) in gv_renames {
+            let new_name = external_name(&mut func, target);
+            if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
+                *name = new_name;
+            }
+        }
+        // Point direct calls to thunked functions at the kept function.
+        if !self.calls.is_empty() {
+            let mut call_refs: HashMap<FuncRef, Option<FuncRef>> = HashMap::new();
+            let insts: Vec<_> = func
+                .layout
+                .blocks()
+                .flat_map(|b| func.layout.block_insts(b))
+                .collect();
+            for inst in insts {
+                let old = match func.dfg.insts[inst] {
+                    InstructionData::Call { func_ref, .. }
+                    | InstructionData::TryCall { func_ref, .. } => func_ref,
+                    _ => continue,
+                };
+                let new = *call_refs
+                    .entry(old)
+                    .or_insert_with(|| self.call_target(&mut func, old));
+                if let Some(new) = new {
+                    match &mut func.dfg.insts[inst] {
+                        InstructionData::Call { func_ref, .. }
+                        | InstructionData::TryCall { func_ref, .. } => *func_ref = new,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        func
+    }
+
+    /// A new import of the kept function for calls through `old`, if `old` names a
+    /// thunked function.
+    fn call_target(&self, func: &mut Function, old: FuncRef) -> Option<FuncRef> {
+        let data = func.dfg.ext_funcs[old].clone();
+        let target = self
+            .calls
+            .get(&SymbolName::of_external(func, &data.name)?)?;
+        let name = external_name(func, target);
+        Some(func.import_function(ExtFuncData { name, ..data }))
+    }
+}
+
+/// An external name inside `func` that refers to the function named `target`.
+fn external_name(func: &mut Function, target: &UserFuncName) -> ExternalName {
+    match target {
+        UserFuncName::User(user) => {
+            ExternalName::User(func.declare_imported_user_function(user.clone()))
+        }
+        UserFuncName::Testcase(t) => ExternalName::TestCase(t.clone()),
+    }
+}
+
+/// Builds a body with `duplicate`'s name and signature that transfers to `kept`.
+pub fn build_thunk(duplicate: &Function, kept: &UserFuncName) -> Function {
+    let signature = duplicate.signature.clone();
+    let mut thunk = Function::with_name_signature(duplicate.name.clone(), signature.clone());
+    let name = external_name(&mut thunk, kept);
+    let sig_ref = thunk.import_signature(signature.clone());
+    let callee = thunk.import_function(ExtFuncData {
+        name,
+        signature: sig_ref,
+        colocated: true,
+        patchable: false,
+    });
+    let entry = thunk.dfg.make_block();
+    thunk.layout.append_block(entry);
+    let args: Vec<Value> = signature
+        .params
+        .iter()
+        .map(|p| thunk.dfg.append_block_param(entry, p.value_type))
+        .collect();
+    let mut pos = FuncCursor::new(&mut thunk).at_bottom(entry);
+    if signature.call_conv.supports_tail_calls() {
+        pos.ins().return_call(callee, &args);
+    } else {
+        let call = pos.ins().call(callee, &args);
+        let results = pos.func.dfg.inst_results(call).to_vec();
+        pos.ins().return_(&results);
+    }
+    thunk
+}

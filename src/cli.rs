@@ -1,0 +1,421 @@
+//! The `clif-merge` command line: argument parsing, reading and checking inputs,
+//! running the pass, printing the result.
+//!
+//! Exit codes: 0 success, 2 bad input or usage (nothing is printed on stdout), 3 an
+//! internal error (a merged function failed the verifier; nothing is printed).
+
+use crate::apply::OutputEntry;
+use crate::driver::{MergeOptions, merge_functions};
+use crate::module::FunctionSet;
+use crate::plan::MergeMode;
+use crate::report::{clif_text, json_report, stats_text};
+use clap::{Parser, ValueEnum};
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
+use cranelift_module::Linkage;
+use cranelift_reader::{IsaSpec, ParseOptions, parse_test};
+use std::ffi::OsString;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const ABOUT: &str = "Merge identical functions in Cranelift IR (CLIF)";
+
+const LONG_ABOUT: &str = "\
+Merge identical functions in Cranelift IR (CLIF).
+
+All functions of all inputs form one module. Functions that provably compute the same \
+thing are found (same signature and call convention; same CFG walked from the entry \
+block; same instructions, immediates, types, memory flags, stack slots, global values, \
+constants; callees defined in the module compared by equivalence class, so recursive \
+and mutually recursive duplicates merge too). One function per class is kept and each \
+duplicate is erased (local, address never taken: every call goes to the kept one), \
+aliased (a second name for the kept code) or turned into a thunk (a body that jumps to \
+the kept one, keeping its own address).
+
+The merged module is printed as CLIF; each removed function leaves a comment line \
+`; %g: erased, calls go to %f` or `; %g: alias of %f`, each thunk is preceded by \
+`; %g: thunk to %f`.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  clif-merge filetests/merge/mutual_recursion.clif
+  clif-merge --report json --export %main a.clif b.clif
+  clif-merge --stats --mode all corpus/brotli/
+
+Exit status: 0 on success, 2 on bad input (parse error with FILE:LINE, a function \
+that fails the Cranelift verifier, unreadable or empty input, duplicate names), 3 on \
+an internal error.";
+
+/// Output format of the merged module.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// The merged module as CLIF text.
+    Clif,
+    /// One JSON object: functions, merged, classes, actions.
+    Json,
+}
+
+/// Whether function addresses are significant (see `--mode`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Functions whose addresses can be observed keep distinct addresses (thunks).
+    Safe,
+    /// Addresses are not significant: duplicates that stay symbols become aliases.
+    All,
+}
+
+/// Command-line arguments of `clif-merge`.
+#[derive(Parser, Debug)]
+#[command(name = "clif-merge", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct Args {
+    /// CLIF files, or directories (every `.clif` file under them, sorted by path).
+    #[arg(required = true, value_name = "FILE.clif|DIR")]
+    pub inputs: Vec<PathBuf>,
+
+    /// What to print: the merged module as CLIF, or a JSON report of the merge.
+    #[arg(long, value_enum, default_value = "clif", value_name = "FORMAT")]
+    pub report: ReportFormat,
+
+    /// Print a short summary (functions, classes, merged, by action, bytes removed,
+    /// time) on stderr.
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Give function NAME export linkage (visible outside the module). Repeatable.
+    /// NAME as written after `function`, e.g. `%foo` or `u0:12`.
+    #[arg(long = "export", value_name = "NAME")]
+    pub export: Vec<String>,
+
+    /// Give function NAME hidden linkage (visible in the linked object only).
+    #[arg(long = "hidden", value_name = "NAME")]
+    pub hidden: Vec<String>,
+
+    /// Give function NAME preemptible linkage (may be replaced at link time; it is
+    /// never kept in place of another and only ever becomes a thunk).
+    #[arg(long = "preemptible", value_name = "NAME")]
+    pub preemptible: Vec<String>,
+
+    /// `safe`: a function whose address can be observed (taken with `func_addr`, or
+    /// visible outside while the kept one is too) keeps its own address, via a thunk.
+    /// `all`: addresses are not significant; such duplicates become aliases.
+    #[arg(long, value_enum, default_value = "safe")]
+    pub mode: ModeArg,
+}
+
+/// An error that ends the run, with its exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// Process exit code.
+    pub code: i32,
+    /// The message, printed on stderr after `error: `.
+    pub message: String,
+}
+
+impl CliError {
+    fn input(message: impl Into<String>) -> Self {
+        Self {
+            code: 2,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Where a function came from.
+#[derive(Clone, Debug)]
+pub struct SourceLocation {
+    /// The file.
+    pub path: PathBuf,
+    /// Line of the `function` keyword.
+    pub line: usize,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.path.display(), self.line)
+    }
+}
+
+/// The parsed inputs.
+pub struct LoadedModule {
+    /// The functions, all `Local` until linkage options are applied.
+    pub functions: FunctionSet,
+    /// Where each function was defined, in input order.
+    pub locations: Vec<SourceLocation>,
+    /// `test`/`set`/`target` lines of the first file that has any, to print again.
+    pub header: String,
+    /// Number of files read.
+    pub files: usize,
+}
+
+/// Expands directories into the sorted list of `.clif` files under them.
+pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    let mut files = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input)
+            .map_err(|e| CliError::input(format!("{}: {e}", input.display())))?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            collect_clif_files(input, &mut found)?;
+            if found.is_empty() {
+                return Err(CliError::input(format!(
+                    "{}: directory contains no .clif files",
+                    input.display()
+                )));
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(input.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn collect_clif_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
+            let path = entry.path();
+            let file_type = entry
+                .file_type()
+                .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+            if file_type.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "clif") {
+                out.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads, parses and verifies every input file into one module.
+pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
+    let mut functions = FunctionSet::new();
+    let mut locations: Vec<SourceLocation> = Vec::new();
+    let mut header = String::new();
+    for path in paths {
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::input(format!("{}: cannot read: {e}", path.display())))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            CliError::input(format!(
+                "{}: not CLIF text: invalid UTF-8 at byte {}",
+                path.display(),
+                e.valid_up_to()
+            ))
+        })?;
+        let test = parse_test(text, ParseOptions::default()).map_err(|e| {
+            CliError::input(format!(
+                "{}:{}: {}",
+                path.display(),
+                e.location.line_number,
+                e.message
+            ))
+        })?;
+        if test.functions.is_empty() {
+            return Err(CliError::input(format!(
+                "{}: no functions found (expected `function NAME(...) {{ ... }}`)",
+                path.display()
+            )));
+        }
+        if header.is_empty() {
+            header = header_lines(text);
+        }
+        let default_flags;
+        let flags_or_isa = match &test.isa_spec {
+            IsaSpec::None(flags) => cranelift_codegen::settings::FlagsOrIsa::from(flags),
+            IsaSpec::Some(isas) => match isas.first() {
+                Some(isa) => cranelift_codegen::settings::FlagsOrIsa::from(&**isa),
+                None => {
+                    default_flags = Flags::new(settings::builder());
+                    cranelift_codegen::settings::FlagsOrIsa::from(&default_flags)
+                }
+            },
+        };
+        for (func, details) in test.functions {
+            let location = SourceLocation {
+                path: path.clone(),
+                line: details.location.line_number,
+            };
+            if let Err(errors) = verify_function(&func, flags_or_isa) {
+                return Err(CliError::input(format!(
+                    "{location}: function {} fails the Cranelift verifier:\n{}",
+                    func.name,
+                    indent(&errors.to_string())
+                )));
+            }
+            let name = func.name.to_string();
+            if let Err(dup) = functions.push(func, Linkage::Local) {
+                let first = functions
+                    .iter()
+                    .position(|(_, d)| d.func.name.to_string() == name)
+                    .map(|i| locations[i].to_string())
+                    .unwrap_or_default();
+                return Err(CliError::input(format!(
+                    "{location}: {dup} (first defined at {first})"
+                )));
+            }
+            locations.push(location);
+        }
+    }
+    Ok(LoadedModule {
+        functions,
+        locations,
+        header,
+        files: paths.len(),
+    })
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `test`, `set` and `target` lines before the first function.
+fn header_lines(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("function") {
+            break;
+        }
+        if ["test ", "set ", "target "]
+            .iter()
+            .any(|k| line.starts_with(k))
+        {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Sets the linkage of the functions named in the options.
+fn apply_linkage(module: &mut FunctionSet, args: &Args) -> Result<(), CliError> {
+    let lists = [
+        (&args.export, Linkage::Export),
+        (&args.hidden, Linkage::Hidden),
+        (&args.preemptible, Linkage::Preemptible),
+    ];
+    for (names, linkage) in lists {
+        for name in names {
+            let wanted = name.as_str();
+            let found = module.iter().find_map(|(i, d)| {
+                let spelled = d.func.name.to_string();
+                (spelled == wanted || spelled.strip_prefix('%') == Some(wanted)).then_some(i)
+            });
+            match found {
+                Some(index) => module.set_linkage(index, linkage),
+                None => {
+                    return Err(CliError::input(format!(
+                        "no function named `{name}` in the inputs (names are spelled as after `function`, e.g. `%foo` or `u0:12`)"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every function of the merged module with the Cranelift verifier.
+fn verify_output(functions: &[&Function]) -> Result<(), CliError> {
+    let flags = Flags::new(settings::builder());
+    for func in functions {
+        if let Err(errors) = verify_function(func, &flags) {
+            return Err(CliError {
+                code: 3,
+                message: format!(
+                    "internal error: merged function {} fails the Cranelift verifier:\n{}",
+                    func.name,
+                    indent(&errors.to_string())
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the tool. Returns `(stdout, stderr)` text on success.
+pub fn run(args: &Args) -> Result<(String, String), CliError> {
+    let files = expand_inputs(&args.inputs)?;
+    let mut loaded = load(&files)?;
+    apply_linkage(&mut loaded.functions, args)?;
+    let options = MergeOptions {
+        mode: match args.mode {
+            ModeArg::Safe => MergeMode::Safe,
+            ModeArg::All => MergeMode::All,
+        },
+    };
+    let outcome = merge_functions(&loaded.functions, &options);
+    let printed: Vec<&Function> = outcome
+        .output
+        .iter()
+        .filter_map(|e| match e {
+            OutputEntry::Function(_, f) => Some(f),
+            OutputEntry::Thunk { body, .. } => Some(body),
+            OutputEntry::Removed { .. } => None,
+        })
+        .collect();
+    verify_output(&printed)?;
+    let stdout = match args.report {
+        ReportFormat::Clif => clif_text(&loaded.functions, &outcome, &loaded.header),
+        ReportFormat::Json => {
+            let mut s = json_report(&loaded.functions, &outcome).to_string();
+            s.push('\n');
+            s
+        }
+    };
+    let stderr = if args.stats {
+        stats_text(&loaded.functions, &outcome, loaded.files)
+    } else {
+        String::new()
+    };
+    Ok((stdout, stderr))
+}
+
+/// Entry point of the binary: parses `argv`, runs, prints, returns the exit code.
+pub fn main_with_args(
+    argv: impl IntoIterator<Item = OsString>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let args = match Args::try_parse_from(argv) {
+        Ok(args) => args,
+        Err(e) => {
+            let code = e.exit_code();
+            let text = e.render().ansi().to_string();
+            if code == 0 {
+                let _ = write!(stdout, "{text}");
+            } else {
+                let _ = write!(stderr, "{text}");
+            }
+            return code;
+        }
+    };
+    match run(&args) {
+        Ok((out, err)) => {
+            let _ = stderr.write_all(err.as_bytes());
+            if stdout.write_all(out.as_bytes()).is_err() {
+                return 1;
+            }
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            e.code
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! clif-merge: merge identical functions in Cranelift IR (CLIF).
+//!
+//! This is the Cranelift counterpart of LLVM's MergeFunctions pass and GCC's identical
+//! code folding. The pipeline is:
+//!
+//! 1. [`adapter`] walks every function once, in CFG order from the entry block, and
+//!    records the comparator's view of it as a [`adapter::FunctionEncoding`].
+//! 2. [`hash`] derives a [`hash::StructuralHash`] from that encoding, and [`compare`]
+//!    defines the total order [`compare::FunctionComparator`] over encodings. Both read
+//!    the same encoding, so they cannot drift apart.
+//! 3. [`partition`] drops functions with a unique hash, puts the rest in a `BTreeMap`
+//!    keyed by the comparator, and refines the classes until calls between module
+//!    functions agree (GCC ipa-icf style optimistic refinement).
+//! 4. [`plan`] decides, per duplicate, whether it is erased, aliased or thunked.
+//! 5. [`apply`] rewrites the CLIF: redirected calls, thunks, removed functions.
+//!
+//! [`driver`] runs the whole pipeline over a [`module::FunctionSet`], and [`cli`] is
+//! the `clif-merge` command-line tool built on top of it.
+
+pub mod adapter;
+pub mod apply;
+pub mod cli;
+pub mod compare;
+pub mod driver;
+pub mod hash;
+pub mod module;
+pub mod partition;
+pub mod plan;
+pub mod report;
+pub mod symbols;
+
+pub use compare::FunctionComparator;
+pub use driver::{MergeOptions, MergeOutcome, merge_functions};
+pub use hash::StructuralHash;
+pub use module::{DefinedFunction, FuncIndex, FunctionSet};
+pub use plan::{MergeAction, MergeMode, MergePlan};

@@ -1,0 +1,224 @@
+//! Equivalence classes of functions: hash filter, `BTreeMap` of uniques, refinement.
+//!
+//! 1. Functions whose [`StructuralHash`] no other function shares are singletons and
+//!    never enter the tree.
+//! 2. The rest are inserted into one `BTreeMap` keyed by the [`FunctionComparator`]
+//!    (LLVM's `FnTree`), reading every reference to a module function as "some module
+//!    function" (optimistic: GCC ipa-icf starts the same way). Each lookup costs
+//!    O(log N) comparisons.
+//! 3. Refinement: a class whose members call (or take the address of) functions in
+//!    different classes is split, again with a `BTreeMap` keyed by the comparator, now
+//!    reading callees through the current classes. Only classes containing a caller of
+//!    a function that just changed class are looked at again (LLVM's `Deferred` list).
+//!    This stops at the coarsest stable partition, which is unique, so the classes do
+//!    not depend on the order of work. Self recursion, mutual recursion and transitive
+//!    chains of equal callees all end up merged.
+
+use crate::compare::{CalleeView, EncodedFunctions, FunctionComparator};
+use crate::module::FuncIndex;
+use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
+use std::cmp::Ordering;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An equivalence class of functions.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ClassId(u32);
+entity_impl!(ClassId, "class");
+
+/// Counters describing the work done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionStats {
+    /// Functions whose hash was shared with another function.
+    pub candidates: usize,
+    /// Comparator calls, tree insertion and refinement together.
+    pub comparisons: u64,
+    /// Refinement rounds that re-examined at least one class.
+    pub refinement_rounds: usize,
+}
+
+/// The equivalence classes of a module's functions.
+pub struct Partition {
+    class_of: SecondaryMap<FuncIndex, ClassId>,
+    members: PrimaryMap<ClassId, Vec<FuncIndex>>,
+    /// What it cost.
+    pub stats: PartitionStats,
+}
+
+impl Partition {
+    /// The class of a function.
+    pub fn class_of(&self, f: FuncIndex) -> ClassId {
+        self.class_of[f]
+    }
+
+    /// Members of a class, in input order.
+    pub fn members(&self, class: ClassId) -> &[FuncIndex] {
+        &self.members[class]
+    }
+
+    /// Classes with two or more members, each in input order, ordered by the input
+    /// position of their first member.
+    pub fn merge_classes(&self) -> Vec<Vec<FuncIndex>> {
+        let mut classes: Vec<Vec<FuncIndex>> = self
+            .members
+            .values()
+            .filter(|m| m.len() > 1)
+            .cloned()
+            .collect();
+        classes.sort_by_key(|m| m[0]);
+        classes
+    }
+}
+
+/// A `BTreeMap` key: a function ordered by a comparator.
+struct FunctionKey<'c> {
+    index: FuncIndex,
+    comparator: &'c FunctionComparator<'c>,
+}
+
+impl Ord for FunctionKey<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.comparator.compare(self.index, other.index)
+    }
+}
+
+impl PartialOrd for FunctionKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for FunctionKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for FunctionKey<'_> {}
+
+// The comparator's only interior mutability is its comparison counter, which never
+// changes how keys order.
+#[allow(clippy::mutable_key_type)]
+/// Groups `members` (in input order) into runs equal under `comparator`, through a
+/// `BTreeMap` keyed by it. Groups keep input order and are ordered by first member.
+fn group_equal<'c>(
+    members: impl IntoIterator<Item = FuncIndex>,
+    comparator: &'c FunctionComparator<'c>,
+) -> Vec<Vec<FuncIndex>> {
+    let mut tree: BTreeMap<FunctionKey<'c>, usize> = BTreeMap::new();
+    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
+    for index in members {
+        match tree.entry(FunctionKey { index, comparator }) {
+            Entry::Vacant(v) => {
+                v.insert(groups.len());
+                groups.push(vec![index]);
+            }
+            Entry::Occupied(o) => groups[*o.get()].push(index),
+        }
+    }
+    groups
+}
+
+/// Computes the equivalence classes of `functions` (indices `0..count`).
+pub fn partition(functions: &EncodedFunctions<'_>, count: usize) -> Partition {
+    let mut stats = PartitionStats::default();
+    let all = (0..count).map(FuncIndex::new);
+
+    // 1. Hash filter: only functions sharing a hash are candidates.
+    let mut by_hash: Vec<FuncIndex> = all
+        .clone()
+        .filter(|&f| functions.encodings[f].is_some())
+        .collect();
+    by_hash.sort_by_key(|&f| (functions.hashes[f], f));
+    let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
+    for run in by_hash.chunk_by(|&a, &b| functions.hashes[a] == functions.hashes[b]) {
+        if run.len() > 1 {
+            for &f in run {
+                is_candidate[f] = true;
+            }
+        }
+    }
+    let candidates: Vec<FuncIndex> = all.clone().filter(|&f| is_candidate[f]).collect();
+    stats.candidates = candidates.len();
+
+    // 2. The tree of uniques, callees read optimistically.
+    let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
+    let mut members: PrimaryMap<ClassId, Vec<FuncIndex>> = PrimaryMap::new();
+    {
+        let comparator = FunctionComparator::new(functions, CalleeView::Optimistic);
+        for group in group_equal(candidates.iter().copied(), &comparator) {
+            let id = members.next_key();
+            for &f in &group {
+                class_of[f] = id;
+            }
+            members.push(group);
+        }
+        stats.comparisons += comparator.comparisons();
+    }
+    for f in all.clone().filter(|&f| !is_candidate[f]) {
+        class_of[f] = members.push(vec![f]);
+    }
+
+    // 3. Refinement until every class agrees on the classes of its callees.
+    let mut callers: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::with_capacity(count);
+    for &f in &candidates {
+        if let Some(enc) = &functions.encodings[f] {
+            for callee in enc.callees() {
+                if callers[callee].last() != Some(&f) {
+                    callers[callee].push(f);
+                }
+            }
+        }
+    }
+    let mut dirty: BTreeSet<ClassId> = members
+        .iter()
+        .filter(|(_, m)| {
+            m.len() > 1
+                && m.iter().any(|&f| {
+                    functions.encodings[f]
+                        .as_ref()
+                        .is_some_and(|e| !e.callee_positions().is_empty())
+                })
+        })
+        .map(|(c, _)| c)
+        .collect();
+    while !dirty.is_empty() {
+        stats.refinement_rounds += 1;
+        let mut splits = Vec::new();
+        {
+            let comparator = FunctionComparator::new(functions, CalleeView::Classes(&class_of));
+            for &class in &dirty {
+                let groups = group_equal(members[class].iter().copied(), &comparator);
+                if groups.len() > 1 {
+                    splits.push((class, groups));
+                }
+            }
+            stats.comparisons += comparator.comparisons();
+        }
+        let mut moved = Vec::new();
+        for (class, mut groups) in splits {
+            let rest = groups.split_off(1);
+            members[class] = groups.pop().unwrap_or_default();
+            for group in rest {
+                let id = members.next_key();
+                for &f in &group {
+                    class_of[f] = id;
+                    moved.push(f);
+                }
+                members.push(group);
+            }
+        }
+        dirty = moved
+            .iter()
+            .flat_map(|&f| callers[f].iter())
+            .map(|&caller| class_of[caller])
+            .filter(|&c| members[c].len() > 1)
+            .collect();
+    }
+
+    Partition {
+        class_of,
+        members,
+        stats,
+    }
+}

@@ -1,0 +1,153 @@
+//! What the pass prints: the merged module as CLIF text, the JSON report, and the
+//! human summary of `--stats`.
+
+use crate::apply::OutputEntry;
+use crate::driver::MergeOutcome;
+use crate::module::FunctionSet;
+use crate::plan::MergeAction;
+use serde_json::json;
+use std::fmt::Write;
+
+/// The merged module as CLIF text, in input order. A removed duplicate is one
+/// comment line (`; %g: erased, calls go to %f`, `; %g: alias of %f`); a thunk is a
+/// comment line `; %g: thunk to %f` followed by its body.
+pub fn clif_text(module: &FunctionSet, outcome: &MergeOutcome, header: &str) -> String {
+    let mut out = String::from(header);
+    for (i, entry) in outcome.output.iter().enumerate() {
+        if i > 0 || !header.is_empty() {
+            out.push('\n');
+        }
+        match entry {
+            OutputEntry::Function(_, func) => {
+                let _ = write!(out, "{}", func.display());
+            }
+            OutputEntry::Removed {
+                function,
+                into,
+                action,
+            } => {
+                let (f, k) = (module.display_name(*function), module.display_name(*into));
+                let _ = match action {
+                    MergeAction::Erase => writeln!(out, "; {f}: erased, calls go to {k}"),
+                    _ => writeln!(out, "; {f}: alias of {k}"),
+                };
+            }
+            OutputEntry::Thunk {
+                function,
+                into,
+                body,
+            } => {
+                let (f, k) = (module.display_name(*function), module.display_name(*into));
+                let _ = writeln!(out, "; {f}: thunk to {k}");
+                let _ = write!(out, "{}", body.display());
+            }
+        }
+    }
+    out
+}
+
+/// The JSON report: `{"functions", "merged", "classes", "actions"}`.
+pub fn json_report(module: &FunctionSet, outcome: &MergeOutcome) -> serde_json::Value {
+    let plan = &outcome.plan;
+    let classes: Vec<Vec<String>> = plan
+        .classes
+        .iter()
+        .map(|c| c.iter().map(|&f| module.display_name(f)).collect())
+        .collect();
+    let actions: Vec<serde_json::Value> = plan
+        .decisions
+        .iter()
+        .map(|d| {
+            json!({
+                "function": module.display_name(d.function),
+                "into": module.display_name(d.into),
+                "action": d.action.as_str(),
+            })
+        })
+        .collect();
+    json!({
+        "functions": module.len(),
+        "merged": plan.decisions.len(),
+        "classes": classes,
+        "actions": actions,
+    })
+}
+
+/// Bytes of CLIF text removed: the text of every merged duplicate minus the text of
+/// the thunk that replaces it.
+pub fn clif_bytes_removed(module: &FunctionSet, outcome: &MergeOutcome) -> usize {
+    let mut removed = 0usize;
+    for d in &outcome.plan.decisions {
+        removed += module.get(d.function).func.display().to_string().len();
+    }
+    for entry in &outcome.output {
+        if let OutputEntry::Thunk { body, .. } = entry {
+            removed = removed.saturating_sub(body.display().to_string().len());
+        }
+    }
+    removed
+}
+
+/// The short human summary printed by `--stats`.
+pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) -> String {
+    let s = &outcome.stats;
+    let plan = &outcome.plan;
+    let in_classes: usize = plan.classes.iter().map(Vec::len).sum();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "clif-merge: {} functions ({} instructions) from {} file{}",
+        s.functions,
+        s.instructions,
+        files,
+        if files == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(
+        out,
+        "  classes of equal functions: {} ({} functions)",
+        plan.classes.len(),
+        in_classes
+    );
+    let _ = writeln!(
+        out,
+        "  merged: {} (erase {}, alias {}, thunk {})",
+        plan.decisions.len(),
+        plan.count(MergeAction::Erase),
+        plan.count(MergeAction::Alias),
+        plan.count(MergeAction::Thunk)
+    );
+    if plan.unmerged_preemptible_classes > 0 {
+        let _ = writeln!(
+            out,
+            "  left alone: {} classes whose members are all preemptible",
+            plan.unmerged_preemptible_classes
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  removed: {} CLIF instructions, {} bytes of CLIF text",
+        s.instructions_merged,
+        clif_bytes_removed(module, outcome)
+    );
+    if !s.unsupported.is_empty() {
+        let _ = writeln!(out, "  not compared (unsupported): {}", s.unsupported.len());
+        for (f, reason) in s.unsupported.iter().take(5) {
+            let _ = writeln!(out, "    {}: {reason}", module.display_name(*f));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  work: {} hash candidates, {} comparisons, {} refinement rounds",
+        s.partition.candidates, s.partition.comparisons, s.partition.refinement_rounds
+    );
+    let _ = writeln!(
+        out,
+        "  time: {:.3} ms (walk+hash {:.3}, tree+refine {:.3}, plan+apply {:.3})",
+        ms(s.time_encode + s.time_partition + s.time_apply),
+        ms(s.time_encode),
+        ms(s.time_partition),
+        ms(s.time_apply)
+    );
+    out
+}

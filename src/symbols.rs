@@ -1,0 +1,114 @@
+//! Symbol names of functions and data, independent of any one function's tables.
+//!
+//! A CLIF function refers to other functions through function-local handles
+//! (`FuncRef` → `ExtFuncData` → `UserExternalNameRef`). To compare references across
+//! functions, every name is turned into a [`SymbolName`] and interned in a
+//! [`SymbolTable`], which hands out small [`SymbolId`]s.
+
+use cranelift_codegen::entity::{PrimaryMap, entity_impl};
+use cranelift_codegen::ir::{
+    ExternalName, Function, KnownSymbol, LibCall, UserExternalName, UserFuncName,
+};
+use std::collections::HashMap;
+use std::fmt;
+
+/// A symbol name as seen from outside any function: what a linker would see.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SymbolName {
+    /// `uN:M`: a user-defined name (namespace, index).
+    User {
+        /// The namespace (`N` in `uN:M`).
+        namespace: u32,
+        /// The index within the namespace (`M` in `uN:M`).
+        index: u32,
+    },
+    /// `%name`: a test-case name, kept as raw bytes (it may not be UTF-8).
+    Testcase(Box<[u8]>),
+    /// A well-known runtime library function.
+    LibCall(LibCall),
+    /// A well-known symbol.
+    Known(KnownSymbol),
+}
+
+impl SymbolName {
+    /// The name a function definition declares for itself.
+    pub fn of_function(func: &Function) -> Self {
+        Self::of_user_func_name(&func.name)
+    }
+
+    /// The symbol of a function's own name.
+    pub fn of_user_func_name(name: &UserFuncName) -> Self {
+        match name {
+            UserFuncName::User(UserExternalName { namespace, index }) => Self::User {
+                namespace: *namespace,
+                index: *index,
+            },
+            UserFuncName::Testcase(t) => Self::Testcase(t.raw().into()),
+        }
+    }
+
+    /// The symbol an external name inside `func` refers to.
+    ///
+    /// Returns `None` for a `User` reference that is missing from the function's
+    /// name table (only possible in unverified IR).
+    pub fn of_external(func: &Function, name: &ExternalName) -> Option<Self> {
+        Some(match name {
+            ExternalName::User(r) => {
+                let user = func.params.user_named_funcs().get(*r)?;
+                Self::User {
+                    namespace: user.namespace,
+                    index: user.index,
+                }
+            }
+            ExternalName::TestCase(t) => Self::Testcase(t.raw().into()),
+            ExternalName::LibCall(l) => Self::LibCall(*l),
+            ExternalName::KnownSymbol(k) => Self::Known(*k),
+        })
+    }
+}
+
+impl fmt::Display for SymbolName {
+    /// Spells the name as CLIF text does after `function `, e.g. `%foo` or `u0:12`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::User { namespace, index } => write!(f, "u{namespace}:{index}"),
+            Self::Testcase(raw) => write!(f, "%{}", String::from_utf8_lossy(raw)),
+            Self::LibCall(l) => write!(f, "%{l}"),
+            Self::Known(k) => write!(f, "%{k}"),
+        }
+    }
+}
+
+/// A small integer naming an interned [`SymbolName`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SymbolId(u32);
+entity_impl!(SymbolId, "sym");
+
+/// Interns [`SymbolName`]s so that the comparator can compare names as integers.
+#[derive(Default)]
+pub struct SymbolTable {
+    names: PrimaryMap<SymbolId, SymbolName>,
+    ids: HashMap<SymbolName, SymbolId>,
+}
+
+impl SymbolTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `name`, interning it on first use.
+    pub fn intern(&mut self, name: SymbolName) -> SymbolId {
+        if let Some(&id) = self.ids.get(&name) {
+            return id;
+        }
+        let id = self.names.push(name.clone());
+        self.ids.insert(name, id);
+        id
+    }
+
+    /// The name behind an id.
+    pub fn name(&self, id: SymbolId) -> &SymbolName {
+        &self.names[id]
+    }
+}

@@ -1,0 +1,73 @@
+//! Runs every `.clif` file under `filetests/` through `clif-merge` and checks the
+//! output against the file's `; check:`-style directives (the `filecheck` crate).
+//!
+//! A line `; clif-merge: ARGS` in a file gives extra command-line arguments. Every
+//! file must contain at least one directive, so no file passes by checking nothing.
+
+use clif_merge::cli::{Args, run};
+use clap::Parser;
+use std::path::{Path, PathBuf};
+
+fn clif_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("filetests directory is readable") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            clif_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "clif") {
+            out.push(path);
+        }
+    }
+}
+
+fn extra_args(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("; clif-merge:"))
+        .flat_map(|rest| rest.split_whitespace().map(str::to_string))
+        .collect()
+}
+
+fn run_filetest(path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut argv = vec!["clif-merge".to_string()];
+    argv.extend(extra_args(&text));
+    argv.push(path.display().to_string());
+    let args = Args::try_parse_from(&argv).map_err(|e| format!("bad `; clif-merge:` line: {e}"))?;
+    let (output, _) = run(&args).map_err(|e| format!("clif-merge failed (exit {}): {e}", e.code))?;
+    let checker = filecheck::CheckerBuilder::new()
+        .text(&text)
+        .map_err(|e| format!("bad directives: {e}"))?
+        .finish();
+    if checker.is_empty() {
+        return Err("no filecheck directives".into());
+    }
+    let (ok, explain) = checker
+        .explain(&output, filecheck::NO_VARIABLES)
+        .map_err(|e| format!("filecheck error: {e}"))?;
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("directives do not match.\n--- output ---\n{output}\n--- filecheck ---\n{explain}"))
+    }
+}
+
+#[test]
+fn filetests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests");
+    let mut files = Vec::new();
+    clif_files(&root, &mut files);
+    files.sort();
+    assert!(files.len() >= 40, "expected at least 40 filetests, found {}", files.len());
+    let mut failures = Vec::new();
+    for path in &files {
+        if let Err(e) = run_filetest(path) {
+            failures.push(format!("{}: {e}", path.display()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} filetests failed:\n\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
+}
