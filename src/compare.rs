@@ -7,9 +7,9 @@
 //! since the token grammar is deterministic, `Equal` means the two functions have
 //! the same structure with callees in the same classes.
 
-use crate::adapter::FunctionEncoding;
+use crate::adapter::{FunctionEncoding, encode_module};
 use crate::hash::StructuralHash;
-use crate::module::FuncIndex;
+use crate::module::{FuncIndex, FunctionSet};
 use crate::partition::ClassId;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use std::cell::Cell;
@@ -24,24 +24,63 @@ pub enum CalleeView<'a> {
     Classes(&'a SecondaryMap<FuncIndex, ClassId>),
 }
 
-/// The encodings of a module together with their hashes.
-pub struct EncodedFunctions<'a> {
+/// The encodings of a module's functions with their hashes: everything the
+/// comparator reads.
+#[derive(Default)]
+pub struct EncodedFunctions {
     /// Encoding per function; `None` for functions the walk could not handle.
-    pub encodings: &'a SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+    pub encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
     /// Structural hash per encoded function.
-    pub hashes: &'a SecondaryMap<FuncIndex, StructuralHash>,
+    pub hashes: SecondaryMap<FuncIndex, StructuralHash>,
+    /// Whether the function's address is taken anywhere in the module.
+    pub address_taken: SecondaryMap<FuncIndex, bool>,
+    /// Functions the walk could not handle, with the reason.
+    pub unsupported: Vec<(FuncIndex, String)>,
+    /// Number of functions.
+    pub len: usize,
+}
+
+impl EncodedFunctions {
+    /// Walks and hashes every function of `module`.
+    pub fn from_module(module: &FunctionSet) -> Self {
+        let (results, _symbols) = encode_module(module);
+        let mut out = Self {
+            len: module.len(),
+            ..Self::default()
+        };
+        for (f, result) in results {
+            match result {
+                Ok(encoding) => {
+                    out.hashes[f] = StructuralHash::of(&encoding);
+                    for &target in encoding.address_taken() {
+                        out.address_taken[target] = true;
+                    }
+                    out.encodings[f] = Some(encoding);
+                }
+                Err(e) => out.unsupported.push((f, e.reason)),
+            }
+        }
+        out
+    }
+
+    /// Reachable instructions of `f` (0 if it was not encoded).
+    pub fn instructions(&self, f: FuncIndex) -> u64 {
+        self.encodings[f]
+            .as_ref()
+            .map_or(0, |e| u64::from(e.instructions()))
+    }
 }
 
 /// Compares encoded functions; see the module documentation for the order.
 pub struct FunctionComparator<'a> {
-    functions: &'a EncodedFunctions<'a>,
+    functions: &'a EncodedFunctions,
     view: CalleeView<'a>,
     comparisons: Cell<u64>,
 }
 
 impl<'a> FunctionComparator<'a> {
     /// A comparator reading callees through `view`.
-    pub fn new(functions: &'a EncodedFunctions<'a>, view: CalleeView<'a>) -> Self {
+    pub fn new(functions: &'a EncodedFunctions, view: CalleeView<'a>) -> Self {
         Self {
             functions,
             view,

@@ -1,13 +1,10 @@
 //! The whole pass over a [`FunctionSet`]: encode, hash, partition, plan, apply.
 
-use crate::adapter::{FunctionEncoding, encode_module};
 use crate::apply::{OutputEntry, apply};
 use crate::compare::EncodedFunctions;
-use crate::hash::StructuralHash;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::partition::{PartitionStats, partition};
 use crate::plan::{MergeMode, MergePlan, plan};
-use cranelift_codegen::entity::SecondaryMap;
 use std::time::{Duration, Instant};
 
 /// Options of the pass.
@@ -56,46 +53,24 @@ pub fn merge_functions(module: &FunctionSet, options: &MergeOptions) -> MergeOut
     };
 
     let start = Instant::now();
-    let (results, _symbols) = encode_module(module);
-    let mut encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>> =
-        SecondaryMap::with_capacity(module.len());
-    let mut hashes: SecondaryMap<FuncIndex, StructuralHash> =
-        SecondaryMap::with_capacity(module.len());
-    let mut address_taken: SecondaryMap<FuncIndex, bool> =
-        SecondaryMap::with_capacity(module.len());
-    for (f, result) in results {
-        match result {
-            Ok(encoding) => {
-                hashes[f] = StructuralHash::of(&encoding);
-                stats.instructions += u64::from(encoding.instructions());
-                for &target in encoding.address_taken() {
-                    address_taken[target] = true;
-                }
-                encodings[f] = Some(encoding);
-            }
-            Err(e) => stats.unsupported.push((f, e.reason)),
-        }
-    }
+    let functions = EncodedFunctions::from_module(module);
+    stats.unsupported = functions.unsupported.clone();
+    stats.instructions = module.iter().map(|(f, _)| functions.instructions(f)).sum();
     stats.time_encode = start.elapsed();
 
     let start = Instant::now();
-    let functions = EncodedFunctions {
-        encodings: &encodings,
-        hashes: &hashes,
-    };
-    let partition = partition(&functions, module.len());
+    let partition = partition(&functions);
     stats.partition = partition.stats.clone();
     stats.time_partition = start.elapsed();
 
     let start = Instant::now();
-    let plan = plan(module, &partition, &address_taken, options.mode);
+    let plan = plan(module, &partition, &functions.address_taken, options.mode);
     let output = apply(module, &plan);
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
         .decisions
         .iter()
-        .filter_map(|d| encodings[d.function].as_ref())
-        .map(|e| u64::from(e.instructions()))
+        .map(|d| functions.instructions(d.function))
         .sum();
 
     MergeOutcome {

@@ -119,8 +119,9 @@ fn group_equal<'c>(
     groups
 }
 
-/// Computes the equivalence classes of `functions` (indices `0..count`).
-pub fn partition(functions: &EncodedFunctions<'_>, count: usize) -> Partition {
+/// Computes the equivalence classes of `functions`.
+pub fn partition(functions: &EncodedFunctions) -> Partition {
+    let count = functions.len;
     let mut stats = PartitionStats::default();
     let all = (0..count).map(FuncIndex::new);
 

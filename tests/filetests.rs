@@ -4,8 +4,8 @@
 //! A line `; clif-merge: ARGS` in a file gives extra command-line arguments. Every
 //! file must contain at least one directive, so no file passes by checking nothing.
 
-use clif_merge::cli::{Args, run};
 use clap::Parser;
+use clif_merge::cli::{Args, run};
 use std::path::{Path, PathBuf};
 
 fn clif_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -32,7 +32,8 @@ fn run_filetest(path: &Path) -> Result<(), String> {
     argv.extend(extra_args(&text));
     argv.push(path.display().to_string());
     let args = Args::try_parse_from(&argv).map_err(|e| format!("bad `; clif-merge:` line: {e}"))?;
-    let (output, _) = run(&args).map_err(|e| format!("clif-merge failed (exit {}): {e}", e.code))?;
+    let (output, _) =
+        run(&args).map_err(|e| format!("clif-merge failed (exit {}): {e}", e.code))?;
     let checker = filecheck::CheckerBuilder::new()
         .text(&text)
         .map_err(|e| format!("bad directives: {e}"))?
@@ -46,7 +47,9 @@ fn run_filetest(path: &Path) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("directives do not match.\n--- output ---\n{output}\n--- filecheck ---\n{explain}"))
+        Err(format!(
+            "directives do not match.\n--- output ---\n{output}\n--- filecheck ---\n{explain}"
+        ))
     }
 }
 
@@ -56,7 +59,11 @@ fn filetests() {
     let mut files = Vec::new();
     clif_files(&root, &mut files);
     files.sort();
-    assert!(files.len() >= 40, "expected at least 40 filetests, found {}", files.len());
+    assert!(
+        files.len() >= 40,
+        "expected at least 40 filetests, found {}",
+        files.len()
+    );
     let mut failures = Vec::new();
     for path in &files {
         if let Err(e) = run_filetest(path) {
