@@ -149,13 +149,14 @@ fn renumber(text: &str, prefix: &str, map: impl Fn(u64) -> u64) -> String {
             }
             let ends_word =
                 j == bytes.len() || !(bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_');
-            if j > digits_start && ends_word {
-                if let Ok(n) = text[digits_start..j].parse::<u64>() {
-                    out.push_str(prefix);
-                    out.push_str(&map(n).to_string());
-                    i = j;
-                    continue;
-                }
+            if j > digits_start
+                && ends_word
+                && let Ok(n) = text[digits_start..j].parse::<u64>()
+            {
+                out.push_str(prefix);
+                out.push_str(&map(n).to_string());
+                i = j;
+                continue;
             }
         }
         let ch = text[i..].chars().next().unwrap_or(' ');
@@ -258,7 +259,7 @@ fn corpus_functions_equal_their_respelled_clones() {
         }
         let outcome = merge_functions(&module, &MergeOptions::default());
         let n = originals.len();
-        for i in 0..n {
+        for (i, original) in originals.iter().enumerate() {
             let (orig, clone) = (FuncIndex::new(i), FuncIndex::new(n + i));
             let together = outcome
                 .plan
