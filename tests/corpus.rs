@@ -269,7 +269,7 @@ fn corpus_functions_equal_their_respelled_clones() {
             assert!(
                 together,
                 "{program}: {} differs from its respelled clone",
-                originals[i].name
+                original.name
             );
             checked += 1;
         }

@@ -159,7 +159,7 @@ fn mutate(spec: &FuncSpec, m: &Mutation) -> FuncSpec {
         block.terminator = match block.terminator.clone() {
             Terminator::Return(v) => Terminator::Return(v + 1 + m.choice % 3),
             Terminator::Jump(t, v) => Terminator::Jump(t, v + 1 + m.choice % 3),
-            Terminator::Brif(c, a, b) if m.choice % 2 == 0 => Terminator::Brif(c, b, a),
+            Terminator::Brif(c, a, b) if m.choice.is_multiple_of(2) => Terminator::Brif(c, b, a),
             Terminator::Brif(c, a, b) => Terminator::Brif(c + 1, a, b),
         };
         return out;
@@ -167,13 +167,13 @@ fn mutate(spec: &FuncSpec, m: &Mutation) -> FuncSpec {
     let i = m.slot % (block.ops.len() + 1);
     block.ops[i] = match block.ops[i].clone() {
         Op::Const(c) => Op::Const(c + 1 + (m.choice % 2) as i64),
-        Op::Binary(o, a, b) if m.choice % 2 == 0 => Op::Binary(o, b, a),
+        Op::Binary(o, a, b) if m.choice.is_multiple_of(2) => Op::Binary(o, b, a),
         Op::Binary(o, a, b) => {
             let next =
                 BINARY[(BINARY.iter().position(|x| *x == o).unwrap_or(0) + 1) % BINARY.len()];
             Op::Binary(next, a, b)
         }
-        Op::Compare(o, a, b) if m.choice % 2 == 0 => Op::Compare(o, b, a),
+        Op::Compare(o, a, b) if m.choice.is_multiple_of(2) => Op::Compare(o, b, a),
         Op::Compare(o, a, b) => {
             let next =
                 COMPARE[(COMPARE.iter().position(|x| *x == o).unwrap_or(0) + 1) % COMPARE.len()];
