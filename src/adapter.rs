@@ -13,7 +13,11 @@
 //!   their function-local handle;
 //! * a reference to a function defined in the module (and not preemptible) is written
 //!   as its [`FuncIndex`], and its position is remembered: the comparator reads it
-//!   through the current equivalence classes, and the hash skips it;
+//!   through the current equivalence classes, and the hash skips it. That holds for
+//!   calls always, but for *address* uses (`func_addr`, a symbol in a global value)
+//!   only when addresses are not significant ([`WalkOptions`]): when they are, two
+//!   equal functions may keep distinct addresses (one becomes a thunk), so an address
+//!   is only known equal to the address of the same symbol;
 //! * source locations, comments, value labels and debug tags are not written.
 //!
 //! The token grammar is deterministic (every variable-length part is preceded by its
@@ -117,10 +121,19 @@ impl WalkScratch {
     }
 }
 
+/// What the walk needs to know about the merge.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WalkOptions {
+    /// Whether function addresses are significant (`--mode safe`). If so, an address
+    /// use names its exact symbol instead of an equivalence class.
+    pub addresses_significant: bool,
+}
+
 /// Encodes every function of `module`. Names of symbols outside the module are
 /// interned in the returned [`SymbolTable`].
 pub fn encode_module(
     module: &FunctionSet,
+    options: WalkOptions,
 ) -> (
     PrimaryMap<FuncIndex, Result<FunctionEncoding, Unsupported>>,
     SymbolTable,
@@ -132,6 +145,7 @@ pub fn encode_module(
         encodings.push(encode_function(
             &def.func,
             module,
+            options,
             &mut symbols,
             &mut scratch,
         ));
@@ -144,6 +158,7 @@ pub fn encode_module(
 pub fn encode_function(
     func: &Function,
     module: &FunctionSet,
+    options: WalkOptions,
     symbols: &mut SymbolTable,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
@@ -151,6 +166,7 @@ pub fn encode_function(
     let mut walker = Walker {
         func,
         module,
+        options,
         symbols,
         scratch,
         out: FunctionEncoding::default(),
@@ -191,6 +207,7 @@ const NAME_MODULE: u64 = 1;
 struct Walker<'a> {
     func: &'a Function,
     module: &'a FunctionSet,
+    options: WalkOptions,
     symbols: &'a mut SymbolTable,
     scratch: &'a mut WalkScratch,
     out: FunctionEncoding,
@@ -378,7 +395,8 @@ impl Walker<'_> {
     }
 
     /// Writes a symbol reference: a module function by index (remembered for the
-    /// comparator), anything else by interned name.
+    /// comparator), anything else by interned name. An address use of a module
+    /// function is written by name when addresses are significant.
     fn name(&mut self, name: &ExternalName, takes_address: bool) -> Result<(), Unsupported> {
         let Some(symbol) = SymbolName::of_external(self.func, name) else {
             return unsupported("reference to an undeclared user name");
@@ -387,14 +405,16 @@ impl Walker<'_> {
         if takes_address && let Some(index) = defined {
             self.out.address_taken.push(index);
         }
+        let by_class = !(takes_address && self.options.addresses_significant);
         match defined {
-            Some(index) if self.module.get(index).linkage != Linkage::Preemptible => {
+            Some(index) if by_class && self.module.get(index).linkage != Linkage::Preemptible => {
                 self.push(NAME_MODULE);
                 self.out.callee_positions.push(self.out.tokens.len() as u32);
                 self.push(index.index() as u64);
             }
-            // Preemptible functions may be replaced at link time, so only the exact
-            // same name is known to be the same function.
+            // Preemptible functions may be replaced at link time, and significant
+            // addresses may differ between equal functions, so only the exact same
+            // name is known to be the same.
             _ => {
                 self.push(NAME_EXTERNAL);
                 let id = self.symbols.intern(symbol);

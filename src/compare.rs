@@ -7,7 +7,7 @@
 //! since the token grammar is deterministic, `Equal` means the two functions have
 //! the same structure with callees in the same classes.
 
-use crate::adapter::{FunctionEncoding, encode_module};
+use crate::adapter::{FunctionEncoding, WalkOptions, encode_module};
 use crate::hash::StructuralHash;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::partition::ClassId;
@@ -42,8 +42,8 @@ pub struct EncodedFunctions {
 
 impl EncodedFunctions {
     /// Walks and hashes every function of `module`.
-    pub fn from_module(module: &FunctionSet) -> Self {
-        let (results, _symbols) = encode_module(module);
+    pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
+        let (results, _symbols) = encode_module(module, options);
         let mut out = Self {
             len: module.len(),
             ..Self::default()

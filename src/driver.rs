@@ -1,5 +1,6 @@
 //! The whole pass over a [`FunctionSet`]: encode, hash, partition, plan, apply.
 
+use crate::adapter::WalkOptions;
 use crate::apply::{OutputEntry, apply};
 use crate::compare::EncodedFunctions;
 use crate::module::{FuncIndex, FunctionSet};
@@ -53,7 +54,10 @@ pub fn merge_functions(module: &FunctionSet, options: &MergeOptions) -> MergeOut
     };
 
     let start = Instant::now();
-    let functions = EncodedFunctions::from_module(module);
+    let walk = WalkOptions {
+        addresses_significant: options.mode == MergeMode::Safe,
+    };
+    let functions = EncodedFunctions::from_module(module, walk);
     stats.unsupported = functions.unsupported.clone();
     stats.instructions = module.iter().map(|(f, _)| functions.instructions(f)).sum();
     stats.time_encode = start.elapsed();

@@ -11,6 +11,7 @@
 //!   the comparator calls Equal must give the same results in
 //!   `cranelift-interpreter` on every sampled input.
 
+use clif_merge::adapter::WalkOptions;
 use clif_merge::compare::{CalleeView, EncodedFunctions, FunctionComparator};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
@@ -316,7 +317,7 @@ fn module_of(functions: Vec<Function>) -> FunctionSet {
 
 /// Compares every pair of a module's functions (callees read optimistically).
 fn order_matrix(set: &FunctionSet) -> (Vec<Vec<Ordering>>, EncodedFunctions) {
-    let encoded = EncodedFunctions::from_module(set);
+    let encoded = EncodedFunctions::from_module(set, WalkOptions::default());
     let n = set.len();
     let cmp = FunctionComparator::new(&encoded, CalleeView::Optimistic);
     let matrix = (0..n)
