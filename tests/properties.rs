@@ -12,11 +12,14 @@
 //!   `cranelift-interpreter` on every sampled input.
 
 use clif_merge::adapter::WalkOptions;
+use clif_merge::apply::OutputEntry;
 use clif_merge::compare::{CalleeView, EncodedFunctions, FunctionComparator};
-use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
+use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::Function;
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
 use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_module::Linkage;
@@ -30,6 +33,8 @@ enum Op {
     Binary(&'static str, usize, usize),
     Compare(&'static str, usize, usize),
     Select(usize, usize, usize),
+    /// Call the callee `k % callees`, passing a value (a constant if no callees).
+    Call(usize, usize),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +93,27 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(o, a, b)| Op::Compare(COMPARE[o], a, b)),
         (0usize..8, 0usize..8, 0usize..8).prop_map(|(c, a, b)| Op::Select(c, a, b)),
     ]
+}
+
+/// Ops for module tests: the single-function ops plus calls.
+fn module_op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => op_strategy(),
+        1 => (0usize..4, 0usize..8).prop_map(|(k, a)| Op::Call(k, a)),
+    ]
+}
+
+/// A `(i32) -> i32` function that may call others.
+fn module_spec_strategy() -> impl Strategy<Value = FuncSpec> {
+    prop::collection::vec(
+        (
+            prop::collection::vec(module_op_strategy(), 0..4),
+            terminator_strategy(),
+        )
+            .prop_map(|(ops, terminator)| BlockSpec { ops, terminator }),
+        1..3,
+    )
+    .prop_map(|blocks| FuncSpec { params: 1, blocks })
 }
 
 fn terminator_strategy() -> impl Strategy<Value = Terminator> {
@@ -181,12 +207,23 @@ fn mutate(spec: &FuncSpec, m: &Mutation) -> FuncSpec {
             Op::Compare(next, a, b)
         }
         Op::Select(c, a, b) => Op::Select(c, b, a),
+        Op::Call(k, a) => Op::Call(k + 1, a),
     };
     out
 }
 
 /// Renders `spec` as CLIF text named `name`, spelled as `spelling` says.
 fn render(spec: &FuncSpec, name: &str, spelling: &Spelling) -> String {
+    render_with_callees(spec, name, spelling, &[])
+}
+
+/// Like [`render`]; `Op::Call` calls one of `callees` (all `(i32) -> i32`).
+fn render_with_callees(
+    spec: &FuncSpec,
+    name: &str,
+    spelling: &Spelling,
+    callees: &[String],
+) -> String {
     let n = spec.blocks.len();
     // Logical value k is spelled v(offset + k * stride).
     let mut next_value = 0usize;
@@ -258,6 +295,17 @@ fn render(spec: &FuncSpec, name: &str, spelling: &Spelling) -> String {
                     scope.push(v);
                     s
                 }
+                Op::Call(k, a) => {
+                    let a = pick(&scope, *a);
+                    let v = fresh();
+                    let s = if callees.is_empty() {
+                        format!("{}{v} = iconst.i32 {}", loc(), k % 3)
+                    } else {
+                        format!("{}{v} = call fn{}({a})", loc(), k % callees.len())
+                    };
+                    scope.push(v);
+                    s
+                }
             };
             let _ = writeln!(text, "    {line}");
         }
@@ -284,6 +332,9 @@ fn render(spec: &FuncSpec, name: &str, spelling: &Spelling) -> String {
     }
     let params = vec!["i32"; spec.params].join(", ");
     let mut out = format!("function {name}({params}) -> i32 {{\n");
+    for (i, callee) in callees.iter().enumerate() {
+        let _ = writeln!(out, "    fn{i} = {callee}(i32) -> i32");
+    }
     out.push_str(&bodies[0]);
     let mut rest: Vec<String> = bodies[1..].to_vec();
     if spelling.unreachable_block {
@@ -331,12 +382,18 @@ fn order_matrix(set: &FunctionSet) -> (Vec<Vec<Ordering>>, EncodedFunctions) {
 }
 
 fn run_interpreter(func: &Function, args: &[DataValue]) -> String {
+    run_in_module(std::slice::from_ref(func), &func.name.to_string(), args)
+}
+
+/// Runs `name` in the interpreter with every function of `module` callable.
+fn run_in_module(module: &[Function], name: &str, args: &[DataValue]) -> String {
     let mut store = FunctionStore::default();
-    let name = func.name.to_string();
-    store.add(name.clone(), func);
+    for f in module {
+        store.add(f.name.to_string(), f);
+    }
     let state = InterpreterState::default().with_function_store(store);
     let mut interpreter = Interpreter::new(state).with_fuel(Some(10_000));
-    match interpreter.call_by_name(&name, args) {
+    match interpreter.call_by_name(name, args) {
         Ok(flow) => format!("{flow:?}"),
         Err(e) => format!("error: {e}"),
     }
@@ -476,4 +533,60 @@ fn interpreter_oracle_distinguishes_a_known_mutant() {
     assert_ne!(ra, rb);
     let (m, _) = order_matrix(&module_of(functions));
     assert_ne!(m[0][1], Ordering::Equal);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Translation validation on generated modules with calls: members of a class
+    /// behave alike, and the rewritten module (erased functions gone, calls
+    /// redirected, thunks) behaves like the original, function by function.
+    #[test]
+    fn merged_modules_behave_like_the_original(
+        shapes in prop::collection::vec(module_spec_strategy(), 3),
+        picks in prop::collection::vec(0usize..3, 4..9),
+        spellings in prop::collection::vec(spelling_strategy(), 9),
+        mode_all in any::<bool>(),
+    ) {
+        let n = picks.len();
+        let names: Vec<String> = (0..n).map(|i| format!("%m{i}")).collect();
+        let text: Vec<String> = (0..n)
+            .map(|i| render_with_callees(&shapes[picks[i]], &names[i], &spellings[i], &names[i + 1..]))
+            .collect();
+        let text = text.join("\n");
+        let functions = parse(&text);
+        let set = module_of(functions.clone());
+        let mode = if mode_all { MergeMode::All } else { MergeMode::Safe };
+        let outcome = merge_functions(&set, &MergeOptions { mode });
+        let flags = Flags::new(settings::builder());
+        let mut output: Vec<Function> = Vec::new();
+        for entry in &outcome.output {
+            match entry {
+                OutputEntry::Function(_, f) | OutputEntry::Thunk { body: f, .. } => {
+                    prop_assert!(verify_function(f, &flags).is_ok(), "output fails the verifier:\n{}", f.display());
+                    output.push(f.clone());
+                }
+                OutputEntry::Removed { .. } => {}
+            }
+        }
+        let decisions = outcome.plan.decision_map();
+        for &x in &SAMPLES {
+            let args = [DataValue::I32(x)];
+            let before: Vec<String> = names.iter().map(|name| run_in_module(&functions, name, &args)).collect();
+            for class in &outcome.plan.classes {
+                for &member in class {
+                    prop_assert_eq!(&before[member.index()], &before[class[0].index()],
+                        "class members disagree on {}:\n{}", x, text);
+                }
+            }
+            for (i, name) in names.iter().enumerate() {
+                let callee = match decisions[FuncIndex::new(i)] {
+                    Some(d) if d.action != MergeAction::Thunk => &names[d.into.index()],
+                    _ => name,
+                };
+                let after = run_in_module(&output, callee, &args);
+                prop_assert_eq!(&after, &before[i], "{} changed behaviour on {}:\n{}", name, x, text);
+            }
+        }
+    }
 }
