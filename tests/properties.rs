@@ -590,3 +590,50 @@ proptest! {
         }
     }
 }
+
+/// Classes as sets of names, for comparing runs over differently ordered inputs.
+fn class_names(set: &FunctionSet, classes: &[Vec<FuncIndex>]) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = classes
+        .iter()
+        .map(|c| {
+            let mut names: Vec<String> = c.iter().map(|&f| set.display_name(f)).collect();
+            names.sort();
+            names
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// The classes do not depend on input order, and a second run gives the same
+    /// output text.
+    #[test]
+    fn classes_do_not_depend_on_input_order(
+        shapes in prop::collection::vec(module_spec_strategy(), 3),
+        picks in prop::collection::vec(0usize..3, 4..9),
+        spellings in prop::collection::vec(spelling_strategy(), 9),
+        rotation in 1usize..8,
+    ) {
+        let n = picks.len();
+        let names: Vec<String> = (0..n).map(|i| format!("%m{i}")).collect();
+        let texts: Vec<String> = (0..n)
+            .map(|i| render_with_callees(&shapes[picks[i]], &names[i], &spellings[i], &names[i + 1..]))
+            .collect();
+        let forward = module_of(parse(&texts.join("\n")));
+        let mut reordered_texts = texts.clone();
+        reordered_texts.rotate_left(rotation % n);
+        reordered_texts.reverse();
+        let reordered = module_of(parse(&reordered_texts.join("\n")));
+        let options = MergeOptions::default();
+        let (a, b) = (merge_functions(&forward, &options), merge_functions(&reordered, &options));
+        prop_assert_eq!(class_names(&forward, &a.plan.classes), class_names(&reordered, &b.plan.classes));
+        let again = merge_functions(&forward, &options);
+        prop_assert_eq!(
+            clif_merge::report::clif_text(&forward, &a, ""),
+            clif_merge::report::clif_text(&forward, &again, "")
+        );
+    }
+}
