@@ -11,8 +11,9 @@
 use clif_merge::apply::OutputEntry;
 use clif_merge::cli::load;
 use clif_merge::plan::MergeAction;
-use clif_merge::{FuncIndex, MergeOptions, merge_functions};
+use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,36 @@ fn programs(root: &Path) -> Vec<PathBuf> {
     programs.sort();
     assert!(!programs.is_empty(), "no programs in the corpus");
     programs
+}
+
+/// Every program of the corpus, unpacked for `test`: its name, its functions in file
+/// order, and a module holding them all as local functions. `None` (and a note)
+/// when the corpus is not there.
+fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet)>> {
+    let Some(corpus) = corpus_dir() else {
+        eprintln!("../shared/corpus not found: corpus test skipped");
+        return None;
+    };
+    let root = unpack(&corpus, test);
+    let loaded = programs(&root)
+        .into_iter()
+        .map(|dir| {
+            let program = dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            let loaded = load(&clif_files(&dir)).unwrap_or_else(|e| panic!("{program}: {e}"));
+            let functions: Vec<Function> = loaded
+                .functions
+                .iter()
+                .map(|(_, d)| d.func.clone())
+                .collect();
+            (program, functions, loaded.functions)
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&root);
+    Some(loaded)
 }
 
 fn clif_files(dir: &Path) -> Vec<PathBuf> {
@@ -217,32 +248,13 @@ fn respell(text: &str, new_name: &str) -> String {
 
 #[test]
 fn corpus_functions_equal_their_respelled_clones() {
-    let Some(corpus) = corpus_dir() else {
-        eprintln!("../shared/corpus not found: corpus test skipped");
+    let Some(programs) = corpus_programs("respell") else {
         return;
     };
-    let root = unpack(&corpus, "respell");
     let mut checked = 0;
-    for dir in programs(&root) {
-        let program = dir
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        let loaded = load(&clif_files(&dir)).unwrap_or_else(|e| panic!("{program}: {e}"));
+    for (program, originals, mut module) in programs {
         // One module with every original and every clone; each clone must land in its
         // original's class (and only there).
-        let mut module = clif_merge::FunctionSet::new();
-        let originals: Vec<_> = loaded
-            .functions
-            .iter()
-            .map(|(_, d)| d.func.clone())
-            .collect();
-        for f in &originals {
-            module
-                .push(f.clone(), cranelift_module::Linkage::Local)
-                .expect("unique names");
-        }
         for (i, f) in originals.iter().enumerate() {
             let text = respell(&f.display().to_string(), &format!("%clone{i}"));
             let clone = cranelift_reader::parse_functions(&text)
@@ -275,7 +287,6 @@ fn corpus_functions_equal_their_respelled_clones() {
         }
     }
     println!("{checked} corpus functions equal their respelled clones");
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Applies one textual change of kind `kind` to the first line it fits, if any.
@@ -389,30 +400,11 @@ fn split_targets(s: &str) -> Option<(String, String)> {
 
 #[test]
 fn corpus_functions_differ_from_single_change_mutants() {
-    let Some(corpus) = corpus_dir() else {
-        eprintln!("../shared/corpus not found: corpus test skipped");
+    let Some(programs) = corpus_programs("mutants") else {
         return;
     };
-    let root = unpack(&corpus, "mutants");
     let mut per_kind = [0usize; 4];
-    for dir in programs(&root) {
-        let program = dir
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        let loaded = load(&clif_files(&dir)).unwrap_or_else(|e| panic!("{program}: {e}"));
-        let mut module = clif_merge::FunctionSet::new();
-        let originals: Vec<_> = loaded
-            .functions
-            .iter()
-            .map(|(_, d)| d.func.clone())
-            .collect();
-        for f in &originals {
-            module
-                .push(f.clone(), cranelift_module::Linkage::Local)
-                .expect("unique names");
-        }
+    for (program, originals, mut module) in programs {
         let mut mutants = Vec::new();
         for (i, f) in originals.iter().enumerate() {
             let text = respell(&f.display().to_string(), &format!("%mutant{i}"));
@@ -452,5 +444,4 @@ fn corpus_functions_differ_from_single_change_mutants() {
         per_kind.iter().all(|&n| n > 0),
         "a mutation kind never applied: {per_kind:?}"
     );
-    let _ = std::fs::remove_dir_all(&root);
 }

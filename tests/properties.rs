@@ -548,11 +548,7 @@ proptest! {
         spellings in prop::collection::vec(spelling_strategy(), 9),
         mode_all in any::<bool>(),
     ) {
-        let n = picks.len();
-        let names: Vec<String> = (0..n).map(|i| format!("%m{i}")).collect();
-        let text: Vec<String> = (0..n)
-            .map(|i| render_with_callees(&shapes[picks[i]], &names[i], &spellings[i], &names[i + 1..]))
-            .collect();
+        let (names, text) = generated_module(&shapes, &picks, &spellings);
         let text = text.join("\n");
         let functions = parse(&text);
         let set = module_of(functions.clone());
@@ -591,6 +587,21 @@ proptest! {
     }
 }
 
+/// A module of functions `%m0..%mN`: function `i` has shape `shapes[picks[i]]`,
+/// spelled as `spellings[i]`, and may call the functions after it.
+fn generated_module(
+    shapes: &[FuncSpec],
+    picks: &[usize],
+    spellings: &[Spelling],
+) -> (Vec<String>, Vec<String>) {
+    let n = picks.len();
+    let names: Vec<String> = (0..n).map(|i| format!("%m{i}")).collect();
+    let texts = (0..n)
+        .map(|i| render_with_callees(&shapes[picks[i]], &names[i], &spellings[i], &names[i + 1..]))
+        .collect();
+    (names, texts)
+}
+
 /// Classes as sets of names, for comparing runs over differently ordered inputs.
 fn class_names(set: &FunctionSet, classes: &[Vec<FuncIndex>]) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = classes
@@ -617,11 +628,8 @@ proptest! {
         spellings in prop::collection::vec(spelling_strategy(), 9),
         rotation in 1usize..8,
     ) {
-        let n = picks.len();
-        let names: Vec<String> = (0..n).map(|i| format!("%m{i}")).collect();
-        let texts: Vec<String> = (0..n)
-            .map(|i| render_with_callees(&shapes[picks[i]], &names[i], &spellings[i], &names[i + 1..]))
-            .collect();
+        let (_, texts) = generated_module(&shapes, &picks, &spellings);
+        let n = texts.len();
         let forward = module_of(parse(&texts.join("\n")));
         let mut reordered_texts = texts.clone();
         reordered_texts.rotate_left(rotation % n);
