@@ -40,7 +40,7 @@ The merged module is printed as CLIF; each removed function leaves a comment lin
 
 const AFTER_HELP: &str = "\
 Examples:
-  clif-merge filetests/merge/mutual_recursion.clif
+  clif-merge filetests/merge/core_mutual_recursion_pairs.clif
   clif-merge --report json --export %main a.clif b.clif
   clif-merge --stats --mode all corpus/brotli/
 
