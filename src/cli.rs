@@ -396,7 +396,7 @@ pub fn main_with_args(
         Ok(args) => args,
         Err(e) => {
             let code = e.exit_code();
-            let text = e.render().ansi().to_string();
+            let text = e.render().to_string();
             if code == 0 {
                 let _ = write!(stdout, "{text}");
             } else {

@@ -98,11 +98,6 @@ pub struct MergePlan {
 }
 
 impl MergePlan {
-    /// The decision for `f`, if it is a merged duplicate.
-    pub fn decision(&self, f: FuncIndex) -> Option<&MergeDecision> {
-        self.decisions.iter().find(|d| d.function == f)
-    }
-
     /// Per-function view of the decisions.
     pub fn decision_map(&self) -> SecondaryMap<FuncIndex, Option<MergeDecision>> {
         let mut map = SecondaryMap::new();
