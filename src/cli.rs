@@ -8,7 +8,8 @@ use crate::apply::OutputEntry;
 use crate::driver::{MergeOptions, merge_functions};
 use crate::module::FunctionSet;
 use crate::plan::MergeMode;
-use crate::report::{clif_text, json_report, stats_text};
+use crate::report::{clif_text, json_report, stats_text, validation_json};
+use crate::validate::{ValidationReport, validate};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags};
@@ -44,7 +45,7 @@ Examples:
   clif-merge --report json --export %main a.clif b.clif
   clif-merge --stats --mode all corpus/brotli/
 
-Exit status: 0 on success, 2 on bad input (parse error with FILE:LINE, a function \
+Exit status: 0 on success, 1 if --validate found a mismatch, 2 on bad input (parse error with FILE:LINE, a function \
 that fails the Cranelift verifier, unreadable or empty input, duplicate names), 3 on \
 an internal error.";
 
@@ -102,6 +103,13 @@ pub struct Args {
     /// `all`: addresses are not significant; such duplicates become aliases.
     #[arg(long, value_enum, default_value = "safe")]
     pub mode: ModeArg,
+
+    /// Check every merge in cranelift-interpreter: each duplicate and its replacement
+    /// run on edge-value and 64 seeded random inputs and must agree. Prints
+    /// `validated: A pairs, B unvalidated (reasons), C mismatches` on stderr; exits 1
+    /// on a mismatch, printing both functions and the input that tells them apart.
+    #[arg(long)]
+    pub validate: bool,
 }
 
 /// An error that ends the run, with its exit code.
@@ -370,20 +378,64 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         })
         .collect();
     verify_output(&printed)?;
+    let mut stderr = String::new();
+    let validation = if args.validate {
+        // The interpreter may panic on what it does not support; such runs count as
+        // inconclusive, and their panic messages are not the user's business.
+        let previous_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let report = validate(&loaded.functions, &outcome.plan, &outcome.output);
+        std::panic::set_hook(previous_hook);
+        if !report.mismatches.is_empty() {
+            return Err(CliError {
+                code: 1,
+                message: mismatch_message(&loaded.functions, &report),
+            });
+        }
+        stderr.push_str(&report.summary());
+        stderr.push('\n');
+        Some(report)
+    } else {
+        None
+    };
     let stdout = match args.report {
         ReportFormat::Clif => clif_text(&loaded.functions, &outcome, &loaded.header),
         ReportFormat::Json => {
-            let mut s = json_report(&loaded.functions, &outcome).to_string();
+            let mut json = json_report(&loaded.functions, &outcome);
+            if let (Some(report), Some(object)) = (&validation, json.as_object_mut()) {
+                object.insert(
+                    "validation".into(),
+                    validation_json(&loaded.functions, report),
+                );
+            }
+            let mut s = json.to_string();
             s.push('\n');
             s
         }
     };
-    let stderr = if args.stats {
-        stats_text(&loaded.functions, &outcome, loaded.files)
-    } else {
-        String::new()
-    };
+    if args.stats {
+        stderr.push_str(&stats_text(&loaded.functions, &outcome, loaded.files));
+    }
     Ok((stdout, stderr))
+}
+
+/// The message for a failed validation: the summary, then per mismatch both
+/// functions and the input that tells them apart.
+fn mismatch_message(module: &FunctionSet, report: &ValidationReport) -> String {
+    let mut message = format!("translation validation failed: {}", report.summary());
+    for m in &report.mismatches {
+        message.push_str(&format!(
+            "\n\n{} merged into {} behaves differently on input {:?}:\n  original: {}\n  merged:   {}\n\n{}\n{}",
+            module.display_name(m.function),
+            module.display_name(m.into),
+            m.input,
+            m.original,
+            m.merged,
+            module.get(m.function).func.display(),
+            module.get(m.into).func.display(),
+        ));
+    }
+    message
 }
 
 /// Entry point of the binary: parses `argv`, runs, prints, returns the exit code.

@@ -14,6 +14,9 @@
 //! 4. [`plan`] decides, per duplicate, whether it is erased, aliased or thunked.
 //! 5. [`apply`] rewrites the CLIF: redirected calls, thunks, removed functions.
 //!
+//! [`validate`] checks the result independently of the comparator, by running each
+//! duplicate and its replacement in `cranelift-interpreter`.
+//!
 //! [`driver`] runs the whole pipeline over a [`module::FunctionSet`], and [`cli`] is
 //! the `clif-merge` command-line tool built on top of it.
 
@@ -28,6 +31,7 @@ pub mod partition;
 pub mod plan;
 pub mod report;
 pub mod symbols;
+pub mod validate;
 
 pub use compare::FunctionComparator;
 pub use driver::{MergeOptions, MergeOutcome, merge_functions};

@@ -5,6 +5,7 @@ use crate::apply::OutputEntry;
 use crate::driver::MergeOutcome;
 use crate::module::FunctionSet;
 use crate::plan::MergeAction;
+use crate::validate::ValidationReport;
 use serde_json::json;
 use std::fmt::Write;
 
@@ -70,6 +71,24 @@ pub fn json_report(module: &FunctionSet, outcome: &MergeOutcome) -> serde_json::
         "merged": plan.decisions.len(),
         "classes": classes,
         "actions": actions,
+    })
+}
+
+/// The `validation` object of the JSON report: counts, and reasons for the
+/// unvalidated pairs with the functions concerned.
+pub fn validation_json(module: &FunctionSet, report: &ValidationReport) -> serde_json::Value {
+    let unvalidated: Vec<serde_json::Value> = report
+        .unvalidated
+        .iter()
+        .map(|(f, reason)| json!({"function": module.display_name(*f), "reason": reason}))
+        .collect();
+    json!({
+        "validated": report.validated,
+        "unvalidated": report.unvalidated.len(),
+        "mismatches": report.mismatches.len(),
+        "runs": report.runs,
+        "reasons": report.reasons(),
+        "unvalidated_pairs": unvalidated,
     })
 }
 

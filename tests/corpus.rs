@@ -11,6 +11,7 @@
 use clif_merge::apply::OutputEntry;
 use clif_merge::cli::load;
 use clif_merge::plan::MergeAction;
+use clif_merge::validate::validate;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::Function;
@@ -121,8 +122,14 @@ fn corpus_programs_merge_and_verify() {
             }
         }
         let plan = &outcome.plan;
+        let validation = validate(&loaded.functions, plan, &outcome.output);
+        assert!(
+            validation.mismatches.is_empty(),
+            "{name}: translation validation failed: {:?}",
+            validation.mismatches
+        );
         println!(
-            "{name}: {} functions, {} instructions, {} classes, {} merged (erase {}, alias {}, thunk {}), {} unsupported, {} hash candidates, {} comparisons",
+            "{name}: {} functions, {} instructions, {} classes, {} merged (erase {}, alias {}, thunk {}), {} unsupported, {} hash candidates, {} comparisons; {}",
             outcome.stats.functions,
             outcome.stats.instructions,
             plan.classes.len(),
@@ -133,6 +140,7 @@ fn corpus_programs_merge_and_verify() {
             outcome.stats.unsupported.len(),
             outcome.stats.partition.candidates,
             outcome.stats.partition.comparisons,
+            validation.summary(),
         );
         assert!(
             outcome.stats.unsupported.is_empty(),

@@ -1,0 +1,381 @@
+//! Translation validation: run every merge in `cranelift-interpreter` and compare.
+//!
+//! For each duplicate, the *original* duplicate runs in the original module and its
+//! *replacement* runs in the merged module (the kept function with its calls
+//! redirected, or the thunk), on the same inputs: edge values of every parameter type
+//! and seeded random values. Results and traps must agree. The comparator is not
+//! consulted, so this is an oracle independent of it.
+//!
+//! The interpreter cannot run everything: memory behind pointers it did not allocate
+//! (loads and stores not based on a stack slot), symbols and global values, calls to
+//! functions outside the module, `func_addr`, indirect calls, exceptions, vector
+//! parameters. Such pairs are counted as *unvalidated* with the reason, never as
+//! passed. An input on which either side runs out of fuel or hits an interpreter
+//! error is inconclusive; a pair with no conclusive input is unvalidated.
+
+use crate::apply::OutputEntry;
+use crate::module::{FuncIndex, FunctionSet};
+use crate::plan::MergePlan;
+use cranelift_codegen::data_value::DataValue;
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{Function, InstructionData, Opcode, Type, types};
+use cranelift_interpreter::environment::FunctionStore;
+use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
+use cranelift_interpreter::step::ControlFlow;
+use std::collections::{BTreeMap, HashSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Seeded random inputs per pair, on top of the edge values.
+pub const RANDOM_INPUTS: usize = 64;
+
+/// Interpreter steps per run.
+const FUEL: u64 = 20_000;
+
+/// A pair whose two sides disagreed.
+#[derive(Clone, Debug)]
+pub struct Mismatch {
+    /// The duplicate.
+    pub function: FuncIndex,
+    /// The function it was merged into.
+    pub into: FuncIndex,
+    /// The input that tells them apart.
+    pub input: Vec<DataValue>,
+    /// What the original duplicate did.
+    pub original: String,
+    /// What its replacement in the merged module did.
+    pub merged: String,
+}
+
+/// What validation found.
+#[derive(Clone, Debug, Default)]
+pub struct ValidationReport {
+    /// Pairs that agreed on every conclusive input (at least one).
+    pub validated: usize,
+    /// Pairs that could not be run, with the reason.
+    pub unvalidated: Vec<(FuncIndex, String)>,
+    /// Pairs that disagreed.
+    pub mismatches: Vec<Mismatch>,
+    /// Inputs run and compared conclusively, over all pairs.
+    pub runs: usize,
+}
+
+impl ValidationReport {
+    /// Unvalidated pairs counted by reason, in reason order.
+    pub fn reasons(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for (_, reason) in &self.unvalidated {
+            *counts.entry(reason.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// `validated: A pairs, B unvalidated (reasons...), C mismatches`.
+    pub fn summary(&self) -> String {
+        let reasons: Vec<String> = self
+            .reasons()
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
+        let reasons = if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join("; "))
+        };
+        format!(
+            "validated: {} pairs, {} unvalidated{reasons}, {} mismatches",
+            self.validated,
+            self.unvalidated.len(),
+            self.mismatches.len()
+        )
+    }
+}
+
+/// Validates every decision of `plan` (applied as `output`) on `module`.
+///
+/// Runs on a thread with a large stack: the interpreter recurses on the host stack
+/// for every CLIF call.
+pub fn validate(
+    module: &FunctionSet,
+    plan: &MergePlan,
+    output: &[OutputEntry],
+) -> ValidationReport {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(1 << 30)
+            .spawn_scoped(scope, || validate_on_this_thread(module, plan, output))
+            .map(|handle| handle.join().unwrap_or_default())
+            .unwrap_or_default()
+    })
+}
+
+fn validate_on_this_thread(
+    module: &FunctionSet,
+    plan: &MergePlan,
+    output: &[OutputEntry],
+) -> ValidationReport {
+    let originals: Vec<&Function> = module.iter().map(|(_, d)| &d.func).collect();
+    let merged: Vec<&Function> = output
+        .iter()
+        .filter_map(|e| match e {
+            OutputEntry::Function(_, f) | OutputEntry::Thunk { body: f, .. } => Some(f),
+            OutputEntry::Removed { .. } => None,
+        })
+        .collect();
+    let original_store = store_of(&originals);
+    let merged_store = store_of(&merged);
+    let mut report = ValidationReport::default();
+    for d in &plan.decisions {
+        let dup = &module.get(d.function).func;
+        let dup_name = dup.name.to_string();
+        // The output is in input order, one entry per function.
+        let replacement = match output.get(d.function.index()) {
+            Some(OutputEntry::Thunk { .. }) => dup_name.clone(),
+            _ => module.display_name(d.into),
+        };
+        if let Err(reason) = interpretable(&dup_name, &original_store)
+            .and_then(|()| interpretable(&replacement, &merged_store))
+        {
+            report.unvalidated.push((d.function, reason));
+            continue;
+        }
+        let Some(inputs) = inputs_for(dup, d.function.index() as u64) else {
+            report
+                .unvalidated
+                .push((d.function, "has parameters of a type not sampled".into()));
+            continue;
+        };
+        let mut conclusive = 0;
+        let mut mismatch = None;
+        for input in inputs {
+            let original = run(&original_store, &dup_name, &input);
+            let merged = run(&merged_store, &replacement, &input);
+            match (original, merged) {
+                (Some(a), Some(b)) if a == b => conclusive += 1,
+                (Some(a), Some(b)) => {
+                    mismatch = Some(Mismatch {
+                        function: d.function,
+                        into: d.into,
+                        input,
+                        original: a,
+                        merged: b,
+                    });
+                    break;
+                }
+                _ => {}
+            }
+        }
+        report.runs += conclusive;
+        if let Some(m) = mismatch {
+            report.mismatches.push(m);
+        } else if conclusive == 0 {
+            report.unvalidated.push((
+                d.function,
+                "no input ran to completion in the interpreter".into(),
+            ));
+        } else {
+            report.validated += 1;
+        }
+    }
+    report
+}
+
+fn store_of<'a>(functions: &[&'a Function]) -> FunctionStore<'a> {
+    let mut store = FunctionStore::default();
+    let mut seen = HashSet::new();
+    for f in functions {
+        let name = f.name.to_string();
+        if seen.insert(name.clone()) {
+            store.add(name, f);
+        }
+    }
+    store
+}
+
+/// Checks that `name` and everything it calls can run in the interpreter.
+fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
+    let mut pending = vec![name.to_string()];
+    let mut seen: HashSet<String> = HashSet::new();
+    while let Some(name) = pending.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let Some(func) = store.get_by_name(&name) else {
+            return Err("calls a function outside the module".into());
+        };
+        if func.stack_limit.is_some() {
+            return Err("uses a stack limit (global values)".into());
+        }
+        let mut stack_addresses: HashSet<cranelift_codegen::ir::Value> = HashSet::new();
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                let data = &func.dfg.insts[inst];
+                let opcode = data.opcode();
+                match data {
+                    InstructionData::StackAddr { .. } => {
+                        for &r in func.dfg.inst_results(inst) {
+                            stack_addresses.insert(r);
+                        }
+                    }
+                    InstructionData::Call { func_ref, .. } => {
+                        let callee = &func.dfg.ext_funcs[*func_ref];
+                        pending.push(callee.name.display(Some(&func.params)).to_string());
+                    }
+                    InstructionData::Load { arg, .. }
+                    | InstructionData::LoadNoOffset { arg, .. } => {
+                        let base = func.dfg.resolve_aliases(*arg);
+                        if !stack_addresses.contains(&base) {
+                            return Err("accesses memory through a pointer".into());
+                        }
+                    }
+                    InstructionData::Store { args, .. }
+                    | InstructionData::StoreNoOffset { args, .. } => {
+                        let base = func.dfg.resolve_aliases(args[1]);
+                        if !stack_addresses.contains(&base) {
+                            return Err("accesses memory through a pointer".into());
+                        }
+                    }
+                    _ if opcode.can_load() || opcode.can_store() => {
+                        return Err("accesses memory through a pointer".into());
+                    }
+                    InstructionData::UnaryGlobalValue { .. } => {
+                        return Err("uses global values or symbols".into());
+                    }
+                    InstructionData::FuncAddr { .. } => {
+                        return Err("takes a function address".into());
+                    }
+                    InstructionData::CallIndirect { .. }
+                    | InstructionData::TryCall { .. }
+                    | InstructionData::TryCallIndirect { .. } => {
+                        return Err("makes indirect calls or uses exceptions".into());
+                    }
+                    _ if opcode == Opcode::GetPinnedReg
+                        || opcode == Opcode::SetPinnedReg
+                        || opcode == Opcode::GetFramePointer
+                        || opcode == Opcode::GetStackPointer
+                        || opcode == Opcode::GetReturnAddress =>
+                    {
+                        return Err("reads machine state".into());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `name` on `input`; `None` if the run was inconclusive (fuel, interpreter
+/// error or an interpreter panic).
+fn run(store: &FunctionStore<'_>, name: &str, input: &[DataValue]) -> Option<String> {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let state = InterpreterState::default().with_function_store(store.clone());
+        let mut interpreter = Interpreter::new(state).with_fuel(Some(FUEL));
+        match interpreter.call_by_name(name, input) {
+            Ok(ControlFlow::Return(values)) => Some(format!("return {values:?}")),
+            Ok(ControlFlow::Trap(trap)) => Some(format!("trap {trap:?}")),
+            Ok(_) | Err(_) => None,
+        }
+    }));
+    result.ok().flatten()
+}
+
+/// Edge values of a type, or `None` for a type that is not sampled.
+fn edge_values(ty: Type) -> Option<Vec<DataValue>> {
+    Some(match ty {
+        types::I8 => vec![0i8, 1, -1, i8::MIN, i8::MAX]
+            .into_iter()
+            .map(DataValue::I8)
+            .collect(),
+        types::I16 => [0i16, 1, -1, i16::MIN, i16::MAX]
+            .into_iter()
+            .map(DataValue::I16)
+            .collect(),
+        types::I32 => [0i32, 1, -1, i32::MIN, i32::MAX]
+            .into_iter()
+            .map(DataValue::I32)
+            .collect(),
+        types::I64 => [0i64, 1, -1, i64::MIN, i64::MAX]
+            .into_iter()
+            .map(DataValue::I64)
+            .collect(),
+        types::I128 => [0i128, 1, -1, i128::MIN, i128::MAX]
+            .into_iter()
+            .map(DataValue::I128)
+            .collect(),
+        types::F32 => [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ]
+        .into_iter()
+        .map(|x| DataValue::F32(x.into()))
+        .collect(),
+        types::F64 => [
+            0.0f64,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ]
+        .into_iter()
+        .map(|x| DataValue::F64(x.into()))
+        .collect(),
+        _ => return None,
+    })
+}
+
+/// A value of type `ty` from 64 random bits.
+fn random_value(ty: Type, bits: u64) -> DataValue {
+    match ty {
+        types::I8 => DataValue::I8(bits as i8),
+        types::I16 => DataValue::I16(bits as i16),
+        types::I32 => DataValue::I32(bits as i32),
+        types::I64 => DataValue::I64(bits as i64),
+        types::I128 => {
+            DataValue::I128((u128::from(bits) << 64 | u128::from(bits.rotate_left(17))) as i128)
+        }
+        types::F32 => DataValue::F32(f32::from_bits(bits as u32).into()),
+        _ => DataValue::F64(f64::from_bits(bits).into()),
+    }
+}
+
+/// Edge-value inputs (every parameter cycling through its type's edge values) and
+/// [`RANDOM_INPUTS`] random ones from a fixed seed.
+fn inputs_for(func: &Function, seed: u64) -> Option<Vec<Vec<DataValue>>> {
+    let types: Vec<Type> = func.signature.params.iter().map(|p| p.value_type).collect();
+    let edges: Vec<Vec<DataValue>> = types
+        .iter()
+        .map(|&t| edge_values(t))
+        .collect::<Option<_>>()?;
+    let mut inputs = Vec::new();
+    let rounds = edges.iter().map(Vec::len).max().unwrap_or(1);
+    for i in 0..rounds {
+        for shift in 0..types.len().max(1) {
+            inputs.push(
+                edges
+                    .iter()
+                    .enumerate()
+                    .map(|(p, e)| e[(i + p * shift) % e.len()].clone())
+                    .collect(),
+            );
+        }
+    }
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ seed;
+    let mut next = || {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    for _ in 0..RANDOM_INPUTS {
+        inputs.push(types.iter().map(|&t| random_value(t, next())).collect());
+    }
+    Some(inputs)
+}
