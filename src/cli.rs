@@ -6,7 +6,7 @@
 
 use crate::apply::OutputEntry;
 use crate::driver::{MergeOptions, merge_functions};
-use crate::module::FunctionSet;
+use crate::module::{DefinitionError, FunctionSet};
 use crate::plan::MergeMode;
 use crate::report::{clif_text, json_report, stats_text, validation_json};
 use crate::validate::{ValidationReport, validate};
@@ -264,15 +264,19 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                 )));
             }
             let name = func.name.to_string();
-            if let Err(dup) = functions.push(func, Linkage::Local) {
-                let first = functions
-                    .iter()
-                    .position(|(_, d)| d.func.name.to_string() == name)
-                    .map(|i| locations[i].to_string())
-                    .unwrap_or_default();
-                return Err(CliError::input(format!(
-                    "{location}: {dup} (first defined at {first})"
-                )));
+            match functions.push(func, Linkage::Local) {
+                Ok(_) => {}
+                Err(e @ DefinitionError::Duplicate(_)) => {
+                    let first = functions
+                        .iter()
+                        .position(|(_, d)| d.func.name.to_string() == name)
+                        .map(|i| locations[i].to_string())
+                        .unwrap_or_default();
+                    return Err(CliError::input(format!(
+                        "{location}: {e} (first defined at {first})"
+                    )));
+                }
+                Err(e) => return Err(CliError::input(format!("{location}: {e}"))),
             }
             locations.push(location);
         }

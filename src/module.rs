@@ -2,7 +2,7 @@
 
 use crate::symbols::SymbolName;
 use cranelift_codegen::entity::{PrimaryMap, entity_impl};
-use cranelift_codegen::ir::Function;
+use cranelift_codegen::ir::{ExternalName, Function, GlobalValueData, UserFuncName};
 use cranelift_module::Linkage;
 use std::collections::HashMap;
 use std::fmt;
@@ -21,20 +21,52 @@ pub struct DefinedFunction {
     pub linkage: Linkage,
 }
 
-/// Error when two definitions share a name.
+/// Why a function cannot join a [`FunctionSet`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DuplicateDefinition {
-    /// The name defined twice, spelled as in CLIF.
-    pub name: String,
+pub enum DefinitionError {
+    /// Two definitions share a name (spelled as in CLIF).
+    Duplicate(String),
+    /// A name the function defines or refers to is not UTF-8, so it could not be
+    /// printed as CLIF (shown with replacement characters).
+    NameNotUtf8(String),
 }
 
-impl fmt::Display for DuplicateDefinition {
+impl fmt::Display for DefinitionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "function {} is defined more than once", self.name)
+        match self {
+            Self::Duplicate(name) => write!(f, "function {name} is defined more than once"),
+            Self::NameNotUtf8(name) => write!(f, "name {name} is not UTF-8"),
+        }
     }
 }
 
-impl std::error::Error for DuplicateDefinition {}
+impl std::error::Error for DefinitionError {}
+
+/// The first test-case name in `func` (its own, or one it refers to) that is not
+/// UTF-8, shown lossily.
+fn non_utf8_name(func: &Function) -> Option<String> {
+    let own = match &func.name {
+        UserFuncName::Testcase(t) => Some(t.raw()),
+        UserFuncName::User(_) => None,
+    };
+    let referenced = func
+        .dfg
+        .ext_funcs
+        .values()
+        .map(|d| &d.name)
+        .chain(func.global_values.values().filter_map(|gv| match gv {
+            GlobalValueData::Symbol { name, .. } => Some(name),
+            _ => None,
+        }))
+        .filter_map(|name| match name {
+            ExternalName::TestCase(t) => Some(t.raw()),
+            _ => None,
+        });
+    own.into_iter()
+        .chain(referenced)
+        .find(|raw| std::str::from_utf8(raw).is_err())
+        .map(|raw| format!("%{}", String::from_utf8_lossy(raw)))
+}
 
 /// The functions of one module, in input (definition) order, with a name index.
 #[derive(Default)]
@@ -49,17 +81,15 @@ impl FunctionSet {
         Self::default()
     }
 
-    /// Adds a definition; names must be unique within the module.
-    pub fn push(
-        &mut self,
-        func: Function,
-        linkage: Linkage,
-    ) -> Result<FuncIndex, DuplicateDefinition> {
+    /// Adds a definition. Names must be unique within the module, and test-case
+    /// names must be UTF-8 (CLIF text cannot spell anything else).
+    pub fn push(&mut self, func: Function, linkage: Linkage) -> Result<FuncIndex, DefinitionError> {
+        if let Some(name) = non_utf8_name(&func) {
+            return Err(DefinitionError::NameNotUtf8(name));
+        }
         let name = SymbolName::of_function(&func);
         if self.by_name.contains_key(&name) {
-            return Err(DuplicateDefinition {
-                name: func.name.to_string(),
-            });
+            return Err(DefinitionError::Duplicate(func.name.to_string()));
         }
         let index = self.functions.push(DefinedFunction { func, linkage });
         self.by_name.insert(name, index);
