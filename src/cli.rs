@@ -223,7 +223,16 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                 e.valid_up_to()
             ))
         })?;
-        let test = parse_test(text, ParseOptions::default()).map_err(|e| {
+        // cranelift-reader panics on some malformed input (fuzzing found
+        // `vconst.i32` with 16 bytes of data); that is bad input, not a crash.
+        let parsed =
+            catch_panic(|| parse_test(text, ParseOptions::default())).map_err(|panic| {
+                CliError::input(format!(
+                    "{}: the CLIF reader failed on this input: {panic}",
+                    path.display()
+                ))
+            })?;
+        let test = parsed.map_err(|e| {
             CliError::input(format!(
                 "{}:{}: {}",
                 path.display(),
@@ -256,7 +265,14 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                 path: path.clone(),
                 line: details.location.line_number,
             };
-            if let Err(errors) = verify_function(&func, flags_or_isa) {
+            let verified =
+                catch_panic(|| verify_function(&func, flags_or_isa)).map_err(|panic| {
+                    CliError::input(format!(
+                        "{location}: the Cranelift verifier failed on function {}: {panic}",
+                        func.name
+                    ))
+                })?;
+            if let Err(errors) = verified {
                 return Err(CliError::input(format!(
                     "{location}: function {} fails the Cranelift verifier:\n{}",
                     func.name,
@@ -286,6 +302,17 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
         locations,
         header,
         files: paths.len(),
+    })
+}
+
+/// Runs `f`, turning a panic into its message.
+fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into())
     })
 }
 
@@ -384,12 +411,9 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     verify_output(&printed)?;
     let mut stderr = String::new();
     let validation = if args.validate {
-        // The interpreter may panic on what it does not support; such runs count as
-        // inconclusive, and their panic messages are not the user's business.
-        let previous_hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
+        // The interpreter may panic on what it does not support: such runs count as
+        // inconclusive (`main_with_args` keeps their panic reports quiet).
         let report = validate(&loaded.functions, &outcome.plan, &outcome.output);
-        std::panic::set_hook(previous_hook);
         if !report.mismatches.is_empty() {
             return Err(CliError {
                 code: 1,
@@ -461,7 +485,17 @@ pub fn main_with_args(
             return code;
         }
     };
-    match run(&args) {
+    // A panic (in a Cranelift crate or here) must not reach the user as a crash:
+    // it becomes an error message, and its default report is not printed.
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = catch_panic(|| run(&args)).unwrap_or_else(|panic| {
+        Err(CliError {
+            code: 3,
+            message: format!("internal error: {panic}"),
+        })
+    });
+    let _ = std::panic::take_hook();
+    match result {
         Ok((out, err)) => {
             let _ = stderr.write_all(err.as_bytes());
             if stdout.write_all(out.as_bytes()).is_err() {

@@ -164,3 +164,24 @@ block0(v0: i32):
     assert!(clif_text(&set, &outcome, "").contains("function %placeholder"));
     assert_eq!(json_report(&set, &outcome)["merged"], 0);
 }
+
+/// Found by the `cli_roundtrip` fuzz target: cranelift-reader panics on `vconst.i32`
+/// with 16 bytes of data. The tool reports bad input instead of crashing.
+#[test]
+fn a_reader_panic_is_reported_as_bad_input() {
+    let file = temp_file(
+        "vconst.clif",
+        b"function %f() -> i32x4 {\nblock0:\n    v0 = vconst.i32 0x00000004000000030000000200000001\n    return v0\n}\n",
+    );
+    let out = clif_merge(&[], &file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains("vconst.clif")
+            && stderr.contains("CLIF reader failed"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+}
