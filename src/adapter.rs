@@ -365,13 +365,20 @@ impl Walker<'_> {
         }
     }
 
-    fn sig_ref(&mut self, sig: SigRef) {
+    fn sig_ref(&mut self, sig: SigRef) -> Result<(), Unsupported> {
         let func = self.func;
-        self.signature(&func.dfg.signatures[sig]);
+        let Some(signature) = func.dfg.signatures.get(sig) else {
+            return unsupported(format!("reference to undeclared {sig}"));
+        };
+        self.signature(signature);
+        Ok(())
     }
 
-    fn mem_flags(&mut self, flags: MemFlags) {
+    fn mem_flags(&mut self, flags: MemFlags) -> Result<(), Unsupported> {
         let func = self.func;
+        if !func.dfg.mem_flags.is_valid(flags) {
+            return unsupported("reference to undeclared memory flags");
+        }
         let data = func.dfg.mem_flags[flags];
         let endianness = match data.explicit_endianness() {
             None => 0,
@@ -390,8 +397,12 @@ impl Walker<'_> {
         // Alias regions by their user id: the same id means the same region.
         match data.alias_region() {
             None => self.push(0),
-            Some(region) => self.push(1 + u64::from(func.dfg.alias_regions[region].user_id)),
+            Some(region) if func.dfg.alias_regions.is_valid(region) => {
+                self.push(1 + u64::from(func.dfg.alias_regions[region].user_id))
+            }
+            Some(region) => return unsupported(format!("reference to undeclared {region}")),
         }
+        Ok(())
     }
 
     /// Writes a symbol reference: a module function by index (remembered for the
@@ -426,9 +437,11 @@ impl Walker<'_> {
 
     fn func_ref(&mut self, func_ref: FuncRef, takes_address: bool) -> Result<(), Unsupported> {
         let func = self.func;
-        let data = &func.dfg.ext_funcs[func_ref];
+        let Some(data) = func.dfg.ext_funcs.get(func_ref) else {
+            return unsupported(format!("reference to undeclared {func_ref}"));
+        };
         self.name(&data.name, takes_address)?;
-        self.sig_ref(data.signature);
+        self.sig_ref(data.signature)?;
         self.push_bool(data.colocated);
         self.push_bool(data.patchable);
         Ok(())
@@ -438,7 +451,10 @@ impl Walker<'_> {
     fn global_value(&mut self, mut gv: GlobalValue) -> Result<(), Unsupported> {
         let func = self.func;
         for _ in 0..=func.global_values.len() {
-            match &func.global_values[gv] {
+            let Some(data) = func.global_values.get(gv) else {
+                return unsupported(format!("reference to undeclared {gv}"));
+            };
+            match data {
                 GlobalValueData::VMContext => {
                     self.push(0);
                     return Ok(());
@@ -452,7 +468,7 @@ impl Walker<'_> {
                     self.push(1);
                     self.offset(*offset);
                     self.ty(*global_type);
-                    self.mem_flags(*flags);
+                    self.mem_flags(*flags)?;
                     gv = *base;
                 }
                 GlobalValueData::IAddImm {
@@ -494,17 +510,19 @@ impl Walker<'_> {
 
     /// Writes a stack slot: its content on first use, its serial afterwards, so that
     /// two uses of one slot differ from one use each of two equal slots.
-    fn stack_slot(&mut self, slot: StackSlot) {
+    fn stack_slot(&mut self, slot: StackSlot) -> Result<(), Unsupported> {
         let serial = self.scratch.slots[slot];
         if serial != 0 {
             self.push(1);
             self.push(u64::from(serial));
-            return;
+            return Ok(());
         }
         // Like values, a slot's serial is the token position of its first use.
         self.scratch.slots[slot] = self.out.tokens.len() as u32 + 1;
         let func = self.func;
-        let data = &func.sized_stack_slots[slot];
+        let Some(data) = func.sized_stack_slots.get(slot) else {
+            return unsupported(format!("reference to undeclared {slot}"));
+        };
         self.push(0);
         self.push(data.kind as u64);
         self.push(u64::from(data.size));
@@ -516,6 +534,7 @@ impl Walker<'_> {
                 self.push(key.bits());
             }
         }
+        Ok(())
     }
 
     fn dynamic_stack_slot(&mut self, slot: DynamicStackSlot) -> Result<(), Unsupported> {
@@ -527,8 +546,12 @@ impl Walker<'_> {
         }
         self.scratch.dynamic_slots[slot] = self.out.tokens.len() as u32 + 1;
         let func = self.func;
-        let data = &func.dynamic_stack_slots[slot];
-        let dyn_ty = &func.dfg.dynamic_types[data.dyn_ty];
+        let Some(data) = func.dynamic_stack_slots.get(slot) else {
+            return unsupported(format!("reference to undeclared {slot}"));
+        };
+        let Some(dyn_ty) = func.dfg.dynamic_types.get(data.dyn_ty) else {
+            return unsupported(format!("reference to undeclared {}", data.dyn_ty));
+        };
         self.push(0);
         self.push(data.kind as u64);
         self.ty(dyn_ty.base_vector_ty);
@@ -546,8 +569,10 @@ impl Walker<'_> {
 
     fn exception_table(&mut self, table: ExceptionTable) -> Result<(), Unsupported> {
         let func = self.func;
-        let data = &func.dfg.exception_tables[table];
-        self.sig_ref(data.signature());
+        let Some(data) = func.dfg.exception_tables.get(table) else {
+            return unsupported(format!("reference to undeclared {table}"));
+        };
+        self.sig_ref(data.signature())?;
         self.block_call(data.normal_return());
         self.push_len(data.items().count());
         for item in data.items() {
@@ -591,7 +616,7 @@ impl Walker<'_> {
                 self.push_len(entries.len());
                 for entry in entries {
                     self.ty(entry.ty);
-                    self.stack_slot(entry.slot);
+                    self.stack_slot(entry.slot)?;
                     self.push(u64::from(entry.offset));
                 }
             }
@@ -607,13 +632,13 @@ impl Walker<'_> {
         match *data {
             InstructionData::AtomicCas { args, flags, .. } => {
                 self.values(&args);
-                self.mem_flags(flags);
+                self.mem_flags(flags)?;
             }
             InstructionData::AtomicRmw {
                 args, flags, op, ..
             } => {
                 self.values(&args);
-                self.mem_flags(flags);
+                self.mem_flags(flags)?;
                 self.push(op as u64);
             }
             InstructionData::Binary { args, .. } => self.values(&args),
@@ -624,7 +649,10 @@ impl Walker<'_> {
             }
             InstructionData::BranchTable { arg, table, .. } => {
                 self.value(arg);
-                let branches = dfg.jump_tables[table].all_branches();
+                let Some(table) = dfg.jump_tables.get(table) else {
+                    return unsupported(format!("reference to undeclared {table}"));
+                };
+                let branches = table.all_branches();
                 self.push_len(branches.len());
                 for call in branches {
                     self.block_call(call);
@@ -640,7 +668,7 @@ impl Walker<'_> {
                 self.values(args.as_slice(pool));
             }
             InstructionData::CallIndirect { args, sig_ref, .. } => {
-                self.sig_ref(sig_ref);
+                self.sig_ref(sig_ref)?;
                 self.values(args.as_slice(pool));
             }
             InstructionData::CondTrap { arg, code, .. } => {
@@ -678,12 +706,12 @@ impl Walker<'_> {
                 arg, flags, offset, ..
             } => {
                 self.value(arg);
-                self.mem_flags(flags);
+                self.mem_flags(flags)?;
                 self.offset(offset);
             }
             InstructionData::LoadNoOffset { arg, flags, .. } => {
                 self.value(arg);
-                self.mem_flags(flags);
+                self.mem_flags(flags)?;
             }
             InstructionData::MultiAry { args, .. } => {
                 self.values(args.as_slice(pool));
@@ -699,7 +727,7 @@ impl Walker<'_> {
             InstructionData::StackAddr {
                 stack_slot, offset, ..
             } => {
-                self.stack_slot(stack_slot);
+                self.stack_slot(stack_slot)?;
                 self.offset(offset);
             }
             InstructionData::Store {
@@ -709,12 +737,12 @@ impl Walker<'_> {
                 ..
             } => {
                 self.values(&args);
-                self.mem_flags(flags);
+                self.mem_flags(flags)?;
                 self.offset(offset);
             }
             InstructionData::StoreNoOffset { args, flags, .. } => {
                 self.values(&args);
-                self.mem_flags(flags);
+                self.mem_flags(flags)?;
             }
             InstructionData::TernaryImm8 { args, imm, .. } => {
                 self.values(&args);
@@ -745,7 +773,12 @@ impl Walker<'_> {
             InstructionData::UnaryConst {
                 constant_handle, ..
             } => {
-                let bytes = dfg.constants.get(constant_handle).as_slice();
+                // `ConstantPool::get` panics on an unknown handle; look it up instead.
+                let Some((_, data)) = dfg.constants.iter().find(|(h, _)| **h == constant_handle)
+                else {
+                    return unsupported(format!("reference to undeclared {constant_handle}"));
+                };
+                let bytes = data.as_slice();
                 self.constant_bytes(bytes);
             }
             InstructionData::UnaryGlobalValue { global_value, .. } => {

@@ -185,3 +185,33 @@ fn a_reader_panic_is_reported_as_bad_input() {
     );
     assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
 }
+
+/// Found by the `cli_roundtrip` fuzz target: the verifier accepts a `stack_limit`
+/// naming a global value that does not exist. The walk must not index out of bounds:
+/// such a function is simply never merged.
+#[test]
+fn an_undeclared_stack_limit_global_is_not_a_crash() {
+    let text = "
+function %f(i64 vmctx) -> i64 {
+    gv0 = vmctx
+    stack_limit = gv0
+block0(v0: i64):
+    return v0
+}
+function %g(i64 vmctx) -> i64 {
+    gv0 = vmctx
+    stack_limit = gv2
+block0(v0: i64):
+    return v0
+}
+function %h(i64 vmctx) -> i64 {
+    gv0 = vmctx
+    stack_limit = gv2
+block0(v0: i64):
+    return v0
+}
+";
+    let file = temp_file("stack_limit.clif", text.as_bytes());
+    let report = json(&clif_merge(&["--report", "json"], &file));
+    assert_eq!(report["merged"], 0, "{report}");
+}
