@@ -223,6 +223,12 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                 e.valid_up_to()
             ))
         })?;
+        check_entity_numbers(text).map_err(|(line, token, limit)| {
+            CliError::input(format!(
+                "{}:{line}: entity number `{token}` is too large for an input of this size (at most {limit} here): the CLIF reader would allocate every entity up to it",
+                path.display()
+            ))
+        })?;
         // cranelift-reader panics on some malformed input (fuzzing found
         // `vconst.i32` with 16 bytes of data); that is bad input, not a crash.
         let parsed =
@@ -303,6 +309,48 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
         header,
         files: paths.len(),
     })
+}
+
+/// Finds an entity reference (`v123`, `block7`, `ss2`, ...) whose number is out of
+/// proportion to the input: cranelift-reader creates every entity up to the largest
+/// number it sees, so `v1555555555` in a 400-byte file would take gigabytes (fuzzing
+/// found this). The limit is generous: a million, or four per byte of input.
+/// Comments, names (`%...`), user names (`u1:2`) and source locations are skipped.
+pub fn check_entity_numbers(text: &str) -> Result<(), (usize, String, u64)> {
+    let limit = 1_000_000u64.max(4 * text.len() as u64);
+    for (line_index, line) in text.lines().enumerate() {
+        let code = line.split(';').next().unwrap_or("");
+        let bytes = code.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let at_word_start =
+                i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+            if !(at_word_start && bytes[i].is_ascii_lowercase())
+                || (i > 0 && matches!(bytes[i - 1], b'%' | b'@'))
+            {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_lowercase() {
+                i += 1;
+            }
+            let digits = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let whole_word =
+                i == bytes.len() || !(bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_');
+            let user_name = &code[start..digits] == "u" && i < bytes.len() && bytes[i] == b':';
+            if digits < i && whole_word && !user_name {
+                let number = code[digits..i].parse::<u64>().unwrap_or(u64::MAX);
+                if number > limit {
+                    return Err((line_index + 1, code[start..i].to_string(), limit));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `f`, turning a panic into its message.

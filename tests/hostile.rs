@@ -215,3 +215,18 @@ block0(v0: i64):
     let report = json(&clif_merge(&["--report", "json"], &file));
     assert_eq!(report["merged"], 0, "{report}");
 }
+
+/// Found by the `cli_roundtrip` fuzz target: `v1555555555` in a 400-byte file made
+/// cranelift-reader allocate 15 GB of placeholder values. The tool refuses it first.
+#[test]
+fn an_absurd_entity_number_is_refused_before_parsing() {
+    let text = "function %f(i64) -> i64 {\nblock0(v0: i64):\n    jump block1(v0)\nblock1(v1555555555: i64):\n    return v1555555555\n}\n";
+    let file = temp_file("huge_number.clif", text.as_bytes());
+    let out = clif_merge(&[], &file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(":4: entity number `v1555555555` is too large"),
+        "{stderr}"
+    );
+}
