@@ -48,6 +48,9 @@ impl EncodedFunctions {
             len: module.len(),
             ..Self::default()
         };
+        for (f, _) in module.iter() {
+            out.address_taken[f] = module.address_taken_outside(f);
+        }
         for (f, result) in results {
             match result {
                 Ok(encoding) => {

@@ -26,6 +26,7 @@ pub mod cli;
 pub mod compare;
 pub mod driver;
 pub mod hash;
+pub mod merging_module;
 pub mod module;
 pub mod partition;
 pub mod plan;

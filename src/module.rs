@@ -1,7 +1,7 @@
 //! The unit the pass works on: a set of CLIF function definitions with their linkage.
 
 use crate::symbols::SymbolName;
-use cranelift_codegen::entity::{PrimaryMap, entity_impl};
+use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, GlobalValueData, UserFuncName};
 use cranelift_module::Linkage;
 use std::collections::HashMap;
@@ -73,6 +73,7 @@ fn non_utf8_name(func: &Function) -> Option<String> {
 pub struct FunctionSet {
     functions: PrimaryMap<FuncIndex, DefinedFunction>,
     by_name: HashMap<SymbolName, FuncIndex>,
+    address_taken_outside: SecondaryMap<FuncIndex, bool>,
 }
 
 impl FunctionSet {
@@ -129,6 +130,17 @@ impl FunctionSet {
     /// Sets the linkage of a defined function.
     pub fn set_linkage(&mut self, index: FuncIndex, linkage: Linkage) {
         self.functions[index].linkage = linkage;
+    }
+
+    /// Records that `index`'s address is taken outside the functions of this set
+    /// (for example a function pointer in a data object).
+    pub fn mark_address_taken(&mut self, index: FuncIndex) {
+        self.address_taken_outside[index] = true;
+    }
+
+    /// Whether [`Self::mark_address_taken`] was called for `index`.
+    pub fn address_taken_outside(&self, index: FuncIndex) -> bool {
+        self.address_taken_outside[index]
     }
 
     /// The function's name spelled as in CLIF text (`%foo`, `u0:12`).

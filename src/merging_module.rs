@@ -1,0 +1,315 @@
+//! `MergingModule`: function merging for any `cranelift_module::Module`.
+//!
+//! Wrap the module a compiler already uses and keep using the `Module` trait:
+//!
+//! ```ignore
+//! let mut module = MergingModule::new(ObjectModule::new(builder), MergeOptions::default());
+//! // ... declare and define functions and data exactly as before ...
+//! let (product, report) = module.finish_object()?;
+//! ```
+//!
+//! Declarations go to the inner module at once, so every `FuncId` and `DataId` stays
+//! valid. `define_function` records a copy of the function's IR instead of compiling
+//! it; `define_data` is forwarded, and every function address it holds is recorded as
+//! address-taken. `define_function_bytes` is forwarded untouched. At the end the pass
+//! runs over everything recorded and the inner module compiles the kept functions
+//! (with calls to erased and aliased duplicates redirected) and the thunks.
+//!
+//! An erased or aliased duplicate is not compiled. For an `ObjectModule`,
+//! [`MergingModule::finish_object`] then points its symbol at the kept function's
+//! code: same section, same offset, the duplicate's own name, scope and weak flag (an
+//! erased, local duplicate is never referenced, so its symbol is harmless).
+
+// `ModuleResult` is cranelift-module's own error type, which the `Module` trait
+// returns everywhere; the wrapper returns the same.
+#![allow(clippy::result_large_err)]
+
+use crate::apply::OutputEntry;
+use crate::driver::{MergeOptions, MergeOutcome, merge_functions};
+use crate::module::{FuncIndex, FunctionSet};
+use crate::plan::MergeAction;
+use crate::report::json_report;
+use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::ir::{self, Function, UserFuncName};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_module::{
+    DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
+    ModuleRelocTarget, ModuleResult,
+};
+use cranelift_object::{ObjectModule, ObjectProduct};
+use std::collections::HashSet;
+
+/// Options of a [`MergingModule`].
+#[derive(Clone, Debug)]
+pub struct ModuleMergeOptions {
+    /// The pass's options (mode).
+    pub merge: MergeOptions,
+    /// When false, every function is compiled as defined (rustc's
+    /// `-Z merge-functions=disabled`).
+    pub enabled: bool,
+}
+
+impl Default for ModuleMergeOptions {
+    fn default() -> Self {
+        Self {
+            merge: MergeOptions::default(),
+            enabled: true,
+        }
+    }
+}
+
+/// What the pass did to a module: the same content as the CLI's JSON report, with
+/// functions named by their module names.
+#[derive(Clone, Debug, Default)]
+pub struct MergeReport {
+    /// Functions defined through the wrapper.
+    pub functions: usize,
+    /// Classes of two or more equal functions, by name.
+    pub classes: Vec<Vec<String>>,
+    /// `(duplicate, kept, action)` per merged duplicate.
+    pub actions: Vec<(String, String, MergeAction)>,
+    /// The report as JSON (`functions`, `merged`, `classes`, `actions`).
+    pub json: serde_json::Value,
+}
+
+impl MergeReport {
+    /// Number of merged duplicates.
+    pub fn merged(&self) -> usize {
+        self.actions.len()
+    }
+}
+
+/// A function definition recorded for the pass.
+struct RecordedFunction {
+    id: FuncId,
+    func: Function,
+}
+
+/// A `Module` that merges identical functions before compiling them.
+pub struct MergingModule<M: Module> {
+    inner: M,
+    options: ModuleMergeOptions,
+    recorded: Vec<RecordedFunction>,
+    address_taken_in_data: HashSet<FuncId>,
+}
+
+impl<M: Module> MergingModule<M> {
+    /// Wraps `inner`.
+    pub fn new(inner: M, options: ModuleMergeOptions) -> Self {
+        Self {
+            inner,
+            options,
+            recorded: Vec::new(),
+            address_taken_in_data: HashSet::new(),
+        }
+    }
+
+    /// The wrapped module.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// Runs the pass and defines the kept functions and thunks in the inner module.
+    /// Returns the inner module, the report, and the pass's outcome with the
+    /// `FuncId` of every function of the pass (for backend-specific finishing).
+    fn merge_and_define(mut self) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
+        if !self.options.enabled {
+            for r in std::mem::take(&mut self.recorded) {
+                let mut ctx = Context::for_function(r.func);
+                self.inner.define_function(r.id, &mut ctx)?;
+            }
+            return Ok((self.inner, MergeReport::default(), None));
+        }
+        let mut set = FunctionSet::new();
+        let mut ids = Vec::with_capacity(self.recorded.len());
+        for r in std::mem::take(&mut self.recorded) {
+            let decl = self.inner.declarations().get_function_decl(r.id);
+            let linkage = decl.linkage;
+            let index = set
+                .push(r.func, linkage)
+                .map_err(|e| ModuleError::Backend(anyhow::Error::new(e)))?;
+            if self.address_taken_in_data.contains(&r.id) {
+                set.mark_address_taken(index);
+            }
+            ids.push(r.id);
+        }
+        let outcome = merge_functions(&set, &self.options.merge);
+        for entry in &outcome.output {
+            let (index, func) = match entry {
+                OutputEntry::Function(index, func) => (*index, func),
+                OutputEntry::Thunk { function, body, .. } => (*function, body),
+                OutputEntry::Removed { .. } => continue,
+            };
+            let mut ctx = Context::for_function(func.clone());
+            self.inner.define_function(
+                ids[cranelift_codegen::entity::EntityRef::index(index)],
+                &mut ctx,
+            )?;
+        }
+        let report = report_of(&set, &outcome);
+        Ok((self.inner, report, Some(Merged { ids, outcome })))
+    }
+
+    /// Runs the pass, defines what stays in the inner module and returns it with the
+    /// report. Erased and aliased duplicates are left undefined in the inner module,
+    /// and nothing refers to them any more from merged code; use a backend-specific
+    /// finish ([`MergingModule::finish_object`]) to give aliases their symbol.
+    pub fn finish(self) -> ModuleResult<(M, MergeReport)> {
+        let (inner, report, _) = self.merge_and_define()?;
+        Ok((inner, report))
+    }
+}
+
+/// The pass's result with the `FuncId` of each of its functions.
+struct Merged {
+    ids: Vec<FuncId>,
+    outcome: MergeOutcome,
+}
+
+impl Merged {
+    fn id(&self, f: FuncIndex) -> FuncId {
+        self.ids[cranelift_codegen::entity::EntityRef::index(f)]
+    }
+}
+
+impl MergingModule<ObjectModule> {
+    /// Runs the pass, compiles, finishes the object, and points the symbol of every
+    /// erased or aliased duplicate at the kept function's code.
+    pub fn finish_object(self) -> ModuleResult<(ObjectProduct, MergeReport)> {
+        let (inner, report, merged) = self.merge_and_define()?;
+        let mut product = inner.finish();
+        if let Some(merged) = merged {
+            for d in &merged.outcome.plan.decisions {
+                if d.action == MergeAction::Thunk {
+                    continue;
+                }
+                let kept = product.function_symbol(merged.id(d.into));
+                let dup = product.function_symbol(merged.id(d.function));
+                let (section, value, size, kind) = {
+                    let k = product.object.symbol(kept);
+                    (k.section, k.value, k.size, k.kind)
+                };
+                let symbol = product.object.symbol_mut(dup);
+                symbol.section = section;
+                symbol.value = value;
+                symbol.size = size;
+                symbol.kind = kind;
+            }
+        }
+        Ok((product, report))
+    }
+}
+
+fn report_of(set: &FunctionSet, outcome: &MergeOutcome) -> MergeReport {
+    let plan = &outcome.plan;
+    MergeReport {
+        functions: set.len(),
+        classes: plan
+            .classes
+            .iter()
+            .map(|c| c.iter().map(|&f| set.display_name(f)).collect())
+            .collect(),
+        actions: plan
+            .decisions
+            .iter()
+            .map(|d| {
+                (
+                    set.display_name(d.function),
+                    set.display_name(d.into),
+                    d.action,
+                )
+            })
+            .collect(),
+        json: json_report(set, outcome),
+    }
+}
+
+impl<M: Module> Module for MergingModule<M> {
+    fn isa(&self) -> &dyn TargetIsa {
+        self.inner.isa()
+    }
+
+    fn declarations(&self) -> &ModuleDeclarations {
+        self.inner.declarations()
+    }
+
+    fn declare_function(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        signature: &ir::Signature,
+    ) -> ModuleResult<FuncId> {
+        self.inner.declare_function(name, linkage, signature)
+    }
+
+    fn declare_anonymous_function(&mut self, signature: &ir::Signature) -> ModuleResult<FuncId> {
+        self.inner.declare_anonymous_function(signature)
+    }
+
+    fn declare_data(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        writable: bool,
+        tls: bool,
+    ) -> ModuleResult<DataId> {
+        self.inner.declare_data(name, linkage, writable, tls)
+    }
+
+    fn declare_anonymous_data(&mut self, writable: bool, tls: bool) -> ModuleResult<DataId> {
+        self.inner.declare_anonymous_data(writable, tls)
+    }
+
+    fn define_function_with_control_plane(
+        &mut self,
+        func: FuncId,
+        ctx: &mut Context,
+        _ctrl_plane: &mut ControlPlane,
+    ) -> ModuleResult<()> {
+        let decl = self.inner.declarations().get_function_decl(func);
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(
+                decl.linkage_name(func).into_owned(),
+            ));
+        }
+        if self.recorded.iter().any(|r| r.id == func) {
+            return Err(ModuleError::DuplicateDefinition(
+                decl.linkage_name(func).into_owned(),
+            ));
+        }
+        let mut copy = ctx.func.clone();
+        // The module names definitions by id (`u0:N`), as `declare_func_in_func`
+        // names references; the pass matches calls to definitions by that name.
+        copy.name = UserFuncName::user(0, func.as_u32());
+        self.recorded.push(RecordedFunction {
+            id: func,
+            func: copy,
+        });
+        Ok(())
+    }
+
+    fn define_function_bytes(
+        &mut self,
+        func_id: FuncId,
+        alignment: u64,
+        bytes: &[u8],
+        relocs: &[ModuleReloc],
+    ) -> ModuleResult<()> {
+        self.inner
+            .define_function_bytes(func_id, alignment, bytes, relocs)
+    }
+
+    fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
+        for target in data.function_decls.values() {
+            if let ModuleRelocTarget::User {
+                namespace: 0,
+                index,
+            } = target
+            {
+                self.address_taken_in_data.insert(FuncId::from_u32(*index));
+            }
+        }
+        self.inner.define_data(data_id, data)
+    }
+}

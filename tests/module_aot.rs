@@ -1,0 +1,379 @@
+//! End to end through `MergingModule<ObjectModule>`: a module with duplicates is
+//! compiled for the host, written as an object file, linked with the system `cc`
+//! against a C `main`, and run. The merged program must print exactly what the
+//! unmerged one prints, with a smaller `.text`, and the symbols must be what the plan
+//! says (checked with the `object` crate and with `nm`).
+
+use clif_merge::merging_module::{MergingModule, ModuleMergeOptions};
+use clif_merge::{MergeAction, MergeMode, MergeOptions};
+use cranelift_codegen::Context;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_module::{DataDescription, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (name, linkage, CLIF body). Function `i` is declared as `FuncId` i, so bodies call
+/// each other as `u0:i`.
+const FUNCTIONS: &[(&str, Linkage, &str)] = &[
+    // 0, 1: identical local helpers -> erase
+    (
+        "helper_a",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = iconst.i64 3
+    v2 = imul v0, v1
+    v51 = iconst.i64 1
+    v3 = iadd v2, v51
+    return v3
+}",
+    ),
+    (
+        "helper_b",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+block0(v10: i64):
+    v11 = iconst.i64 3
+    v12 = imul v10, v11
+    v52 = iconst.i64 1
+    v13 = iadd v12, v52
+    return v13
+}",
+    ),
+    // 2, 3: identical exported functions -> thunk (safe) or alias (all)
+    (
+        "exported_1",
+        Linkage::Export,
+        "(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = imul v0, v0
+    v2 = iconst.i64 7
+    v3 = isub v1, v2
+    return v3
+}",
+    ),
+    (
+        "exported_2",
+        Linkage::Export,
+        "(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = imul v0, v0
+    v2 = iconst.i64 7
+    v3 = isub v1, v2
+    return v3
+}",
+    ),
+    // 4, 5: identical locals whose addresses are in a data table -> thunk (safe)
+    (
+        "addr_a",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = iconst.i64 100
+    v2 = iadd v0, v1
+    return v2
+}",
+    ),
+    (
+        "addr_b",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = iconst.i64 100
+    v2 = iadd v0, v1
+    return v2
+}",
+    ),
+    // 6-9: ping1/pong1 and ping2/pong2, two copies of a mutually recursive pair
+    (
+        "ping1",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+    fn0 = colocated u0:7(i64) -> i64 system_v
+block0(v0: i64):
+    brif v0, block1, block2
+block1:
+    v1 = iconst.i64 1
+    v2 = isub v0, v1
+    v3 = call fn0(v2)
+    v53 = iconst.i64 2
+    v4 = iadd v3, v53
+    return v4
+block2:
+    return v0
+}",
+    ),
+    (
+        "pong1",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+    fn0 = colocated u0:6(i64) -> i64 system_v
+block0(v0: i64):
+    brif v0, block1, block2
+block1:
+    v1 = iconst.i64 1
+    v2 = isub v0, v1
+    v3 = call fn0(v2)
+    v54 = iconst.i64 5
+    v4 = iadd v3, v54
+    return v4
+block2:
+    return v0
+}",
+    ),
+    (
+        "ping2",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+    fn0 = colocated u0:9(i64) -> i64 system_v
+block0(v0: i64):
+    brif v0, block1, block2
+block1:
+    v1 = iconst.i64 1
+    v2 = isub v0, v1
+    v3 = call fn0(v2)
+    v55 = iconst.i64 2
+    v4 = iadd v3, v55
+    return v4
+block2:
+    return v0
+}",
+    ),
+    (
+        "pong2",
+        Linkage::Local,
+        "(i64) -> i64 system_v {
+    fn0 = colocated u0:8(i64) -> i64 system_v
+block0(v0: i64):
+    brif v0, block1, block2
+block1:
+    v1 = iconst.i64 1
+    v2 = isub v0, v1
+    v3 = call fn0(v2)
+    v56 = iconst.i64 5
+    v4 = iadd v3, v56
+    return v4
+block2:
+    return v0
+}",
+    ),
+    // 10: the exported entry point calling the duplicates
+    (
+        "compute",
+        Linkage::Export,
+        "(i64) -> i64 system_v {
+    fn0 = colocated u0:0(i64) -> i64 system_v
+    fn1 = colocated u0:1(i64) -> i64 system_v
+    fn2 = colocated u0:8(i64) -> i64 system_v
+    fn3 = colocated u0:7(i64) -> i64 system_v
+    fn4 = colocated u0:5(i64) -> i64 system_v
+block0(v0: i64):
+    v1 = call fn0(v0)
+    v2 = call fn1(v0)
+    v3 = call fn2(v0)
+    v4 = call fn3(v0)
+    v5 = call fn4(v0)
+    v6 = iadd v1, v2
+    v7 = iadd v6, v3
+    v8 = iadd v7, v4
+    v9 = iadd v8, v5
+    return v9
+}",
+    ),
+];
+
+const MAIN_C: &str = r#"
+#include <stdio.h>
+#include <stdint.h>
+extern int64_t compute(int64_t);
+extern int64_t exported_1(int64_t);
+extern int64_t exported_2(int64_t);
+extern int64_t (*fn_table[2])(int64_t);
+int main(void) {
+    printf("compute(5) = %lld\n", (long long)compute(5));
+    printf("compute(9) = %lld\n", (long long)compute(9));
+    printf("exported_1(3) = %lld, exported_2(3) = %lld\n",
+           (long long)exported_1(3), (long long)exported_2(3));
+    printf("table: %lld %lld\n", (long long)fn_table[0](4), (long long)fn_table[1](4));
+    printf("exported addresses equal: %d\n", (void *)&exported_1 == (void *)&exported_2);
+    printf("table addresses equal: %d\n", fn_table[0] == fn_table[1]);
+    return (int)(compute(2) % 100);
+}
+"#;
+
+/// Builds the module into an object file; `None` options means no merging.
+fn build_object(options: ModuleMergeOptions) -> (Vec<u8>, clif_merge::merging_module::MergeReport) {
+    let mut flags = settings::builder();
+    flags.set("is_pic", "true").expect("flag");
+    flags.set("opt_level", "none").expect("flag");
+    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
+        .expect("host ISA")
+        .finish(settings::Flags::new(flags))
+        .expect("ISA");
+    let builder = ObjectBuilder::new(isa, "merge_test", cranelift_module::default_libcall_names())
+        .expect("object builder");
+    let mut module = MergingModule::new(ObjectModule::new(builder), options);
+    let mut ids = Vec::new();
+    for (name, linkage, body) in FUNCTIONS {
+        let text = format!("function u0:{}{body}", ids.len());
+        let func = cranelift_reader::parse_functions(&text)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .remove(0);
+        let id = module
+            .declare_function(name, *linkage, &func.signature)
+            .expect("declare");
+        ids.push((id, func));
+    }
+    for (id, func) in &ids {
+        let mut ctx = Context::for_function(func.clone());
+        module.define_function(*id, &mut ctx).expect("define");
+    }
+    let table = module
+        .declare_data("fn_table", Linkage::Export, true, false)
+        .expect("declare data");
+    let mut desc = DataDescription::new();
+    desc.define(vec![0u8; 16].into_boxed_slice());
+    for (slot, index) in [(0u32, 4usize), (8, 5)] {
+        let fref = module.declare_func_in_data(ids[index].0, &mut desc);
+        desc.write_function_addr(slot, fref);
+    }
+    module.define_data(table, &desc).expect("define data");
+    let (product, report) = module.finish_object().expect("finish");
+    (product.emit().expect("emit"), report)
+}
+
+fn work_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clif-merge-aot-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Links `object` with the C main and runs it: (stdout, exit code).
+fn link_and_run(object_bytes: &[u8], dir: &Path) -> (String, i32) {
+    let obj = dir.join("module.o");
+    let main = dir.join("main.c");
+    let exe = dir.join("program");
+    std::fs::write(&obj, object_bytes).expect("write object");
+    std::fs::write(&main, MAIN_C).expect("write main");
+    let status = Command::new("cc")
+        .arg(&main)
+        .arg(&obj)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("the system C compiler `cc` must be installed");
+    assert!(status.success(), "linking failed");
+    let out = Command::new(&exe).output().expect("run program");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn text_size(object_bytes: &[u8]) -> u64 {
+    let file = object::File::parse(object_bytes).expect("object parses");
+    file.sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .map(|s| s.size())
+        .sum()
+}
+
+fn symbol_address(object_bytes: &[u8], name: &str) -> Option<(u64, Option<object::SectionIndex>)> {
+    let file = object::File::parse(object_bytes).expect("object parses");
+    file.symbols()
+        .find(|s| s.name() == Ok(name))
+        .map(|s| (s.address(), s.section_index()))
+}
+
+fn options(enabled: bool, mode: MergeMode) -> ModuleMergeOptions {
+    ModuleMergeOptions {
+        merge: MergeOptions { mode },
+        enabled,
+    }
+}
+
+#[test]
+fn merged_program_behaves_like_the_unmerged_one_and_is_smaller() {
+    let dir = work_dir("safe");
+    let (plain, _) = build_object(options(false, MergeMode::Safe));
+    let (merged, report) = build_object(options(true, MergeMode::Safe));
+    let (plain_out, plain_code) = link_and_run(&plain, &dir);
+    let (merged_out, merged_code) = link_and_run(&merged, &dir);
+    println!("{plain_out}");
+    println!("merged: {:?}", report.actions);
+    assert_eq!(merged_out, plain_out);
+    assert_eq!(merged_code, plain_code);
+    assert!(
+        plain_out.contains("table addresses equal: 0"),
+        "{plain_out}"
+    );
+    assert!(
+        plain_out.contains("exported addresses equal: 0"),
+        "{plain_out}"
+    );
+    let action = |name: &str| {
+        report
+            .actions
+            .iter()
+            .find(|(f, _, _)| f == name)
+            .map(|(_, _, a)| *a)
+    };
+    // Names in the report are the module's `u0:N` ids: 1 = helper_b, 3 = exported_2,
+    // 5 = addr_b, 8 = ping2, 9 = pong2.
+    assert_eq!(action("u0:1"), Some(MergeAction::Erase));
+    assert_eq!(action("u0:3"), Some(MergeAction::Thunk));
+    assert_eq!(action("u0:5"), Some(MergeAction::Thunk));
+    assert_eq!(action("u0:8"), Some(MergeAction::Erase));
+    assert_eq!(action("u0:9"), Some(MergeAction::Erase));
+    let (before, after) = (text_size(&plain), text_size(&merged));
+    println!(".text: {before} bytes unmerged, {after} bytes merged");
+    assert!(after < before, ".text did not shrink: {before} -> {after}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mode_all_makes_exported_duplicates_real_aliases() {
+    let dir = work_dir("all");
+    let (plain, _) = build_object(options(false, MergeMode::All));
+    let (merged, report) = build_object(options(true, MergeMode::All));
+    assert!(
+        report
+            .actions
+            .iter()
+            .any(|(f, k, a)| f == "u0:3" && k == "u0:2" && *a == MergeAction::Alias),
+        "{:?}",
+        report.actions
+    );
+    // The alias is a second symbol on the kept code: same section, same address.
+    let kept = symbol_address(&merged, "exported_1").expect("exported_1");
+    let alias = symbol_address(&merged, "exported_2").expect("exported_2");
+    assert_eq!(kept, alias);
+    assert!(kept.1.is_some(), "alias must be defined, not undefined");
+    // `nm` agrees.
+    let obj = dir.join("module.o");
+    std::fs::write(&obj, &merged).expect("write");
+    let nm = Command::new("nm").arg(&obj).output().expect("nm");
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let addr = |name: &str| {
+        nm.lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>())
+    };
+    let (a, b) = (addr("exported_1"), addr("exported_2"));
+    assert_eq!(a, b, "nm:\n{nm}");
+    assert_eq!(a.as_ref().map(|v| v[1]), Some("T"), "nm:\n{nm}");
+    // In mode all the program may see equal addresses; everything else is the same.
+    let (plain_out, plain_code) = link_and_run(&plain, &dir);
+    let (merged_out, merged_code) = link_and_run(&merged, &dir);
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| !l.contains("addresses equal"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(strip(&merged_out), strip(&plain_out));
+    assert_eq!(merged_code, plain_code);
+    let _ = std::fs::remove_dir_all(&dir);
+}
