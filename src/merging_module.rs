@@ -10,15 +10,18 @@
 //!
 //! Declarations go to the inner module at once, so every `FuncId` and `DataId` stays
 //! valid. `define_function` records a copy of the function's IR instead of compiling
-//! it; `define_data` is forwarded, and every function address it holds is recorded as
-//! address-taken. `define_function_bytes` is forwarded untouched. At the end the pass
+//! it; `define_data` is recorded too, and every function address it holds counts as
+//! address-taken (data is defined at the end, with the address of an erased or aliased
+//! duplicate replaced by the kept function's). `define_function_bytes` is forwarded untouched. At the end the pass
 //! runs over everything recorded and the inner module compiles the kept functions
 //! (with calls to erased and aliased duplicates redirected) and the thunks.
 //!
 //! An erased or aliased duplicate is not compiled. For an `ObjectModule`,
 //! [`MergingModule::finish_object`] then points its symbol at the kept function's
 //! code: same section, same offset, the duplicate's own name, scope and weak flag (an
-//! erased, local duplicate is never referenced, so its symbol is harmless).
+//! erased, local duplicate is never referenced, so its symbol is harmless). For a
+//! `JITModule`, [`MergingModule::finish_jit`] finalizes and returns a [`MergedJit`]
+//! whose `get_finalized_function` resolves such a duplicate to the kept code.
 
 // `ModuleResult` is cranelift-module's own error type, which the `Module` trait
 // returns everywhere; the wrapper returns the same.
@@ -33,12 +36,13 @@ use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, Function, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
+use cranelift_jit::JITModule;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
     ModuleRelocTarget, ModuleResult,
 };
 use cranelift_object::{ObjectModule, ObjectProduct};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Options of a [`MergingModule`].
 #[derive(Clone, Debug)]
@@ -92,6 +96,9 @@ pub struct MergingModule<M: Module> {
     options: ModuleMergeOptions,
     recorded: Vec<RecordedFunction>,
     address_taken_in_data: HashSet<FuncId>,
+    /// Data definitions, held back until the plan is known so that their function
+    /// addresses can name the kept function where the duplicate has no code.
+    data: Vec<(DataId, DataDescription)>,
 }
 
 impl<M: Module> MergingModule<M> {
@@ -102,6 +109,7 @@ impl<M: Module> MergingModule<M> {
             options,
             recorded: Vec::new(),
             address_taken_in_data: HashSet::new(),
+            data: Vec::new(),
         }
     }
 
@@ -118,6 +126,9 @@ impl<M: Module> MergingModule<M> {
             for r in std::mem::take(&mut self.recorded) {
                 let mut ctx = Context::for_function(r.func);
                 self.inner.define_function(r.id, &mut ctx)?;
+            }
+            for (id, desc) in std::mem::take(&mut self.data) {
+                self.inner.define_data(id, &desc)?;
             }
             return Ok((self.inner, MergeReport::default(), None));
         }
@@ -147,8 +158,32 @@ impl<M: Module> MergingModule<M> {
                 &mut ctx,
             )?;
         }
-        let report = report_of(&set, &outcome);
-        Ok((self.inner, report, Some(Merged { ids, outcome })))
+        let merged = Merged { ids, outcome };
+        // Function addresses in data: an erased or aliased duplicate has no code of
+        // its own, so its address is the kept function's.
+        let redirects: HashMap<u32, u32> = merged
+            .outcome
+            .plan
+            .decisions
+            .iter()
+            .filter(|d| d.action != MergeAction::Thunk)
+            .map(|d| (merged.id(d.function).as_u32(), merged.id(d.into).as_u32()))
+            .collect();
+        for (id, mut desc) in std::mem::take(&mut self.data) {
+            for target in desc.function_decls.values_mut() {
+                if let ModuleRelocTarget::User {
+                    namespace: 0,
+                    index,
+                } = target
+                    && let Some(&kept) = redirects.get(index)
+                {
+                    *index = kept;
+                }
+            }
+            self.inner.define_data(id, &desc)?;
+        }
+        let report = report_of(&set, &merged.outcome);
+        Ok((self.inner, report, Some(merged)))
     }
 
     /// Runs the pass, defines what stays in the inner module and returns it with the
@@ -198,6 +233,52 @@ impl MergingModule<ObjectModule> {
             }
         }
         Ok((product, report))
+    }
+}
+
+impl MergingModule<JITModule> {
+    /// Runs the pass, compiles and finalizes. In the returned [`MergedJit`], the
+    /// `FuncId` of an erased or aliased duplicate resolves to the kept function's code.
+    pub fn finish_jit(self) -> ModuleResult<(MergedJit, MergeReport)> {
+        let (mut module, report, merged) = self.merge_and_define()?;
+        module.finalize_definitions()?;
+        let redirects = merged
+            .map(|m| {
+                m.outcome
+                    .plan
+                    .decisions
+                    .iter()
+                    .filter(|d| d.action != MergeAction::Thunk)
+                    .map(|d| (m.id(d.function), m.id(d.into)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((MergedJit { module, redirects }, report))
+    }
+}
+
+/// A finalized `JITModule` after merging.
+pub struct MergedJit {
+    module: JITModule,
+    redirects: HashMap<FuncId, FuncId>,
+}
+
+impl MergedJit {
+    /// The address of a function's code; for an erased or aliased duplicate, the
+    /// kept function's code (a thunk has code of its own).
+    pub fn get_finalized_function(&self, id: FuncId) -> *const u8 {
+        let id = self.redirects.get(&id).copied().unwrap_or(id);
+        self.module.get_finalized_function(id)
+    }
+
+    /// The finalized module.
+    pub fn module(&self) -> &JITModule {
+        &self.module
+    }
+
+    /// The finalized module, for example to free its memory.
+    pub fn into_inner(self) -> JITModule {
+        self.module
     }
 }
 
@@ -310,6 +391,18 @@ impl<M: Module> Module for MergingModule<M> {
                 self.address_taken_in_data.insert(FuncId::from_u32(*index));
             }
         }
-        self.inner.define_data(data_id, data)
+        let decl = self.inner.declarations().get_data_decl(data_id);
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(
+                decl.linkage_name(data_id).into_owned(),
+            ));
+        }
+        if self.data.iter().any(|(id, _)| *id == data_id) {
+            return Err(ModuleError::DuplicateDefinition(
+                decl.linkage_name(data_id).into_owned(),
+            ));
+        }
+        self.data.push((data_id, data.clone()));
+        Ok(())
     }
 }
