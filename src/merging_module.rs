@@ -33,9 +33,10 @@ use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::MergeAction;
 use crate::report::json_report;
 use cranelift_codegen::Context;
+use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, Function, UserFuncName};
-use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_jit::JITModule;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
@@ -43,6 +44,7 @@ use cranelift_module::{
 };
 use cranelift_object::{ObjectModule, ObjectProduct};
 use std::collections::{HashMap, HashSet};
+use target_lexicon::Architecture;
 
 /// Options of a [`MergingModule`].
 #[derive(Clone, Debug)]
@@ -146,17 +148,44 @@ impl<M: Module> MergingModule<M> {
             ids.push(r.id);
         }
         let outcome = merge_functions(&set, &self.options.merge);
+        let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
         for entry in &outcome.output {
             let (index, func) = match entry {
                 OutputEntry::Function(index, func) => (*index, func),
-                OutputEntry::Thunk { function, body, .. } => (*function, body),
+                OutputEntry::Thunk {
+                    function,
+                    into,
+                    body,
+                } => {
+                    if let Some((bytes, kind)) =
+                        machine_thunk(self.inner.isa(), body.signature.call_conv)
+                    {
+                        // x86_64 `jmp rel32`: the displacement is at byte 1, relative
+                        // to its own end; aarch64 `b imm26`: the whole word.
+                        let (offset, addend, alignment) = match kind {
+                            Reloc::X86CallPCRel4 => (1, -4, 1),
+                            _ => (0, 0, 4),
+                        };
+                        let reloc = ModuleReloc {
+                            offset,
+                            kind,
+                            name: ModuleRelocTarget::user(0, id_of(*into).as_u32()),
+                            addend,
+                        };
+                        self.inner.define_function_bytes(
+                            id_of(*function),
+                            alignment,
+                            &bytes,
+                            &[reloc],
+                        )?;
+                        continue;
+                    }
+                    (*function, body)
+                }
                 OutputEntry::Removed { .. } => continue,
             };
             let mut ctx = Context::for_function(func.clone());
-            self.inner.define_function(
-                ids[cranelift_codegen::entity::EntityRef::index(index)],
-                &mut ctx,
-            )?;
+            self.inner.define_function(id_of(index), &mut ctx)?;
         }
         let merged = Merged { ids, outcome };
         // Function addresses in data: an erased or aliased duplicate has no code of
@@ -279,6 +308,28 @@ impl MergedJit {
     /// The finalized module, for example to free its memory.
     pub fn into_inner(self) -> JITModule {
         self.module
+    }
+}
+
+/// A thunk as one machine jump to the kept function, where that is valid: the
+/// signatures are identical, so a tail jump leaves arguments, return address and
+/// stack exactly as the caller set them. x86_64: `jmp rel32`; aarch64: `b imm26`
+/// (not with BTI, where an indirect call must land on a `bti` instruction). The `tail`
+/// convention gets a CLIF `return_call` thunk instead, other ISAs `call` + `return`.
+fn machine_thunk(isa: &dyn TargetIsa, call_conv: CallConv) -> Option<(Vec<u8>, Reloc)> {
+    if call_conv.supports_tail_calls() {
+        return None;
+    }
+    match isa.triple().architecture {
+        Architecture::X86_64 => Some((vec![0xe9, 0, 0, 0, 0], Reloc::X86CallPCRel4)),
+        Architecture::Aarch64(_) => {
+            let bti = isa
+                .isa_flags()
+                .iter()
+                .any(|f| f.name == "use_bti" && f.as_bool() == Some(true));
+            (!bti).then(|| (0x1400_0000u32.to_le_bytes().to_vec(), Reloc::Arm64Call))
+        }
+        _ => None,
     }
 }
 

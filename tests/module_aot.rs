@@ -133,6 +133,15 @@ fn merged_program_behaves_like_the_unmerged_one_and_is_smaller() {
     assert_eq!(action("u0:5"), Some(MergeAction::Thunk));
     assert_eq!(action("u0:8"), Some(MergeAction::Erase));
     assert_eq!(action("u0:9"), Some(MergeAction::Erase));
+    // A thunk is one jump (x86_64 `jmp rel32`, 5 bytes).
+    if cfg!(target_arch = "x86_64") {
+        let file = object::File::parse(&*merged).expect("object parses");
+        let thunk = file
+            .symbols()
+            .find(|s| s.name() == Ok("exported_2"))
+            .expect("exported_2 symbol");
+        assert_eq!(thunk.size(), 5, "thunk is not a single jmp");
+    }
     let (before, after) = (text_size(&plain), text_size(&merged));
     println!(".text: {before} bytes unmerged, {after} bytes merged");
     assert!(after < before, ".text did not shrink: {before} -> {after}");
