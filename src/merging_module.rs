@@ -31,7 +31,6 @@ use crate::apply::OutputEntry;
 use crate::driver::{MergeOptions, MergeOutcome, merge_functions};
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::MergeAction;
-use crate::report::json_report;
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
@@ -211,7 +210,18 @@ impl<M: Module> MergingModule<M> {
             }
             self.inner.define_data(id, &desc)?;
         }
-        let report = report_of(&set, &merged.outcome);
+        let names: Vec<String> = merged
+            .ids
+            .iter()
+            .map(|&id| {
+                let decl = self.inner.declarations().get_function_decl(id);
+                match &decl.name {
+                    Some(name) => name.clone(),
+                    None => format!("u0:{}", id.as_u32()),
+                }
+            })
+            .collect();
+        let report = report_of(&names, &merged.outcome);
         Ok((self.inner, report, Some(merged)))
     }
 
@@ -333,27 +343,35 @@ fn machine_thunk(isa: &dyn TargetIsa, call_conv: CallConv) -> Option<(Vec<u8>, R
     }
 }
 
-fn report_of(set: &FunctionSet, outcome: &MergeOutcome) -> MergeReport {
+/// The report, naming functions by their names in the module (anonymous ones as
+/// `u0:N`).
+fn report_of(names: &[String], outcome: &MergeOutcome) -> MergeReport {
     let plan = &outcome.plan;
+    let name = |f: FuncIndex| names[cranelift_codegen::entity::EntityRef::index(f)].clone();
+    let classes: Vec<Vec<String>> = plan
+        .classes
+        .iter()
+        .map(|c| c.iter().map(|&f| name(f)).collect())
+        .collect();
+    let actions: Vec<(String, String, MergeAction)> = plan
+        .decisions
+        .iter()
+        .map(|d| (name(d.function), name(d.into), d.action))
+        .collect();
+    let json = serde_json::json!({
+        "functions": names.len(),
+        "merged": actions.len(),
+        "classes": classes,
+        "actions": actions
+            .iter()
+            .map(|(f, k, a)| serde_json::json!({"function": f, "into": k, "action": a.as_str()}))
+            .collect::<Vec<_>>(),
+    });
     MergeReport {
-        functions: set.len(),
-        classes: plan
-            .classes
-            .iter()
-            .map(|c| c.iter().map(|&f| set.display_name(f)).collect())
-            .collect(),
-        actions: plan
-            .decisions
-            .iter()
-            .map(|d| {
-                (
-                    set.display_name(d.function),
-                    set.display_name(d.into),
-                    d.action,
-                )
-            })
-            .collect(),
-        json: json_report(set, outcome),
+        functions: names.len(),
+        classes,
+        actions,
+        json,
     }
 }
 

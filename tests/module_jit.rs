@@ -67,7 +67,12 @@ fn jit_results_are_unchanged_by_merging() {
         );
         // Erased and aliased duplicates resolve to the kept code.
         for (dup, kept, action) in &actions {
-            let index = |n: &str| n.trim_start_matches("u0:").parse::<usize>().expect("u0:N");
+            let index = |n: &str| {
+                common::FUNCTIONS
+                    .iter()
+                    .position(|(name, _, _)| *name == n)
+                    .expect("a fixture function")
+            };
             let (d, k) = (
                 merged_fixture.ids[index(dup)],
                 merged_fixture.ids[index(kept)],

@@ -1,0 +1,116 @@
+//! Ahead-of-time compilation through `MergingModule<ObjectModule>`: the program in
+//! `shared/program.rs` is compiled for the host twice (without and with merging),
+//! each object is linked with the system `cc` against a small C `main` and run, and
+//! the example prints what was merged, both programs' output and the `.text` sizes.
+//!
+//! Run with `cargo run --example aot`.
+
+#[path = "shared/program.rs"]
+mod program;
+
+use clif_merge::merging_module::{MergeReport, MergingModule, ModuleMergeOptions};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use object::{Object, ObjectSection};
+use std::process::Command;
+
+const MAIN_C: &str = r#"
+#include <stdio.h>
+#include <stdint.h>
+extern int64_t run(int64_t);
+extern int64_t api_v1(int64_t);
+extern int64_t api_v2(int64_t);
+extern int64_t (*callbacks[2])(int64_t);
+int main(void) {
+    for (int64_t x = 0; x < 4; x++)
+        printf("run(%lld) = %lld\n", (long long)x, (long long)run(x));
+    printf("api_v1(6) = %lld, api_v2(6) = %lld\n", (long long)api_v1(6), (long long)api_v2(6));
+    printf("callbacks: %lld %lld, same address: %d\n", (long long)callbacks[0](1),
+           (long long)callbacks[1](1), callbacks[0] == callbacks[1]);
+    printf("api_v1 and api_v2 share an address: %d\n", (void *)&api_v1 == (void *)&api_v2);
+    return 0;
+}
+"#;
+
+fn compile(enabled: bool) -> Result<(Vec<u8>, MergeReport), Box<dyn std::error::Error>> {
+    let mut flags = settings::builder();
+    flags.set("is_pic", "true")?;
+    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
+        .finish(settings::Flags::new(flags))?;
+    let builder = ObjectBuilder::new(isa, "program", cranelift_module::default_libcall_names())?;
+    let options = ModuleMergeOptions {
+        enabled,
+        ..ModuleMergeOptions::default()
+    };
+    let mut module = MergingModule::new(ObjectModule::new(builder), options);
+    program::build(&mut module);
+    let (product, report) = module.finish_object()?;
+    Ok((product.emit()?, report))
+}
+
+fn text_bytes(object_file: &[u8]) -> Result<u64, Box<dyn std::error::Error>> {
+    let file = object::File::parse(object_file)?;
+    Ok(file
+        .sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .map(|s| s.size())
+        .sum())
+}
+
+fn link_and_run(object_file: &[u8], tag: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("clif-merge-example-aot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (obj, main, exe) = (
+        dir.join(format!("{tag}.o")),
+        dir.join("main.c"),
+        dir.join(tag),
+    );
+    std::fs::write(&obj, object_file)?;
+    std::fs::write(&main, MAIN_C)?;
+    let status = Command::new("cc")
+        .arg(&main)
+        .arg(&obj)
+        .arg("-o")
+        .arg(&exe)
+        .status()?;
+    if !status.success() {
+        return Err("linking with cc failed".into());
+    }
+    let output = Command::new(&exe).output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (plain, _) = compile(false)?;
+    let (merged, report) = compile(true)?;
+    println!(
+        "merged {} of {} functions:",
+        report.merged(),
+        report.functions
+    );
+    for (function, into, action) in &report.actions {
+        println!("  {function} -> {into}: {action}");
+    }
+    let plain_output = link_and_run(&plain, "plain")?;
+    let merged_output = link_and_run(&merged, "merged")?;
+    println!("\nprogram output without merging:\n{plain_output}");
+    println!("program output with merging:\n{merged_output}");
+    println!(
+        "identical output: {}",
+        if plain_output == merged_output {
+            "yes"
+        } else {
+            "NO"
+        }
+    );
+    println!(
+        ".text: {} bytes without merging, {} bytes with merging",
+        text_bytes(&plain)?,
+        text_bytes(&merged)?
+    );
+    if plain_output != merged_output {
+        return Err("merging changed the program's output".into());
+    }
+    Ok(())
+}
