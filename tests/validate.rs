@@ -3,7 +3,7 @@
 
 use clif_merge::apply::apply;
 use clif_merge::plan::{MergeAction, MergeDecision, MergePlan};
-use clif_merge::validate::validate;
+use clif_merge::validate::{ValidationReport, validate};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_module::Linkage;
@@ -36,21 +36,26 @@ block0(v0: i32):
 }
 ";
 
-#[test]
-fn a_wrong_merge_is_caught_with_its_input() {
+/// Validates a plan the comparator would never make: %g (isub) merged into %f
+/// (iadd) with `action`.
+fn validate_wrong_merge(action: MergeAction) -> ValidationReport {
     let set = module(NEAR_TWINS);
-    // A plan the comparator would never make: %g (isub) erased into %f (iadd).
     let plan = MergePlan {
         classes: vec![vec![FuncIndex::new(0), FuncIndex::new(1)]],
         decisions: vec![MergeDecision {
             function: FuncIndex::new(1),
             into: FuncIndex::new(0),
-            action: MergeAction::Erase,
+            action,
         }],
         unmerged_preemptible_classes: 0,
     };
     let output = apply(&set, &plan);
-    let report = validate(&set, &plan, &output);
+    validate(&set, &plan, &output)
+}
+
+#[test]
+fn a_wrong_merge_is_caught_with_its_input() {
+    let report = validate_wrong_merge(MergeAction::Erase);
     assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
     let m = &report.mismatches[0];
     assert_eq!(m.function, FuncIndex::new(1));
@@ -64,18 +69,7 @@ fn a_wrong_merge_is_caught_with_its_input() {
 
 #[test]
 fn a_wrong_thunk_is_caught() {
-    let set = module(NEAR_TWINS);
-    let plan = MergePlan {
-        classes: vec![vec![FuncIndex::new(0), FuncIndex::new(1)]],
-        decisions: vec![MergeDecision {
-            function: FuncIndex::new(1),
-            into: FuncIndex::new(0),
-            action: MergeAction::Thunk,
-        }],
-        unmerged_preemptible_classes: 0,
-    };
-    let output = apply(&set, &plan);
-    let report = validate(&set, &plan, &output);
+    let report = validate_wrong_merge(MergeAction::Thunk);
     assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
 }
 
