@@ -182,8 +182,16 @@ fn external_name(func: &mut Function, target: &UserFuncName) -> ExternalName {
     }
 }
 
-/// Builds a body with `duplicate`'s name and signature that transfers to `kept`.
+/// Builds a body with `duplicate`'s name and signature that transfers to `kept`:
+/// `return_call` where the calling convention allows tail calls, else `call` +
+/// `return`.
 pub fn build_thunk(duplicate: &Function, kept: &UserFuncName) -> Function {
+    let tail_call = duplicate.signature.call_conv.supports_tail_calls();
+    build_thunk_with(duplicate, kept, tail_call)
+}
+
+/// Like [`build_thunk`], choosing `return_call` (`tail_call`) or `call` + `return`.
+pub fn build_thunk_with(duplicate: &Function, kept: &UserFuncName, tail_call: bool) -> Function {
     let signature = duplicate.signature.clone();
     let mut thunk = Function::with_name_signature(duplicate.name.clone(), signature.clone());
     let name = external_name(&mut thunk, kept);
@@ -202,7 +210,7 @@ pub fn build_thunk(duplicate: &Function, kept: &UserFuncName) -> Function {
         .map(|p| thunk.dfg.append_block_param(entry, p.value_type))
         .collect();
     let mut pos = FuncCursor::new(&mut thunk).at_bottom(entry);
-    if signature.call_conv.supports_tail_calls() {
+    if tail_call {
         pos.ins().return_call(callee, &args);
     } else {
         let call = pos.ins().call(callee, &args);

@@ -27,7 +27,7 @@
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
-use crate::apply::OutputEntry;
+use crate::apply::{OutputEntry, build_thunk_with};
 use crate::driver::{MergeOptions, MergeOutcome, merge_functions};
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::MergeAction;
@@ -35,7 +35,7 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, Function, UserFuncName};
-use cranelift_codegen::isa::{CallConv, TargetIsa};
+use cranelift_codegen::isa::TargetIsa;
 use cranelift_jit::JITModule;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
@@ -156,9 +156,12 @@ impl<M: Module> MergingModule<M> {
                     into,
                     body,
                 } => {
-                    if let Some((bytes, kind)) =
-                        machine_thunk(self.inner.isa(), body.signature.call_conv)
-                    {
+                    let isa = self.inner.isa();
+                    let tail = body.signature.call_conv.supports_tail_calls();
+                    // Cranelift compiles `return_call` only with frame pointers.
+                    if tail && isa.flags().preserve_frame_pointers() {
+                        (*function, body)
+                    } else if let Some((bytes, kind)) = machine_thunk(isa) {
                         // x86_64 `jmp rel32`: the displacement is at byte 1, relative
                         // to its own end; aarch64 `b imm26`: the whole word.
                         let (offset, addend, alignment) = match kind {
@@ -178,8 +181,15 @@ impl<M: Module> MergingModule<M> {
                             &[reloc],
                         )?;
                         continue;
+                    } else if tail {
+                        let kept_name = set.get(*into).func.name.clone();
+                        let fallback = build_thunk_with(body, &kept_name, false);
+                        let mut ctx = Context::for_function(fallback);
+                        self.inner.define_function(id_of(*function), &mut ctx)?;
+                        continue;
+                    } else {
+                        (*function, body)
                     }
-                    (*function, body)
                 }
                 OutputEntry::Removed { .. } => continue,
             };
@@ -321,15 +331,13 @@ impl MergedJit {
     }
 }
 
-/// A thunk as one machine jump to the kept function, where that is valid: the
-/// signatures are identical, so a tail jump leaves arguments, return address and
-/// stack exactly as the caller set them. x86_64: `jmp rel32`; aarch64: `b imm26`
-/// (not with BTI, where an indirect call must land on a `bti` instruction). The `tail`
-/// convention gets a CLIF `return_call` thunk instead, other ISAs `call` + `return`.
-fn machine_thunk(isa: &dyn TargetIsa, call_conv: CallConv) -> Option<(Vec<u8>, Reloc)> {
-    if call_conv.supports_tail_calls() {
-        return None;
-    }
+/// A thunk as one machine jump to the kept function. The signatures are identical,
+/// so a jump leaves arguments, return address and stack exactly as the caller set
+/// them, whatever the calling convention. x86_64: `jmp rel32`; aarch64: `b imm26`
+/// (not with BTI, where an indirect call must land on a `bti` instruction). Elsewhere
+/// the thunk is CLIF: `return_call` for the `tail` convention when the ISA keeps frame
+/// pointers (Cranelift needs them for tail calls), `call` + `return` otherwise.
+fn machine_thunk(isa: &dyn TargetIsa) -> Option<(Vec<u8>, Reloc)> {
     match isa.triple().architecture {
         Architecture::X86_64 => Some((vec![0xe9, 0, 0, 0, 0], Reloc::X86CallPCRel4)),
         Architecture::Aarch64(_) => {
