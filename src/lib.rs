@@ -17,8 +17,9 @@
 //! [`validate`] checks the result independently of the comparator, by running each
 //! duplicate and its replacement in `cranelift-interpreter`.
 //!
-//! [`driver`] runs the whole pipeline over a [`module::FunctionSet`], and [`cli`] is
-//! the `clif-merge` command-line tool built on top of it.
+//! [`driver`] runs the whole pipeline over a [`module::FunctionSet`], [`cli`] is the
+//! `clif-merge` command-line tool built on top of it, and [`merging_module`] is the
+//! drop-in `cranelift_module::Module` wrapper for compilers (object files and JIT).
 
 pub mod adapter;
 pub mod apply;
