@@ -81,7 +81,7 @@ fn link_and_run(object_file: &[u8], tag: &str) -> Result<String, Box<dyn std::er
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain, _) = compile(false)?;
     let (merged, report) = compile(true)?;
     println!(

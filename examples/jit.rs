@@ -61,7 +61,7 @@ fn call_everything(jit: &MergedJit, program: &program::Program) -> Vec<String> {
     lines
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain, plain_program, _) = compile(false)?;
     let (merged, merged_program, _) = compile(true)?;
     let before = call_everything(&plain, &plain_program);

@@ -279,6 +279,12 @@ impl MergingModule<ObjectModule> {
                 symbol.value = value;
                 symbol.size = size;
                 symbol.kind = kind;
+                if d.action == MergeAction::Erase {
+                    // An erased function is local and nothing refers to it any more;
+                    // the symbol cranelift-object made when it was declared cannot be
+                    // deleted, but it can lose its name.
+                    symbol.name.clear();
+                }
             }
         }
         Ok((product, report))

@@ -132,6 +132,15 @@ fn merged_program_behaves_like_the_unmerged_one_and_is_smaller() {
     assert_eq!(action("ping2"), Some(MergeAction::Erase));
     assert_eq!(action("pong2"), Some(MergeAction::Erase));
     assert_eq!(report.json["merged"], 5);
+    // Erased functions are absent from the symbol table.
+    for erased in ["helper_b", "ping2", "pong2"] {
+        assert_eq!(
+            symbol_address(&merged, erased),
+            None,
+            "{erased} still has a symbol"
+        );
+        assert!(symbol_address(&plain, erased).is_some());
+    }
     // A thunk is one jump (x86_64 `jmp rel32`, 5 bytes).
     if cfg!(target_arch = "x86_64") {
         let file = object::File::parse(&*merged).expect("object parses");

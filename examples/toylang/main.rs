@@ -488,7 +488,7 @@ fn text_bytes(object_file: &[u8]) -> Result<u64, Box<dyn std::error::Error>> {
         .sum())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain, _, instances) = compile(SAMPLE, false)?;
     let (merged, report, _) = compile(SAMPLE, true)?;
     println!(
