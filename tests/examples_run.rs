@@ -3,6 +3,10 @@
 //! Running them here makes the AOT (two more programs, linked with `cc`) and JIT
 //! end-to-end checks part of `cargo test`.
 
+// `aot` and `jit` each include `examples/shared/program.rs`, as separate example
+// crates do; here they share one test crate, so the file is loaded twice.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "../examples/aot.rs"]
 mod aot;
 #[path = "../examples/jit.rs"]
