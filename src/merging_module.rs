@@ -74,7 +74,11 @@ pub struct MergeReport {
     pub classes: Vec<Vec<String>>,
     /// `(duplicate, kept, action)` per merged duplicate.
     pub actions: Vec<(String, String, MergeAction)>,
-    /// The report as JSON (`functions`, `merged`, `classes`, `actions`).
+    /// Bytes of machine code saved: the compiled size of every duplicate that got
+    /// no code of its own, plus for each thunk its compiled size minus the thunk's.
+    pub bytes_saved: u64,
+    /// The report as JSON (`functions`, `merged`, `classes`, `actions`,
+    /// `bytes_saved`).
     pub json: serde_json::Value,
 }
 
@@ -147,6 +151,16 @@ impl<M: Module> MergingModule<M> {
             ids.push(r.id);
         }
         let outcome = merge_functions(&set, &self.options.merge);
+        // What each duplicate would have cost: compile it once, only to measure.
+        let mut duplicate_bytes = 0u64;
+        for d in &outcome.plan.decisions {
+            let mut ctx = Context::for_function(set.get(d.function).func.clone());
+            let compiled = ctx
+                .compile(self.inner.isa(), &mut ControlPlane::default())
+                .map_err(|e| ModuleError::Compilation(e.inner))?;
+            duplicate_bytes += compiled.code_buffer().len() as u64;
+        }
+        let mut thunk_bytes = 0u64;
         let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
         for entry in &outcome.output {
             let (index, func) = match entry {
@@ -160,8 +174,10 @@ impl<M: Module> MergingModule<M> {
                     let tail = body.signature.call_conv.supports_tail_calls();
                     // Cranelift compiles `return_call` only with frame pointers.
                     if tail && isa.flags().preserve_frame_pointers() {
+                        thunk_bytes += compiled_size(isa, body)?;
                         (*function, body)
                     } else if let Some((bytes, kind)) = machine_thunk(isa) {
+                        thunk_bytes += bytes.len() as u64;
                         // x86_64 `jmp rel32`: the displacement is at byte 1, relative
                         // to its own end; aarch64 `b imm26`: the whole word.
                         let (offset, addend, alignment) = match kind {
@@ -184,10 +200,12 @@ impl<M: Module> MergingModule<M> {
                     } else if tail {
                         let kept_name = set.get(*into).func.name.clone();
                         let fallback = build_thunk_with(body, &kept_name, false);
+                        thunk_bytes += compiled_size(isa, &fallback)?;
                         let mut ctx = Context::for_function(fallback);
                         self.inner.define_function(id_of(*function), &mut ctx)?;
                         continue;
                     } else {
+                        thunk_bytes += compiled_size(isa, body)?;
                         (*function, body)
                     }
                 }
@@ -231,7 +249,9 @@ impl<M: Module> MergingModule<M> {
                 }
             })
             .collect();
-        let report = report_of(&names, &merged.outcome);
+        let mut report = report_of(&names, &merged.outcome);
+        report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
+        report.json["bytes_saved"] = report.bytes_saved.into();
         Ok((self.inner, report, Some(merged)))
     }
 
@@ -337,6 +357,15 @@ impl MergedJit {
     }
 }
 
+/// The size of `func`'s machine code on `isa`.
+fn compiled_size(isa: &dyn TargetIsa, func: &Function) -> ModuleResult<u64> {
+    let mut ctx = Context::for_function(func.clone());
+    let compiled = ctx
+        .compile(isa, &mut ControlPlane::default())
+        .map_err(|e| ModuleError::Compilation(e.inner))?;
+    Ok(compiled.code_buffer().len() as u64)
+}
+
 /// A thunk as one machine jump to the kept function. The signatures are identical,
 /// so a jump leaves arguments, return address and stack exactly as the caller set
 /// them, whatever the calling convention. x86_64: `jmp rel32`; aarch64: `b imm26`
@@ -385,6 +414,7 @@ fn report_of(names: &[String], outcome: &MergeOutcome) -> MergeReport {
         functions: names.len(),
         classes,
         actions,
+        bytes_saved: 0,
         json,
     }
 }

@@ -132,6 +132,8 @@ fn merged_program_behaves_like_the_unmerged_one_and_is_smaller() {
     assert_eq!(action("ping2"), Some(MergeAction::Erase));
     assert_eq!(action("pong2"), Some(MergeAction::Erase));
     assert_eq!(report.json["merged"], 5);
+    assert!(report.bytes_saved > 0);
+    assert_eq!(report.json["bytes_saved"], report.bytes_saved);
     // Erased functions are absent from the symbol table.
     for erased in ["helper_b", "ping2", "pong2"] {
         assert_eq!(

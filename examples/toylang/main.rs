@@ -499,6 +499,7 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (function, into, action) in &report.actions {
         println!("  {function} -> {into}: {action}");
     }
+    println!("machine code saved: {} bytes", report.bytes_saved);
     let (before, after) = (
         link_and_run(&plain, "plain")?,
         link_and_run(&merged, "merged")?,
