@@ -5,14 +5,14 @@
 //!
 //! Run with `cargo run --example aot`.
 
+#[path = "shared/native.rs"]
+mod native;
 #[path = "shared/program.rs"]
 mod program;
 
 use clif_merge::merging_module::{MergeReport, MergingModule, ModuleMergeOptions};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use object::{Object, ObjectSection};
-use std::process::Command;
 
 const MAIN_C: &str = r#"
 #include <stdio.h>
@@ -48,39 +48,6 @@ fn compile(enabled: bool) -> Result<(Vec<u8>, MergeReport), Box<dyn std::error::
     Ok((product.emit()?, report))
 }
 
-fn text_bytes(object_file: &[u8]) -> Result<u64, Box<dyn std::error::Error>> {
-    let file = object::File::parse(object_file)?;
-    Ok(file
-        .sections()
-        .filter(|s| s.kind() == object::SectionKind::Text)
-        .map(|s| s.size())
-        .sum())
-}
-
-fn link_and_run(object_file: &[u8], tag: &str) -> Result<String, Box<dyn std::error::Error>> {
-    let dir = std::env::temp_dir().join(format!("clif-merge-example-aot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let (obj, main, exe) = (
-        dir.join(format!("{tag}.o")),
-        dir.join("main.c"),
-        dir.join(tag),
-    );
-    std::fs::write(&obj, object_file)?;
-    std::fs::write(&main, MAIN_C)?;
-    let status = Command::new("cc")
-        .arg(&main)
-        .arg(&obj)
-        .arg("-o")
-        .arg(&exe)
-        .status()?;
-    if !status.success() {
-        return Err("linking with cc failed".into());
-    }
-    let output = Command::new(&exe).output()?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
 pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain, _) = compile(false)?;
     let (merged, report) = compile(true)?;
@@ -96,8 +63,8 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
         "machine code saved (measured by compiling the duplicates): {} bytes",
         report.bytes_saved
     );
-    let plain_output = link_and_run(&plain, "plain")?;
-    let merged_output = link_and_run(&merged, "merged")?;
+    let plain_output = native::link_and_run(&plain, MAIN_C, "aot-plain")?.stdout;
+    let merged_output = native::link_and_run(&merged, MAIN_C, "aot-merged")?.stdout;
     println!("\nprogram output without merging:\n{plain_output}");
     println!("program output with merging:\n{merged_output}");
     println!(
@@ -110,8 +77,8 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         ".text: {} bytes without merging, {} bytes with merging",
-        text_bytes(&plain)?,
-        text_bytes(&merged)?
+        native::text_bytes(&plain)?,
+        native::text_bytes(&merged)?
     );
     if plain_output != merged_output {
         return Err("merging changed the program's output".into());

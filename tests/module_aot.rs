@@ -5,13 +5,15 @@
 //! says (checked with the `object` crate and with `nm`).
 
 mod common;
+#[path = "../examples/shared/native.rs"]
+mod native;
 
 use clif_merge::merging_module::{MergingModule, ModuleMergeOptions};
 use clif_merge::{MergeAction, MergeMode, MergeOptions};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use object::{Object, ObjectSection, ObjectSymbol};
-use std::path::{Path, PathBuf};
+use object::{Object, ObjectSymbol};
+use std::path::PathBuf;
 use std::process::Command;
 
 const MAIN_C: &str = r#"
@@ -56,36 +58,6 @@ fn work_dir(tag: &str) -> PathBuf {
     dir
 }
 
-/// Links `object` with the C main and runs it: (stdout, exit code).
-fn link_and_run(object_bytes: &[u8], dir: &Path) -> (String, i32) {
-    let obj = dir.join("module.o");
-    let main = dir.join("main.c");
-    let exe = dir.join("program");
-    std::fs::write(&obj, object_bytes).expect("write object");
-    std::fs::write(&main, MAIN_C).expect("write main");
-    let status = Command::new("cc")
-        .arg(&main)
-        .arg(&obj)
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .expect("the system C compiler `cc` must be installed");
-    assert!(status.success(), "linking failed");
-    let out = Command::new(&exe).output().expect("run program");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        out.status.code().unwrap_or(-1),
-    )
-}
-
-fn text_size(object_bytes: &[u8]) -> u64 {
-    let file = object::File::parse(object_bytes).expect("object parses");
-    file.sections()
-        .filter(|s| s.kind() == object::SectionKind::Text)
-        .map(|s| s.size())
-        .sum()
-}
-
 fn symbol_address(object_bytes: &[u8], name: &str) -> Option<(u64, Option<object::SectionIndex>)> {
     let file = object::File::parse(object_bytes).expect("object parses");
     file.symbols()
@@ -102,11 +74,13 @@ fn options(enabled: bool, mode: MergeMode) -> ModuleMergeOptions {
 
 #[test]
 fn merged_program_behaves_like_the_unmerged_one_and_is_smaller() {
-    let dir = work_dir("safe");
     let (plain, _) = build_object(options(false, MergeMode::Safe));
     let (merged, report) = build_object(options(true, MergeMode::Safe));
-    let (plain_out, plain_code) = link_and_run(&plain, &dir);
-    let (merged_out, merged_code) = link_and_run(&merged, &dir);
+    let plain_run = native::link_and_run(&plain, MAIN_C, "aot-safe-plain").expect("links and runs");
+    let merged_run =
+        native::link_and_run(&merged, MAIN_C, "aot-safe-merged").expect("links and runs");
+    let (plain_out, plain_code) = (plain_run.stdout, plain_run.code);
+    let (merged_out, merged_code) = (merged_run.stdout, merged_run.code);
     println!("{plain_out}");
     println!("merged: {:?}", report.actions);
     assert_eq!(merged_out, plain_out);
@@ -152,10 +126,12 @@ fn merged_program_behaves_like_the_unmerged_one_and_is_smaller() {
             .expect("exported_2 symbol");
         assert_eq!(thunk.size(), 5, "thunk is not a single jmp");
     }
-    let (before, after) = (text_size(&plain), text_size(&merged));
+    let (before, after) = (
+        native::text_bytes(&plain).expect("object"),
+        native::text_bytes(&merged).expect("object"),
+    );
     println!(".text: {before} bytes unmerged, {after} bytes merged");
     assert!(after < before, ".text did not shrink: {before} -> {after}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -190,8 +166,11 @@ fn mode_all_makes_exported_duplicates_real_aliases() {
     assert_eq!(a, b, "nm:\n{nm}");
     assert_eq!(a.as_ref().map(|v| v[1]), Some("T"), "nm:\n{nm}");
     // In mode all the program may see equal addresses; everything else is the same.
-    let (plain_out, plain_code) = link_and_run(&plain, &dir);
-    let (merged_out, merged_code) = link_and_run(&merged, &dir);
+    let plain_run = native::link_and_run(&plain, MAIN_C, "aot-all-plain").expect("links and runs");
+    let merged_run =
+        native::link_and_run(&merged, MAIN_C, "aot-all-merged").expect("links and runs");
+    let (plain_out, plain_code) = (plain_run.stdout, plain_run.code);
+    let (merged_out, merged_code) = (merged_run.stdout, merged_run.code);
     let strip = |s: &str| {
         s.lines()
             .filter(|l| !l.contains("addresses equal"))

@@ -16,9 +16,10 @@ use cranelift_codegen::{Context, ir};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use object::{Object, ObjectSection};
 use std::collections::BTreeMap;
-use std::process::Command;
+
+#[path = "../shared/native.rs"]
+mod native;
 
 const SAMPLE: &str = include_str!("sample.toy");
 
@@ -454,40 +455,6 @@ void toy_main(void);
 int main(void) { toy_main(); return 0; }
 "#;
 
-fn link_and_run(object_file: &[u8], tag: &str) -> Result<String, Box<dyn std::error::Error>> {
-    let dir = std::env::temp_dir().join(format!("clif-merge-toylang-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let (obj, rt, exe) = (
-        dir.join(format!("{tag}.o")),
-        dir.join("runtime.c"),
-        dir.join(tag),
-    );
-    std::fs::write(&obj, object_file)?;
-    std::fs::write(&rt, RUNTIME_C)?;
-    if !Command::new("cc")
-        .arg(&rt)
-        .arg(&obj)
-        .arg("-o")
-        .arg(&exe)
-        .status()?
-        .success()
-    {
-        return Err("linking with cc failed".into());
-    }
-    let out = Command::new(&exe).output()?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn text_bytes(object_file: &[u8]) -> Result<u64, Box<dyn std::error::Error>> {
-    let file = object::File::parse(object_file)?;
-    Ok(file
-        .sections()
-        .filter(|s| s.kind() == object::SectionKind::Text)
-        .map(|s| s.size())
-        .sum())
-}
-
 pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain, _, instances) = compile(SAMPLE, false)?;
     let (merged, report, _) = compile(SAMPLE, true)?;
@@ -501,15 +468,15 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("machine code saved: {} bytes", report.bytes_saved);
     let (before, after) = (
-        link_and_run(&plain, "plain")?,
-        link_and_run(&merged, "merged")?,
+        native::link_and_run(&plain, RUNTIME_C, "toylang-plain")?.stdout,
+        native::link_and_run(&merged, RUNTIME_C, "toylang-merged")?.stdout,
     );
     println!(
         "\noutput (same with and without merging: {}):",
         if before == after { "yes" } else { "NO" }
     );
     print!("{after}");
-    let (tb, ta) = (text_bytes(&plain)?, text_bytes(&merged)?);
+    let (tb, ta) = (native::text_bytes(&plain)?, native::text_bytes(&merged)?);
     println!(
         "\nfunctions compiled: {} -> {}; .text: {tb} -> {ta} bytes ({} saved)",
         report.functions,

@@ -1,0 +1,51 @@
+//! Running compiled code for real: link an object file with the system C compiler
+//! against a C `main`, run the executable, and measure an object's code.
+
+use object::{Object, ObjectSection};
+use std::error::Error;
+use std::process::Command;
+
+/// What a linked program did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Everything it printed on stdout.
+    pub stdout: String,
+    /// Its exit code (-1 if it was killed by a signal).
+    pub code: i32,
+}
+
+/// Links `object_file` with `c_source` using `cc` in a fresh temporary directory
+/// named after `tag`, runs the executable and removes the directory.
+pub fn link_and_run(object_file: &[u8], c_source: &str, tag: &str) -> Result<Run, Box<dyn Error>> {
+    let dir = std::env::temp_dir().join(format!("clif-merge-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (obj, main, exe) = (dir.join("code.o"), dir.join("main.c"), dir.join("program"));
+    std::fs::write(&obj, object_file)?;
+    std::fs::write(&main, c_source)?;
+    let linked = Command::new("cc")
+        .arg(&main)
+        .arg(&obj)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .map_err(|e| format!("cannot run the system C compiler `cc`: {e}"))?;
+    if !linked.success() {
+        return Err("linking with cc failed".into());
+    }
+    let output = Command::new(&exe).output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Run {
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        code: output.status.code().unwrap_or(-1),
+    })
+}
+
+/// Bytes of code (all text sections) in an object file.
+pub fn text_bytes(object_file: &[u8]) -> Result<u64, Box<dyn Error>> {
+    let file = object::File::parse(object_file)?;
+    Ok(file
+        .sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .map(|s| s.size())
+        .sum())
+}
