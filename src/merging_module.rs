@@ -154,11 +154,7 @@ impl<M: Module> MergingModule<M> {
         // What each duplicate would have cost: compile it once, only to measure.
         let mut duplicate_bytes = 0u64;
         for d in &outcome.plan.decisions {
-            let mut ctx = Context::for_function(set.get(d.function).func.clone());
-            let compiled = ctx
-                .compile(self.inner.isa(), &mut ControlPlane::default())
-                .map_err(|e| ModuleError::Compilation(e.inner))?;
-            duplicate_bytes += compiled.code_buffer().len() as u64;
+            duplicate_bytes += compiled_size(self.inner.isa(), &set.get(d.function).func)?;
         }
         let mut thunk_bytes = 0u64;
         let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
