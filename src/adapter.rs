@@ -18,16 +18,25 @@
 //!   only when addresses are not significant ([`WalkOptions`]): when they are, two
 //!   equal functions may keep distinct addresses (one becomes a thunk), so an address
 //!   is only known equal to the address of the same symbol;
+//! * an instruction's controlling type is not written: it is the type of its first
+//!   result or of an operand, and both are (an operand's at its definition, which
+//!   each use names; a use before its definition makes the function unsupported);
 //! * source locations, comments, value labels and debug tags are not written.
 //!
 //! The token grammar is deterministic (every variable-length part is preceded by its
-//! length, every choice by a tag), so two functions have equal streams exactly when
-//! they have equal structure. Both the [`crate::hash`] and the [`crate::compare`]
-//! modules read this one encoding; there is no second walk.
+//! length or ends with a marker no other token there can be, every choice starts
+//! with a tag), so two functions have equal streams exactly when they have equal
+//! structure.
+//!
+//! The walk writes into a [`TokenSink`]. [`encode_function`] stores the stream for
+//! the comparator; [`hash_function`] feeds a [`StructuralHasher`] instead and skips
+//! value operands and types, so the first look at every function stores nothing.
+//! Both are the same generic walk, so the hash cannot drift from the comparator.
 
+use crate::hash::{StructuralHash, StructuralHasher};
 use crate::module::{FuncIndex, FunctionSet};
-use crate::symbols::{SymbolName, SymbolTable};
-use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};
+use crate::symbols::{SymbolId, SymbolName, SymbolTable};
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
     ExceptionTableItem, ExternalName, FuncRef, Function, GlobalValue, GlobalValueData, Inst,
@@ -35,8 +44,8 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::ir::{Endianness, immediates::Offset32};
 use cranelift_module::Linkage;
+use rayon::prelude::*;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 
 /// The comparator's view of one function: a token stream plus where it names
 /// module-defined functions.
@@ -80,6 +89,51 @@ impl FunctionEncoding {
     }
 }
 
+/// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a
+/// [`StructuralHasher`] that keeps only a fingerprint. The walk is the same for both,
+/// so the hash of a function's encoding and the hash of its hashing walk are equal.
+pub trait TokenSink {
+    /// Appends a token.
+    fn push(&mut self, token: u64);
+    /// Appends the [`FuncIndex`] of a module-defined function, read through the
+    /// equivalence classes by the comparator and skipped by the hash.
+    fn push_callee(&mut self, index: u64);
+    /// Number of tokens written so far.
+    fn position(&self) -> u32;
+    /// Whether the walk writes value operands and the types of results and block
+    /// parameters. The hash leaves them out (its walk then reads only the
+    /// instructions themselves, which is what makes it cheap); two functions with
+    /// equal encodings still get equal hashes, because the hashing walk takes the
+    /// same steps over both and writes a subset of the same tokens.
+    const OPERANDS: bool = true;
+}
+
+impl TokenSink for FunctionEncoding {
+    fn push(&mut self, token: u64) {
+        self.tokens.push(token);
+    }
+
+    fn push_callee(&mut self, index: u64) {
+        self.callee_positions.push(self.tokens.len() as u32);
+        self.tokens.push(index);
+    }
+
+    fn position(&self) -> u32 {
+        self.tokens.len() as u32
+    }
+}
+
+/// What a hashing walk learns about a function without storing its encoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashedFunction {
+    /// Equal to `StructuralHash::of` the function's encoding.
+    pub hash: StructuralHash,
+    /// As [`FunctionEncoding::address_taken`].
+    pub address_taken: Vec<FuncIndex>,
+    /// As [`FunctionEncoding::instructions`].
+    pub instructions: u32,
+}
+
 /// Why a function was not encoded. Such a function is never merged with anything.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unsupported {
@@ -108,7 +162,18 @@ pub struct WalkScratch {
     blocks: SecondaryMap<Block, u32>,
     slots: SecondaryMap<StackSlot, u32>,
     dynamic_slots: SecondaryMap<DynamicStackSlot, u32>,
+    func_refs: SecondaryMap<FuncRef, Option<ResolvedName>>,
+    mem_flags: SecondaryMap<MemFlags, Option<(u64, u64)>>,
     order: Vec<Block>,
+}
+
+/// What an external name refers to.
+#[derive(Copy, Clone, Debug)]
+struct ResolvedName {
+    /// The module function of that name, if the module defines one.
+    defined: Option<FuncIndex>,
+    /// The name, interned.
+    symbol: SymbolId,
 }
 
 impl WalkScratch {
@@ -117,6 +182,8 @@ impl WalkScratch {
         self.blocks.clear();
         self.slots.clear();
         self.dynamic_slots.clear();
+        self.func_refs.clear();
+        self.mem_flags.clear();
         self.order.clear();
     }
 }
@@ -129,39 +196,90 @@ pub struct WalkOptions {
     pub addresses_significant: bool,
 }
 
-/// Encodes every function of `module`. Names of symbols outside the module are
-/// interned in the returned [`SymbolTable`].
-pub fn encode_module(
-    module: &FunctionSet,
-    options: WalkOptions,
-) -> (
-    PrimaryMap<FuncIndex, Result<FunctionEncoding, Unsupported>>,
-    SymbolTable,
-) {
+/// Interns the name of every symbol the functions of `module` refer to, one
+/// function after the other in input order, so the ids (and with them every
+/// encoding) are the same whatever the number of threads the walks run on.
+pub fn module_symbols(module: &FunctionSet) -> SymbolTable {
     let mut symbols = SymbolTable::new();
-    let mut scratch = WalkScratch::default();
-    let mut encodings = PrimaryMap::with_capacity(module.len());
     for (_, def) in module.iter() {
-        encodings.push(encode_function(
-            &def.func,
-            module,
-            options,
-            &mut symbols,
-            &mut scratch,
-        ));
+        symbols.intern_references(&def.func);
     }
-    (encodings, symbols)
+    symbols
+}
+
+/// Runs `walk` over the given functions of `module` in parallel on the current
+/// `rayon` pool, keeping their order, with one [`WalkScratch`] per worker.
+pub fn walk_in_parallel<T: Send>(
+    module: &FunctionSet,
+    functions: &[FuncIndex],
+    walk: impl Fn(&Function, &mut WalkScratch) -> T + Sync,
+) -> Vec<T> {
+    functions
+        .par_iter()
+        .with_min_len(16)
+        .map_init(WalkScratch::default, |scratch, &f| {
+            walk(&module.get(f).func, scratch)
+        })
+        .collect()
 }
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in
-/// the module; other names are interned in `symbols`.
+/// the module; every other name `func` refers to must be interned in `symbols`
+/// ([`SymbolTable::intern_references`], [`module_symbols`]).
 pub fn encode_function(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &mut SymbolTable,
+    symbols: &SymbolTable,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
+    let (mut out, address_taken, instructions) = walk(
+        func,
+        module,
+        options,
+        symbols,
+        scratch,
+        FunctionEncoding::default(),
+    )?;
+    out.address_taken = address_taken;
+    out.instructions = instructions;
+    Ok(out)
+}
+
+/// Walks `func` like [`encode_function`] but keeps only the hash, the address uses
+/// and the instruction count: the cheap first look at every function.
+pub fn hash_function(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    symbols: &SymbolTable,
+    scratch: &mut WalkScratch,
+) -> Result<HashedFunction, Unsupported> {
+    let (hasher, address_taken, instructions) = walk(
+        func,
+        module,
+        options,
+        symbols,
+        scratch,
+        StructuralHasher::new(),
+    )?;
+    Ok(HashedFunction {
+        hash: hasher.finish(),
+        address_taken,
+        instructions,
+    })
+}
+
+/// The one walk: writes `func` into `sink`, and returns it with the sorted, deduped
+/// functions whose address `func` takes and its number of reachable instructions.
+fn walk<S: TokenSink>(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    symbols: &SymbolTable,
+    scratch: &mut WalkScratch,
+    sink: S,
+) -> Result<(S, Vec<FuncIndex>, u32), Unsupported> {
     scratch.clear();
     let mut walker = Walker {
         func,
@@ -169,53 +287,48 @@ pub fn encode_function(
         options,
         symbols,
         scratch,
-        out: FunctionEncoding::default(),
+        out: sink,
+        address_taken: Vec::new(),
+        instructions: 0,
+        used_before_defined: None,
     };
     walker.function()?;
-    let mut out = walker.out;
-    out.address_taken.sort_unstable();
-    out.address_taken.dedup();
-    Ok(out)
+    if let Some(value) = walker.used_before_defined {
+        return unsupported(format!("{value} is used before it is defined"));
+    }
+    let mut address_taken = walker.address_taken;
+    address_taken.sort_unstable();
+    address_taken.dedup();
+    Ok((walker.out, address_taken, walker.instructions))
 }
 
-/// An injective code for a type. `Type` keeps its representation private, but its
-/// derived `Hash` writes exactly that representation, so a capturing hasher reads it.
+/// An injective code for a type: its representation, which `Type::index` returns.
 pub fn type_code(ty: Type) -> u64 {
-    struct Capture(u64);
-    impl Hasher for Capture {
-        fn finish(&self) -> u64 {
-            self.0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            for &b in bytes {
-                self.0 = (self.0 << 8) | u64::from(b);
-            }
-        }
-        fn write_u16(&mut self, v: u16) {
-            self.0 = (self.0 << 16) | u64::from(v);
-        }
-    }
-    let mut capture = Capture(0);
-    ty.hash(&mut capture);
-    capture.finish()
+    ty.index() as u64
 }
+
+/// Ends the instructions of a block.
+const END_OF_BLOCK: u64 = u64::MAX;
 
 /// Tags for name references.
 const NAME_EXTERNAL: u64 = 0;
 const NAME_MODULE: u64 = 1;
 
-struct Walker<'a> {
+struct Walker<'a, S> {
     func: &'a Function,
     module: &'a FunctionSet,
     options: WalkOptions,
-    symbols: &'a mut SymbolTable,
+    symbols: &'a SymbolTable,
     scratch: &'a mut WalkScratch,
-    out: FunctionEncoding,
+    out: S,
+    address_taken: Vec<FuncIndex>,
+    instructions: u32,
+    used_before_defined: Option<Value>,
 }
 
-impl Walker<'_> {
+impl<S: TokenSink> Walker<'_, S> {
     fn push(&mut self, token: u64) {
-        self.out.tokens.push(token);
+        self.out.push(token);
     }
 
     fn push_len(&mut self, len: usize) {
@@ -261,15 +374,18 @@ impl Walker<'_> {
         let func = self.func;
         let params = func.dfg.block_params(block);
         self.push_len(params.len());
-        for &param in params {
-            self.ty(func.dfg.value_type(param));
-            self.define_value(param)?;
+        if S::OPERANDS {
+            for &param in params {
+                self.ty(func.dfg.value_type(param));
+                self.define_value(param)?;
+            }
         }
-        self.push_len(func.layout.block_insts(block).count());
         for inst in func.layout.block_insts(block) {
             self.inst(inst)?;
-            self.out.instructions += 1;
+            self.instructions += 1;
         }
+        // No opcode token is `u64::MAX`, so this ends the block unambiguously.
+        self.push(END_OF_BLOCK);
         Ok(())
     }
 
@@ -278,7 +394,7 @@ impl Walker<'_> {
         if self.scratch.values[value] != 0 {
             return unsupported(format!("{value} is used before it is defined"));
         }
-        self.scratch.values[value] = self.out.tokens.len() as u32 + 1;
+        self.scratch.values[value] = self.out.position() + 1;
         Ok(())
     }
 
@@ -287,12 +403,15 @@ impl Walker<'_> {
     /// The serial is the token position of its definition, which is fixed by the
     /// structure before it, so it is as good as a counter and needs no extra state.
     fn value(&mut self, value: Value) {
+        if !S::OPERANDS {
+            return;
+        }
         let value = self.func.dfg.resolve_aliases(value);
         let serial = self.scratch.values[value];
         if serial == 0 {
-            // Used before defined: only in IR the verifier rejects. Number it here
-            // and write a distinct tag so it can never equal a defined value.
-            self.scratch.values[value] = self.out.tokens.len() as u32 + 1;
+            // Used before defined: only in IR the verifier rejects. The walk goes on
+            // and the function is reported unsupported at the end.
+            self.used_before_defined = Some(value);
             self.push(u64::MAX);
         } else {
             self.push(u64::from(serial));
@@ -301,6 +420,9 @@ impl Walker<'_> {
 
     fn values(&mut self, values: &[Value]) {
         self.push_len(values.len());
+        if !S::OPERANDS {
+            return;
+        }
         for &v in values {
             self.value(v);
         }
@@ -375,6 +497,22 @@ impl Walker<'_> {
     }
 
     fn mem_flags(&mut self, flags: MemFlags) -> Result<(), Unsupported> {
+        // Computed once per set of flags: loads and stores repeat a few of them.
+        let (bits, region) = match self.scratch.mem_flags[flags] {
+            Some(tokens) => tokens,
+            None => {
+                let tokens = self.mem_flags_tokens(flags)?;
+                self.scratch.mem_flags[flags] = Some(tokens);
+                tokens
+            }
+        };
+        self.push(bits);
+        self.push(region);
+        Ok(())
+    }
+
+    /// The two tokens of a set of memory flags: the flag bits, and the alias region.
+    fn mem_flags_tokens(&self, flags: MemFlags) -> Result<(u64, u64), Unsupported> {
         let func = self.func;
         if !func.dfg.mem_flags.is_valid(flags) {
             return unsupported("reference to undeclared memory flags");
@@ -386,53 +524,58 @@ impl Walker<'_> {
             Some(Endianness::Big) => 2,
         };
         let trap = data.trap_code().map_or(0, |t| u64::from(t.as_raw().get()));
-        self.push(
-            endianness
-                | u64::from(data.aligned()) << 2
-                | u64::from(data.readonly()) << 3
-                | u64::from(data.can_move()) << 4
-                | u64::from(data.notrap()) << 5
-                | trap << 8,
-        );
+        let bits = endianness
+            | u64::from(data.aligned()) << 2
+            | u64::from(data.readonly()) << 3
+            | u64::from(data.can_move()) << 4
+            | u64::from(data.notrap()) << 5
+            | trap << 8;
         // Alias regions by their user id: the same id means the same region.
-        match data.alias_region() {
-            None => self.push(0),
+        let region = match data.alias_region() {
+            None => 0,
             Some(region) if func.dfg.alias_regions.is_valid(region) => {
-                self.push(1 + u64::from(func.dfg.alias_regions[region].user_id))
+                1 + u64::from(func.dfg.alias_regions[region].user_id)
             }
             Some(region) => return unsupported(format!("reference to undeclared {region}")),
-        }
-        Ok(())
+        };
+        Ok((bits, region))
+    }
+
+    /// Finds what `name` refers to: a module function, and its interned symbol.
+    fn resolve(&self, name: &ExternalName) -> Result<ResolvedName, Unsupported> {
+        let Some(symbol) = SymbolName::of_external(self.func, name) else {
+            return unsupported("reference to an undeclared user name");
+        };
+        let Some(id) = self.symbols.get(&symbol) else {
+            return unsupported(format!("symbol {symbol} was not interned"));
+        };
+        Ok(ResolvedName {
+            defined: self.module.lookup(&symbol),
+            symbol: id,
+        })
     }
 
     /// Writes a symbol reference: a module function by index (remembered for the
     /// comparator), anything else by interned name. An address use of a module
     /// function is written by name when addresses are significant.
-    fn name(&mut self, name: &ExternalName, takes_address: bool) -> Result<(), Unsupported> {
-        let Some(symbol) = SymbolName::of_external(self.func, name) else {
-            return unsupported("reference to an undeclared user name");
-        };
-        let defined = self.module.lookup(&symbol);
-        if takes_address && let Some(index) = defined {
-            self.out.address_taken.push(index);
+    fn name(&mut self, name: ResolvedName, takes_address: bool) {
+        if takes_address && let Some(index) = name.defined {
+            self.address_taken.push(index);
         }
         let by_class = !(takes_address && self.options.addresses_significant);
-        match defined {
+        match name.defined {
             Some(index) if by_class && self.module.get(index).linkage != Linkage::Preemptible => {
                 self.push(NAME_MODULE);
-                self.out.callee_positions.push(self.out.tokens.len() as u32);
-                self.push(index.index() as u64);
+                self.out.push_callee(index.index() as u64);
             }
             // Preemptible functions may be replaced at link time, and significant
             // addresses may differ between equal functions, so only the exact same
             // name is known to be the same.
             _ => {
                 self.push(NAME_EXTERNAL);
-                let id = self.symbols.intern(symbol);
-                self.push(id.index() as u64);
+                self.push(name.symbol.index() as u64);
             }
         }
-        Ok(())
     }
 
     fn func_ref(&mut self, func_ref: FuncRef, takes_address: bool) -> Result<(), Unsupported> {
@@ -440,7 +583,16 @@ impl Walker<'_> {
         let Some(data) = func.dfg.ext_funcs.get(func_ref) else {
             return unsupported(format!("reference to undeclared {func_ref}"));
         };
-        self.name(&data.name, takes_address)?;
+        // Resolved once per import: calls repeat the same few imports.
+        let resolved = match self.scratch.func_refs[func_ref] {
+            Some(resolved) => resolved,
+            None => {
+                let resolved = self.resolve(&data.name)?;
+                self.scratch.func_refs[func_ref] = Some(resolved);
+                resolved
+            }
+        };
+        self.name(resolved, takes_address);
         self.sig_ref(data.signature)?;
         self.push_bool(data.colocated);
         self.push_bool(data.patchable);
@@ -488,7 +640,8 @@ impl Walker<'_> {
                     tls,
                 } => {
                     self.push(3);
-                    self.name(name, true)?;
+                    let resolved = self.resolve(name)?;
+                    self.name(resolved, true);
                     self.push(offset.bits() as u64);
                     self.push_bool(*colocated);
                     self.push_bool(*tls);
@@ -518,7 +671,7 @@ impl Walker<'_> {
             return Ok(());
         }
         // Like values, a slot's serial is the token position of its first use.
-        self.scratch.slots[slot] = self.out.tokens.len() as u32 + 1;
+        self.scratch.slots[slot] = self.out.position() + 1;
         let func = self.func;
         let Some(data) = func.sized_stack_slots.get(slot) else {
             return unsupported(format!("reference to undeclared {slot}"));
@@ -544,7 +697,7 @@ impl Walker<'_> {
             self.push(u64::from(serial));
             return Ok(());
         }
-        self.scratch.dynamic_slots[slot] = self.out.tokens.len() as u32 + 1;
+        self.scratch.dynamic_slots[slot] = self.out.position() + 1;
         let func = self.func;
         let Some(data) = func.dynamic_stack_slots.get(slot) else {
             return unsupported(format!("reference to undeclared {slot}"));
@@ -599,11 +752,24 @@ impl Walker<'_> {
         let func = self.func;
         let dfg = &func.dfg;
         let data = &dfg.insts[inst];
-        let ctrl_type = dfg.ctrl_typevar(inst);
+        // The controlling type is not written: it is the type of the first result or
+        // of the type-variable operand, and both are written (an operand's type at
+        // its definition, which every use names by serial; uses before definitions
+        // make the function unsupported).
         self.push(data.opcode() as u64);
-        self.ty(ctrl_type);
-        self.operands(data, ctrl_type)?;
+        if !S::OPERANDS {
+            // Only `iconst` needs its result type: to read its immediate.
+            let result_type = match data {
+                InstructionData::UnaryImm { .. } => {
+                    dfg.inst_results(inst).first().map(|&r| dfg.value_type(r))
+                }
+                _ => None,
+            };
+            return self.operands(data, result_type);
+        }
         let results = dfg.inst_results(inst);
+        let result_type = results.first().map(|&r| dfg.value_type(r));
+        self.operands(data, result_type)?;
         self.push_len(results.len());
         for &result in results {
             self.ty(dfg.value_type(result));
@@ -626,7 +792,11 @@ impl Walker<'_> {
 
     /// Writes the format-specific part of an instruction. The opcode, written before,
     /// determines the format, so no format tag is needed.
-    fn operands(&mut self, data: &InstructionData, ctrl_type: Type) -> Result<(), Unsupported> {
+    fn operands(
+        &mut self,
+        data: &InstructionData,
+        result_type: Option<Type>,
+    ) -> Result<(), Unsupported> {
         let dfg = &self.func.dfg;
         let pool = &dfg.value_lists;
         match *data {
@@ -789,13 +959,11 @@ impl Walker<'_> {
             InstructionData::UnaryIeee64 { imm, .. } => self.push(imm.bits()),
             InstructionData::UnaryImm { imm, .. } => {
                 // `iconst.i32 -1` and `iconst.i32 0xffffffff` are the same value:
-                // only the bits of the controlling type count.
+                // only the bits of the result type count.
                 let bits = imm.bits() as u64;
-                let width = ctrl_type.bits();
-                let masked = if ctrl_type.is_int() && width < 64 {
-                    bits & ((1u64 << width) - 1)
-                } else {
-                    bits
+                let masked = match result_type {
+                    Some(ty) if ty.is_int() && ty.bits() < 64 => bits & ((1u64 << ty.bits()) - 1),
+                    _ => bits,
                 };
                 self.push(masked);
             }

@@ -18,13 +18,17 @@ use cranelift_codegen::ir::{
     UserFuncName, Value,
 };
 use cranelift_module::Linkage;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
+use std::borrow::Cow;
 
 /// One entry of the merged module, in input order.
+///
+/// A function that refers to no merged duplicate is borrowed from the input, not
+/// copied.
 #[derive(Clone)]
-pub enum OutputEntry {
+pub enum OutputEntry<'a> {
     /// A function that stays (kept, or not merged), with references redirected.
-    Function(FuncIndex, Function),
+    Function(FuncIndex, Cow<'a, Function>),
     /// A duplicate that no longer has a body of its own (erased or aliased).
     Removed {
         /// The duplicate.
@@ -45,8 +49,20 @@ pub enum OutputEntry {
     },
 }
 
+impl OutputEntry<'_> {
+    /// The body this entry emits: the function (redirected) or the thunk; `None`
+    /// for a removed duplicate.
+    pub fn body(&self) -> Option<&Function> {
+        match self {
+            OutputEntry::Function(_, func) => Some(func),
+            OutputEntry::Thunk { body, .. } => Some(body),
+            OutputEntry::Removed { .. } => None,
+        }
+    }
+}
+
 /// Applies `plan` to `module` and returns the merged module in input order.
-pub fn apply(module: &FunctionSet, plan: &MergePlan) -> Vec<OutputEntry> {
+pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'a>> {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
     module
@@ -77,8 +93,8 @@ struct Redirects {
 
 impl Redirects {
     fn new(module: &FunctionSet, plan: &MergePlan) -> Self {
-        let mut all = HashMap::new();
-        let mut calls = HashMap::new();
+        let mut all = HashMap::default();
+        let mut calls = HashMap::default();
         for d in &plan.decisions {
             let name = SymbolName::of_function(&module.get(d.function).func);
             let target = module.get(d.into).func.name.clone();
@@ -95,12 +111,25 @@ impl Redirects {
         Self { all, calls }
     }
 
-    /// A copy of `func` with its references redirected.
-    fn rewrite(&self, func: &Function) -> Function {
-        let mut func = func.clone();
-        if self.all.is_empty() && self.calls.is_empty() {
-            return func;
+    /// Whether `func` names a function whose references are redirected.
+    fn refers_to_redirected(&self, func: &Function) -> bool {
+        let functions = func.dfg.ext_funcs.values().map(|data| &data.name);
+        let globals = func.global_values.values().filter_map(|gv| match gv {
+            GlobalValueData::Symbol { name, .. } => Some(name),
+            _ => None,
+        });
+        functions.chain(globals).any(|name| {
+            SymbolName::of_external(func, name)
+                .is_some_and(|s| self.all.contains_key(&s) || self.calls.contains_key(&s))
+        })
+    }
+
+    /// `func` with its references redirected: borrowed when nothing changes.
+    fn rewrite<'f>(&self, func: &'f Function) -> Cow<'f, Function> {
+        if self.all.is_empty() && self.calls.is_empty() || !self.refers_to_redirected(func) {
+            return Cow::Borrowed(func);
         }
+        let mut func = func.clone();
         // Rename whole imports of erased/aliased functions.
         let renames: Vec<(FuncRef, &UserFuncName)> = func
             .dfg
@@ -133,7 +162,7 @@ impl Redirects {
         }
         // Point direct calls to thunked functions at the kept function.
         if !self.calls.is_empty() {
-            let mut call_refs: HashMap<FuncRef, Option<FuncRef>> = HashMap::new();
+            let mut call_refs: HashMap<FuncRef, Option<FuncRef>> = HashMap::default();
             let insts: Vec<_> = func
                 .layout
                 .blocks()
@@ -157,7 +186,7 @@ impl Redirects {
                 }
             }
         }
-        func
+        Cow::Owned(func)
     }
 
     /// A new import of the kept function for calls through `old`, if `old` names a

@@ -450,11 +450,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let printed: Vec<&Function> = outcome
         .output
         .iter()
-        .filter_map(|e| match e {
-            OutputEntry::Function(_, f) => Some(f),
-            OutputEntry::Thunk { body, .. } => Some(body),
-            OutputEntry::Removed { .. } => None,
-        })
+        .filter_map(OutputEntry::body)
         .collect();
     verify_output(&printed)?;
     let mut stderr = String::new();

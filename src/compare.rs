@@ -7,7 +7,10 @@
 //! since the token grammar is deterministic, `Equal` means the two functions have
 //! the same structure with callees in the same classes.
 
-use crate::adapter::{FunctionEncoding, WalkOptions, encode_module};
+use crate::adapter::{
+    FunctionEncoding, Unsupported, WalkOptions, encode_function, hash_function, module_symbols,
+    walk_in_parallel,
+};
 use crate::hash::StructuralHash;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::partition::ClassId;
@@ -28,10 +31,17 @@ pub enum CalleeView<'a> {
 /// comparator reads.
 #[derive(Default)]
 pub struct EncodedFunctions {
-    /// Encoding per function; `None` for functions the walk could not handle.
+    /// Encoding per function: for every function the walk handled
+    /// ([`Self::from_module`]), or only for the functions that share their hash
+    /// with another ([`Self::hash_first`]). The comparator orders a function
+    /// without an encoding by index, equal only to itself.
     pub encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-    /// Structural hash per encoded function.
+    /// Structural hash per function the walk handled.
     pub hashes: SecondaryMap<FuncIndex, StructuralHash>,
+    /// Whether the walk handled the function.
+    pub supported: SecondaryMap<FuncIndex, bool>,
+    /// Reachable instructions per function the walk handled.
+    pub instruction_counts: SecondaryMap<FuncIndex, u32>,
     /// Whether the function's address is taken anywhere in the module.
     pub address_taken: SecondaryMap<FuncIndex, bool>,
     /// Functions the walk could not handle, with the reason.
@@ -41,23 +51,21 @@ pub struct EncodedFunctions {
 }
 
 impl EncodedFunctions {
-    /// Walks and hashes every function of `module`.
+    /// Walks, encodes and hashes every function of `module` (in parallel on the
+    /// current `rayon` pool).
     pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
-        let (results, _symbols) = encode_module(module, options);
-        let mut out = Self {
-            len: module.len(),
-            ..Self::default()
-        };
-        for (f, _) in module.iter() {
-            out.address_taken[f] = module.address_taken_outside(f);
-        }
-        for (f, result) in results {
+        let symbols = module_symbols(module);
+        let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+        let encoded = walk_in_parallel(module, &all, |func, scratch| {
+            let hashed = hash_function(func, module, options, &symbols, scratch)?;
+            let encoding = encode_function(func, module, options, &symbols, scratch)?;
+            Ok::<_, Unsupported>((encoding, hashed.hash))
+        });
+        let mut out = Self::empty(module);
+        for (&f, result) in all.iter().zip(encoded) {
             match result {
-                Ok(encoding) => {
-                    out.hashes[f] = StructuralHash::of(&encoding);
-                    for &target in encoding.address_taken() {
-                        out.address_taken[target] = true;
-                    }
+                Ok((encoding, hash)) => {
+                    out.record(f, hash, encoding.address_taken(), encoding.instructions());
                     out.encodings[f] = Some(encoding);
                 }
                 Err(e) => out.unsupported.push((f, e.reason)),
@@ -66,11 +74,89 @@ impl EncodedFunctions {
         out
     }
 
-    /// Reachable instructions of `f` (0 if it was not encoded).
+    /// What the pass uses: hashes every function with a walk that stores nothing,
+    /// then encodes only the functions whose hash another function shares (the only
+    /// ones the comparator is asked about). Hashes, counts and address uses are the
+    /// same as [`Self::from_module`]'s; the hashing walk does not look at value
+    /// uses, so a function using a value before its definition (which the verifier
+    /// rejects) is only found unsupported here if it is a candidate.
+    pub fn hash_first(module: &FunctionSet, options: WalkOptions) -> Self {
+        let symbols = module_symbols(module);
+        let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+        let hashed = walk_in_parallel(module, &all, |func, scratch| {
+            hash_function(func, module, options, &symbols, scratch)
+        });
+        let mut out = Self::empty(module);
+        for (&f, result) in all.iter().zip(hashed) {
+            match result {
+                Ok(h) => out.record(f, h.hash, &h.address_taken, h.instructions),
+                Err(e) => out.unsupported.push((f, e.reason)),
+            }
+        }
+        let candidates = out.candidates();
+        let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
+            encode_function(func, module, options, &symbols, scratch)
+        });
+        for (&f, result) in candidates.iter().zip(encoded) {
+            match result {
+                Ok(encoding) => out.encodings[f] = Some(encoding),
+                // The walk is deterministic, so this cannot happen; if it did, the
+                // function would simply never be merged.
+                Err(e) => {
+                    out.supported[f] = false;
+                    out.unsupported.push((f, e.reason));
+                }
+            }
+        }
+        out.unsupported.sort_by_key(|(f, _)| *f);
+        out
+    }
+
+    fn empty(module: &FunctionSet) -> Self {
+        let mut out = Self {
+            len: module.len(),
+            ..Self::default()
+        };
+        for (f, _) in module.iter() {
+            out.address_taken[f] = module.address_taken_outside(f);
+        }
+        out
+    }
+
+    fn record(&mut self, f: FuncIndex, hash: StructuralHash, taken: &[FuncIndex], insts: u32) {
+        self.supported[f] = true;
+        self.hashes[f] = hash;
+        self.instruction_counts[f] = insts;
+        for &target in taken {
+            self.address_taken[target] = true;
+        }
+    }
+
+    /// Functions the walk handled whose hash at least one other such function
+    /// shares, in input order: the only functions that can be equal to another.
+    pub fn candidates(&self) -> Vec<FuncIndex> {
+        let mut by_hash: Vec<FuncIndex> = (0..self.len)
+            .map(FuncIndex::new)
+            .filter(|&f| self.supported[f])
+            .collect();
+        by_hash.sort_unstable_by_key(|&f| (self.hashes[f], f));
+        let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len);
+        for run in by_hash.chunk_by(|&a, &b| self.hashes[a] == self.hashes[b]) {
+            if run.len() > 1 {
+                for &f in run {
+                    is_candidate[f] = true;
+                }
+            }
+        }
+        (0..self.len)
+            .map(FuncIndex::new)
+            .filter(|&f| is_candidate[f])
+            .collect()
+    }
+
+    /// Reachable instructions of `f` (0 if the walk could not handle it).
     pub fn instructions(&self, f: FuncIndex) -> u64 {
-        self.encodings[f]
-            .as_ref()
-            .map_or(0, |e| u64::from(e.instructions()))
+        u64::from(self.instruction_counts[f])
     }
 }
 

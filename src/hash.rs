@@ -1,56 +1,71 @@
 //! `StructuralHash`: a cheap fingerprint that agrees with the comparator.
 //!
-//! It is computed from the same [`FunctionEncoding`] the comparator reads, skipping
-//! exactly the tokens the comparator reads through equivalence classes (references
-//! to module-defined functions). So `compare(f, g) == Equal` implies
-//! `hash(f) == hash(g)` whatever the classes are, and a function whose hash no other
-//! function shares can be left out of the tree.
+//! It is computed by the same walk that writes the comparator's encoding
+//! ([`crate::adapter::hash_function`]), with a [`StructuralHasher`] as the
+//! [`TokenSink`]: nothing is stored, and the walk leaves out value operands and
+//! result types (`TokenSink::OPERANDS`), reading only the instructions themselves,
+//! like LLVM's `FunctionHash`. The tokens it does write are exactly those the
+//! encoding writes at the same steps, minus references to module-defined functions
+//! (which the comparator reads through equivalence classes). So
+//! `compare(f, g) == Equal` implies `hash(f) == hash(g)` whatever the classes are,
+//! and a function whose hash no other function shares can be left out of the tree.
 
-use crate::adapter::FunctionEncoding;
+use crate::adapter::TokenSink;
 
 /// A 64-bit structural fingerprint of a function. Deterministic: no random seed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct StructuralHash(pub u64);
 
-impl StructuralHash {
-    /// The hash of an encoding.
-    pub fn of(encoding: &FunctionEncoding) -> Self {
-        let tokens = encoding.tokens();
-        let mut h = Mixer::new(tokens.len() as u64);
-        let mut start = 0;
-        for &pos in encoding.callee_positions() {
-            let pos = pos as usize;
-            h.extend(&tokens[start..pos]);
-            start = pos + 1;
-        }
-        h.extend(&tokens[start..]);
-        Self(h.finish())
-    }
+/// Hashes a token stream as it is written: every token but callee references is
+/// mixed in (multiply-rotate), and the stream length is folded in at the end with
+/// a murmur3-style avalanche.
+#[derive(Clone, Debug)]
+pub struct StructuralHasher {
+    state: u64,
+    tokens: u32,
 }
 
-/// A fast, seedless 64-bit mixer (multiply-rotate, finished with a murmur3-style
-/// avalanche).
-struct Mixer(u64);
-
-impl Mixer {
+impl StructuralHasher {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
 
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(Self::K))
-    }
-
-    fn extend(&mut self, tokens: &[u64]) {
-        for &t in tokens {
-            self.0 = (self.0.rotate_left(23) ^ t).wrapping_mul(Self::K);
+    /// A hasher that has seen no token.
+    pub fn new() -> Self {
+        Self {
+            state: Self::K,
+            tokens: 0,
         }
     }
 
-    fn finish(&self) -> u64 {
-        let mut x = self.0;
+    /// The hash of the tokens written so far.
+    pub fn finish(&self) -> StructuralHash {
+        let mut x = self.state ^ u64::from(self.tokens).wrapping_mul(Self::K);
         x ^= x >> 33;
         x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
         x ^= x >> 33;
         x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^ (x >> 33)
+        StructuralHash(x ^ (x >> 33))
     }
+}
+
+impl Default for StructuralHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TokenSink for StructuralHasher {
+    fn push(&mut self, token: u64) {
+        self.state = (self.state.rotate_left(23) ^ token).wrapping_mul(Self::K);
+        self.tokens += 1;
+    }
+
+    fn push_callee(&mut self, _index: u64) {
+        self.tokens += 1;
+    }
+
+    fn position(&self) -> u32 {
+        self.tokens
+    }
+
+    const OPERANDS: bool = false;
 }

@@ -28,9 +28,9 @@
 #![allow(clippy::result_large_err)]
 
 use crate::apply::{OutputEntry, build_thunk_with};
-use crate::driver::{MergeOptions, MergeOutcome, merge_functions};
+use crate::driver::{MergeOptions, merge_functions};
 use crate::module::{FuncIndex, FunctionSet};
-use crate::plan::MergeAction;
+use crate::plan::{MergeAction, MergePlan};
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
@@ -160,7 +160,7 @@ impl<M: Module> MergingModule<M> {
         let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
         for entry in &outcome.output {
             let (index, func) = match entry {
-                OutputEntry::Function(index, func) => (*index, func),
+                OutputEntry::Function(index, func) => (*index, &**func),
                 OutputEntry::Thunk {
                     function,
                     into,
@@ -210,11 +210,13 @@ impl<M: Module> MergingModule<M> {
             let mut ctx = Context::for_function(func.clone());
             self.inner.define_function(id_of(index), &mut ctx)?;
         }
-        let merged = Merged { ids, outcome };
+        let merged = Merged {
+            ids,
+            plan: outcome.plan,
+        };
         // Function addresses in data: an erased or aliased duplicate has no code of
         // its own, so its address is the kept function's.
         let redirects: HashMap<u32, u32> = merged
-            .outcome
             .plan
             .decisions
             .iter()
@@ -245,7 +247,7 @@ impl<M: Module> MergingModule<M> {
                 }
             })
             .collect();
-        let mut report = report_of(&names, &merged.outcome);
+        let mut report = report_of(&names, &merged.plan);
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
         report.json["bytes_saved"] = report.bytes_saved.into();
         Ok((self.inner, report, Some(merged)))
@@ -264,7 +266,7 @@ impl<M: Module> MergingModule<M> {
 /// The pass's result with the `FuncId` of each of its functions.
 struct Merged {
     ids: Vec<FuncId>,
-    outcome: MergeOutcome,
+    plan: MergePlan,
 }
 
 impl Merged {
@@ -280,7 +282,7 @@ impl MergingModule<ObjectModule> {
         let (inner, report, merged) = self.merge_and_define()?;
         let mut product = inner.finish();
         if let Some(merged) = merged {
-            for d in &merged.outcome.plan.decisions {
+            for d in &merged.plan.decisions {
                 if d.action == MergeAction::Thunk {
                     continue;
                 }
@@ -315,8 +317,7 @@ impl MergingModule<JITModule> {
         module.finalize_definitions()?;
         let redirects = merged
             .map(|m| {
-                m.outcome
-                    .plan
+                m.plan
                     .decisions
                     .iter()
                     .filter(|d| d.action != MergeAction::Thunk)
@@ -384,8 +385,7 @@ fn machine_thunk(isa: &dyn TargetIsa) -> Option<(Vec<u8>, Reloc)> {
 
 /// The report, naming functions by their names in the module (anonymous ones as
 /// `u0:N`).
-fn report_of(names: &[String], outcome: &MergeOutcome) -> MergeReport {
-    let plan = &outcome.plan;
+fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
     let name = |f: FuncIndex| names[cranelift_codegen::entity::EntityRef::index(f)].clone();
     let classes: Vec<Vec<String>> = plan
         .classes

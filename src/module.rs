@@ -4,7 +4,7 @@ use crate::symbols::SymbolName;
 use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, GlobalValueData, UserFuncName};
 use cranelift_module::Linkage;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt;
 
 /// Index of a function definition within a [`FunctionSet`], in input order.
@@ -72,7 +72,7 @@ fn non_utf8_name(func: &Function) -> Option<String> {
 #[derive(Default)]
 pub struct FunctionSet {
     functions: PrimaryMap<FuncIndex, DefinedFunction>,
-    by_name: HashMap<SymbolName, FuncIndex>,
+    by_name: FxHashMap<SymbolName, FuncIndex>,
     address_taken_outside: SecondaryMap<FuncIndex, bool>,
 }
 

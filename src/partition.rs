@@ -20,6 +20,7 @@ use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 /// An equivalence class of functions.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -43,6 +44,10 @@ pub struct Partition {
     members: PrimaryMap<ClassId, Vec<FuncIndex>>,
     /// What it cost.
     pub stats: PartitionStats,
+    /// Time spent on the hash filter and the tree.
+    pub time_tree: Duration,
+    /// Time spent refining classes by their callees.
+    pub time_refine: Duration,
 }
 
 impl Partition {
@@ -121,25 +126,17 @@ fn group_equal<'c>(
 
 /// Computes the equivalence classes of `functions`.
 pub fn partition(functions: &EncodedFunctions) -> Partition {
+    let start = Instant::now();
     let count = functions.len;
     let mut stats = PartitionStats::default();
     let all = (0..count).map(FuncIndex::new);
 
     // 1. Hash filter: only functions sharing a hash are candidates.
-    let mut by_hash: Vec<FuncIndex> = all
-        .clone()
-        .filter(|&f| functions.encodings[f].is_some())
-        .collect();
-    by_hash.sort_by_key(|&f| (functions.hashes[f], f));
+    let candidates = functions.candidates();
     let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
-    for run in by_hash.chunk_by(|&a, &b| functions.hashes[a] == functions.hashes[b]) {
-        if run.len() > 1 {
-            for &f in run {
-                is_candidate[f] = true;
-            }
-        }
+    for &f in &candidates {
+        is_candidate[f] = true;
     }
-    let candidates: Vec<FuncIndex> = all.clone().filter(|&f| is_candidate[f]).collect();
     stats.candidates = candidates.len();
 
     // 2. The tree of uniques, callees read optimistically.
@@ -160,7 +157,10 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         class_of[f] = members.push(vec![f]);
     }
 
+    let time_tree = start.elapsed();
+
     // 3. Refinement until every class agrees on the classes of its callees.
+    let start = Instant::now();
     let mut callers: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::with_capacity(count);
     for &f in &candidates {
         if let Some(enc) = &functions.encodings[f] {
@@ -221,5 +221,7 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         class_of,
         members,
         stats,
+        time_tree,
+        time_refine: start.elapsed(),
     }
 }

@@ -162,10 +162,11 @@ pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) ->
     );
     let _ = writeln!(
         out,
-        "  time: {:.3} ms (walk+hash {:.3}, tree+refine {:.3}, plan+apply {:.3})",
-        ms(s.time_encode + s.time_partition + s.time_apply),
+        "  time: {:.3} ms (walk+hash {:.3}, tree {:.3}, refine {:.3}, plan+apply {:.3})",
+        ms(s.time_encode + s.time_tree + s.time_refine + s.time_apply),
         ms(s.time_encode),
-        ms(s.time_partition),
+        ms(s.time_tree),
+        ms(s.time_refine),
         ms(s.time_apply)
     );
     out

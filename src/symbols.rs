@@ -7,9 +7,9 @@
 
 use cranelift_codegen::entity::{PrimaryMap, entity_impl};
 use cranelift_codegen::ir::{
-    ExternalName, Function, KnownSymbol, LibCall, UserExternalName, UserFuncName,
+    ExternalName, Function, GlobalValueData, KnownSymbol, LibCall, UserExternalName, UserFuncName,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt;
 
 /// A symbol name as seen from outside any function: what a linker would see.
@@ -88,7 +88,7 @@ entity_impl!(SymbolId, "sym");
 #[derive(Default)]
 pub struct SymbolTable {
     names: PrimaryMap<SymbolId, SymbolName>,
-    ids: HashMap<SymbolName, SymbolId>,
+    ids: FxHashMap<SymbolName, SymbolId>,
 }
 
 impl SymbolTable {
@@ -105,6 +105,26 @@ impl SymbolTable {
         let id = self.names.push(name.clone());
         self.ids.insert(name, id);
         id
+    }
+
+    /// The id of `name`, if it was interned.
+    pub fn get(&self, name: &SymbolName) -> Option<SymbolId> {
+        self.ids.get(name).copied()
+    }
+
+    /// Interns every name `func` refers to (its external functions and the symbols
+    /// of its global values), in the order they are declared.
+    pub fn intern_references(&mut self, func: &Function) {
+        let functions = func.dfg.ext_funcs.values().map(|data| &data.name);
+        let globals = func.global_values.values().filter_map(|gv| match gv {
+            GlobalValueData::Symbol { name, .. } => Some(name),
+            _ => None,
+        });
+        for name in functions.chain(globals) {
+            if let Some(symbol) = SymbolName::of_external(func, name) {
+                self.intern(symbol);
+            }
+        }
     }
 
     /// The name behind an id.

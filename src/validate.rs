@@ -114,13 +114,7 @@ fn validate_on_this_thread(
     output: &[OutputEntry],
 ) -> ValidationReport {
     let originals: Vec<&Function> = module.iter().map(|(_, d)| &d.func).collect();
-    let merged: Vec<&Function> = output
-        .iter()
-        .filter_map(|e| match e {
-            OutputEntry::Function(_, f) | OutputEntry::Thunk { body: f, .. } => Some(f),
-            OutputEntry::Removed { .. } => None,
-        })
-        .collect();
+    let merged: Vec<&Function> = output.iter().filter_map(OutputEntry::body).collect();
     let original_store = store_of(&originals);
     let merged_store = store_of(&merged);
     let mut report = ValidationReport::default();

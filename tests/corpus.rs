@@ -8,7 +8,6 @@
 //! at least those pairs; it may find more only where the text differs in ways that
 //! do not count (it finds none more today, which is printed).
 
-use clif_merge::apply::OutputEntry;
 use clif_merge::cli::load;
 use clif_merge::plan::MergeAction;
 use clif_merge::validate::validate;
@@ -109,11 +108,7 @@ fn corpus_programs_merge_and_verify() {
         let loaded = load(&files).unwrap_or_else(|e| panic!("{name}: {e}"));
         let outcome = merge_functions(&loaded.functions, &MergeOptions::default());
         for entry in &outcome.output {
-            let func = match entry {
-                OutputEntry::Function(_, f) => f,
-                OutputEntry::Thunk { body, .. } => body,
-                OutputEntry::Removed { .. } => continue,
-            };
+            let Some(func) = entry.body() else { continue };
             if let Err(e) = verify_function(func, &flags) {
                 panic!(
                     "{name}: output function {} fails the verifier: {e}",

@@ -12,7 +12,6 @@
 //!   `cranelift-interpreter` on every sampled input.
 
 use clif_merge::adapter::WalkOptions;
-use clif_merge::apply::OutputEntry;
 use clif_merge::compare::{CalleeView, EncodedFunctions, FunctionComparator};
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
@@ -557,12 +556,9 @@ proptest! {
         let flags = Flags::new(settings::builder());
         let mut output: Vec<Function> = Vec::new();
         for entry in &outcome.output {
-            match entry {
-                OutputEntry::Function(_, f) | OutputEntry::Thunk { body: f, .. } => {
-                    prop_assert!(verify_function(f, &flags).is_ok(), "output fails the verifier:\n{}", f.display());
-                    output.push(f.clone());
-                }
-                OutputEntry::Removed { .. } => {}
+            if let Some(f) = entry.body() {
+                prop_assert!(verify_function(f, &flags).is_ok(), "output fails the verifier:\n{}", f.display());
+                output.push(f.clone());
             }
         }
         let decisions = outcome.plan.decision_map();

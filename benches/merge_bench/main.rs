@@ -1,0 +1,295 @@
+//! `merge_bench`: measures the clif-merge pass, and writes benchmark modules.
+//!
+//! ```text
+//! cargo bench --bench merge_bench                       # the default suite
+//! cargo bench --bench merge_bench -- gen --functions 10000 --out DIR
+//! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] INPUT...
+//! cargo bench --bench merge_bench -- compile INPUT...
+//! ```
+//!
+//! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
+//! CLIF and as LLVM IR, for a side-by-side run with `opt -passes=mergefunc`
+//! (`benches/compare.sh`). `pass` parses the inputs (not timed), then runs the pass
+//! `K` times and reports the fastest run split into its stages, the comparisons per
+//! function, the heap the parsed functions take and the peak heap the pass adds.
+//! `compile` reports Cranelift's own compile time for the same functions. The
+//! default suite (no arguments) generates 1k and 10k modules in memory and measures
+//! them, and the corpus programs when `../shared/corpus` can be unpacked.
+//!
+//! A criterion harness was not used: the numbers wanted are a split of one pass
+//! and heap high-water marks, on inputs too large to repeat hundreds of times, and
+//! the same binary must serve the side-by-side runner.
+
+mod generator;
+mod measure;
+
+use anyhow::{Context as _, bail};
+use clif_merge::cli::{expand_inputs, load};
+use clif_merge::driver::MergeOptions;
+use clif_merge::module::FunctionSet;
+use measure::{CountingAllocator, PassRun, compile_all, live_bytes, run_pass};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("merge_bench: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+/// Command-line options after the subcommand.
+struct Options {
+    inputs: Vec<PathBuf>,
+    threads: Vec<usize>,
+    repeat: usize,
+    functions: usize,
+    dup_rate: f64,
+    near_rate: f64,
+    seed: u64,
+    out: Option<PathBuf>,
+    json: bool,
+}
+
+fn parse_options(args: &[String]) -> anyhow::Result<Options> {
+    let mut o = Options {
+        inputs: Vec::new(),
+        threads: Vec::new(),
+        repeat: 5,
+        functions: 1000,
+        dup_rate: 0.2,
+        near_rate: 0.2,
+        seed: 1,
+        out: None,
+        json: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--bench" => {}
+            "--json" => o.json = true,
+            "--threads" => o.threads.push(value("--threads")?.parse()?),
+            "--repeat" => o.repeat = value("--repeat")?.parse()?,
+            "--functions" => o.functions = value("--functions")?.parse()?,
+            "--dup-rate" => o.dup_rate = value("--dup-rate")?.parse()?,
+            "--near-rate" => o.near_rate = value("--near-rate")?.parse()?,
+            "--seed" => o.seed = value("--seed")?.parse()?,
+            "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+            flag if flag.starts_with("--") => bail!("unknown option {flag}"),
+            input => o.inputs.push(PathBuf::from(input)),
+        }
+    }
+    if o.threads.is_empty() {
+        o.threads = vec![
+            1,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ];
+        o.threads.dedup();
+    }
+    Ok(o)
+}
+
+fn run() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (command, rest) = match args.first().map(String::as_str) {
+        Some(c @ ("gen" | "pass" | "compile" | "suite")) => (c, &args[1..]),
+        _ => ("suite", &args[..]),
+    };
+    let options = parse_options(rest)?;
+    match command {
+        "gen" => gen_command(&options),
+        "pass" => {
+            let (module, parsed_bytes) = load_inputs(&options.inputs)?;
+            report_pass(&label(&options.inputs), &module, parsed_bytes, &options)
+        }
+        "compile" => {
+            let (module, _) = load_inputs(&options.inputs)?;
+            let (time, bytes) = compile_all(&module)?;
+            let label = label(&options.inputs);
+            if options.json {
+                println!(
+                    "{{\"input\":{label:?},\"functions\":{},\"compile_ms\":{:.3},\"code_bytes\":{bytes}}}",
+                    module.len(),
+                    ms(time)
+                );
+            } else {
+                println!(
+                    "{label}: Cranelift compile of {} functions: {:.1} ms, {bytes} code bytes",
+                    module.len(),
+                    ms(time)
+                );
+            }
+            Ok(())
+        }
+        _ => suite(&options),
+    }
+}
+
+fn label(inputs: &[PathBuf]) -> String {
+    inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn gen_command(o: &Options) -> anyhow::Result<()> {
+    let out = o.out.as_ref().context("gen needs --out DIR")?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let module = generator::generate(&generator::GenConfig {
+        functions: o.functions,
+        dup_rate: o.dup_rate,
+        near_rate: o.near_rate,
+        seed: o.seed,
+    });
+    std::fs::write(out.join("module.clif"), &module.clif)?;
+    std::fs::write(out.join("module.ll"), &module.ll)?;
+    println!(
+        "wrote {}/module.{{clif,ll}}: {} functions ({} exact duplicates, {} near duplicates), {} CLIF instructions, {:.1} MB CLIF, {:.1} MB LLVM IR",
+        out.display(),
+        module.functions,
+        module.exact_duplicates,
+        module.near_duplicates,
+        module.clif_instructions,
+        module.clif.len() as f64 / 1e6,
+        module.ll.len() as f64 / 1e6
+    );
+    Ok(())
+}
+
+/// Parses inputs and returns the module with the heap bytes it holds.
+fn load_inputs(inputs: &[PathBuf]) -> anyhow::Result<(FunctionSet, usize)> {
+    if inputs.is_empty() {
+        bail!("no inputs given");
+    }
+    let files = expand_inputs(inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let before = live_bytes();
+    let loaded = load(&files).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let module = loaded.functions;
+    drop(loaded.locations);
+    let parsed = live_bytes().saturating_sub(before);
+    Ok((module, parsed))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Runs the pass `repeat` times per thread count and prints the fastest run.
+fn report_pass(
+    label: &str,
+    module: &FunctionSet,
+    parsed_bytes: usize,
+    o: &Options,
+) -> anyhow::Result<()> {
+    let options = MergeOptions::default();
+    let mut first: Option<(usize, usize)> = None;
+    for &threads in &o.threads {
+        let mut best: Option<PassRun> = None;
+        for _ in 0..o.repeat.max(1) {
+            let run = run_pass(module, &options, threads);
+            if best.as_ref().is_none_or(|b| run.total < b.total) {
+                best = Some(run);
+            }
+        }
+        let Some(run) = best else { continue };
+        // Every thread count must find the same merges.
+        match first {
+            None => first = Some((run.merged, run.classes)),
+            Some(f) if f != (run.merged, run.classes) => {
+                bail!("{label}: {threads} threads found different merges than 1 thread")
+            }
+            Some(_) => {}
+        }
+        let s = &run.stats;
+        let per_fn = s.partition.comparisons as f64 / s.functions.max(1) as f64;
+        if o.json {
+            println!(
+                "{{\"input\":{label:?},\"threads\":{threads},\"functions\":{},\"instructions\":{},\"pass_ms\":{:.3},\"hash_ms\":{:.3},\"tree_ms\":{:.3},\"refine_ms\":{:.3},\"apply_ms\":{:.3},\"candidates\":{},\"comparisons\":{},\"comparisons_per_function\":{per_fn:.3},\"parsed_bytes\":{parsed_bytes},\"pass_peak_bytes\":{},\"classes\":{},\"merged\":{}}}",
+                s.functions,
+                s.instructions,
+                ms(run.total),
+                ms(s.time_encode),
+                ms(s.time_tree),
+                ms(s.time_refine),
+                ms(s.time_apply),
+                s.partition.candidates,
+                s.partition.comparisons,
+                run.peak_extra,
+                run.classes,
+                run.merged
+            );
+        } else {
+            println!(
+                "{label} [{threads} thread{}]: {} functions, {} instructions; pass {:.2} ms = hash {:.2} + tree {:.2} + refine {:.2} + apply {:.2}; {} candidates, {:.2} comparisons/function; heap: parsed functions {:.1} MB, pass peak {:.1} MB ({:.2}x); {} classes, {} merged",
+                if threads == 1 { "" } else { "s" },
+                s.functions,
+                s.instructions,
+                ms(run.total),
+                ms(s.time_encode),
+                ms(s.time_tree),
+                ms(s.time_refine),
+                ms(s.time_apply),
+                s.partition.candidates,
+                per_fn,
+                parsed_bytes as f64 / 1e6,
+                run.peak_extra as f64 / 1e6,
+                run.peak_extra as f64 / parsed_bytes.max(1) as f64,
+                run.classes,
+                run.merged
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The default suite: generated 1k and 10k modules, then the corpus if present.
+fn suite(o: &Options) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("merge_bench.{}", std::process::id()));
+    for functions in [1_000, 10_000] {
+        let out = dir.join(format!("gen{functions}"));
+        let sub = Options {
+            functions,
+            out: Some(out.clone()),
+            ..parse_options(&[])?
+        };
+        gen_command(&sub)?;
+        let inputs = [out.join("module.clif")];
+        let (module, parsed) = load_inputs(&inputs)?;
+        report_pass(&format!("generated N={functions}"), &module, parsed, o)?;
+    }
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    if corpus.join("unpack").exists() {
+        let unpacked = dir.join("corpus");
+        std::fs::create_dir_all(&unpacked)?;
+        let status = std::process::Command::new("sh")
+            .arg(corpus.join("unpack"))
+            .arg(&unpacked)
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        if status.success() {
+            let mut programs: Vec<PathBuf> = std::fs::read_dir(&unpacked)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect();
+            programs.sort();
+            for program in programs {
+                let (module, parsed) = load_inputs(std::slice::from_ref(&program))?;
+                let name = program
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned());
+                report_pass(&name.unwrap_or_default(), &module, parsed, o)?;
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}

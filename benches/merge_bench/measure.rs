@@ -1,0 +1,124 @@
+//! Measurements: live heap bytes (a counting allocator), the pass split into its
+//! stages, and Cranelift's own compile time for the same functions.
+
+use clif_merge::driver::{MergeOptions, MergeStats, merge_functions};
+use clif_merge::module::FunctionSet;
+use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::settings::{self, Configurable};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The system allocator, counting live bytes and their high-water mark.
+pub struct CountingAllocator;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            if new_size >= layout.size() {
+                let grow = new_size - layout.size();
+                let live = LIVE.fetch_add(grow, Ordering::Relaxed) + grow;
+                PEAK.fetch_max(live, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        new
+    }
+}
+
+/// Live heap bytes now.
+pub fn live_bytes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Starts a new high-water mark at the current live bytes.
+pub fn reset_peak() {
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// The high-water mark since the last [`reset_peak`].
+pub fn peak_bytes() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// One measured run of the pass.
+pub struct PassRun {
+    /// The pass's own counters and stage times.
+    pub stats: MergeStats,
+    /// Wall time of the whole pass.
+    pub total: Duration,
+    /// Heap bytes the pass needed beyond what was live before it, at its peak
+    /// (its output included).
+    pub peak_extra: usize,
+    /// Functions merged away.
+    pub merged: usize,
+    /// Classes with two or more members.
+    pub classes: usize,
+}
+
+/// Runs the pass once over `module` on `threads` threads.
+pub fn run_pass(module: &FunctionSet, options: &MergeOptions, threads: usize) -> PassRun {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool");
+    pool.install(|| {
+        let before = live_bytes();
+        reset_peak();
+        let start = Instant::now();
+        let outcome = merge_functions(module, options);
+        let total = start.elapsed();
+        let peak_extra = peak_bytes().saturating_sub(before);
+        PassRun {
+            merged: outcome.plan.decisions.len(),
+            classes: outcome.plan.classes.len(),
+            stats: outcome.stats,
+            total,
+            peak_extra,
+        }
+    })
+}
+
+/// Cranelift's compile time for every function of `module` (host ISA,
+/// `opt_level=speed`), one after the other on one thread, and the code bytes.
+pub fn compile_all(module: &FunctionSet) -> anyhow::Result<(Duration, u64)> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed")?;
+    flags.set("preserve_frame_pointers", "true")?;
+    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
+        .finish(settings::Flags::new(flags))?;
+    let mut total = Duration::ZERO;
+    let mut bytes = 0u64;
+    let mut ctx = Context::new();
+    for (_, def) in module.iter() {
+        ctx.clear();
+        ctx.func = def.func.clone();
+        let start = Instant::now();
+        let compiled = ctx
+            .compile(&*isa, &mut ControlPlane::default())
+            .map_err(|e| anyhow::anyhow!("compiling {}: {:?}", def.func.name, e.inner))?;
+        bytes += compiled.code_buffer().len() as u64;
+        total += start.elapsed();
+    }
+    Ok((total, bytes))
+}

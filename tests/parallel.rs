@@ -1,0 +1,160 @@
+//! The pass on several threads finds exactly what it finds on one: the hashing and
+//! encoding walks run on a `rayon` pool, and everything they produce (symbol ids,
+//! hashes, encodings, then classes, plan and output) must not depend on how the
+//! work was split. The oracle is the single-threaded run; compared are the printed
+//! CLIF module and the JSON report, byte for byte, and the work counters.
+//!
+//! Also checked: the pass's cheap first look (`EncodedFunctions::hash_first`, which
+//! encodes only functions sharing a hash) gives the same hashes, candidates and
+//! classes as encoding every function (`EncodedFunctions::from_module`).
+
+#[path = "../benches/merge_bench/generator.rs"]
+#[allow(dead_code)]
+mod generator;
+
+use clif_merge::adapter::WalkOptions;
+use clif_merge::cli::{expand_inputs, load};
+use clif_merge::compare::EncodedFunctions;
+use clif_merge::partition::partition;
+use clif_merge::report::{clif_text, json_report};
+use clif_merge::{FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions};
+use cranelift_codegen::entity::EntityRef;
+use std::path::{Path, PathBuf};
+
+/// What a run of the pass printed and counted.
+#[derive(Debug, PartialEq)]
+struct RunResult {
+    clif: String,
+    json: String,
+    counters: (usize, u64, usize, u64, usize),
+}
+
+fn run_on(module: &FunctionSet, mode: MergeMode, threads: usize) -> RunResult {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("thread pool");
+    pool.install(|| {
+        let outcome = merge_functions(module, &MergeOptions { mode });
+        let s = &outcome.stats;
+        RunResult {
+            clif: clif_text(module, &outcome, ""),
+            json: json_report(module, &outcome).to_string(),
+            counters: (
+                s.partition.candidates,
+                s.partition.comparisons,
+                s.partition.refinement_rounds,
+                s.instructions,
+                s.unsupported.len(),
+            ),
+        }
+    })
+}
+
+/// Runs the pass on 1, 2, 3 and 8 threads in both modes and compares.
+fn check_threads(name: &str, module: &FunctionSet) -> usize {
+    let mut merged = 0;
+    for mode in [MergeMode::Safe, MergeMode::All] {
+        let one = run_on(module, mode, 1);
+        for threads in [2, 3, 8] {
+            let many = run_on(module, mode, threads);
+            assert!(
+                one == many,
+                "{name}: {threads} threads differ from 1 thread in {mode:?} mode"
+            );
+        }
+        merged = merged.max(one.json.matches("\"action\"").count());
+    }
+    merged
+}
+
+/// `hash_first` (the pass) and `from_module` (every function encoded) agree.
+fn check_hash_first(name: &str, module: &FunctionSet) {
+    for addresses_significant in [false, true] {
+        let options = WalkOptions {
+            addresses_significant,
+        };
+        let full = EncodedFunctions::from_module(module, options);
+        let lazy = EncodedFunctions::hash_first(module, options);
+        for i in 0..module.len() {
+            let f = FuncIndex::new(i);
+            assert_eq!(full.supported[f], lazy.supported[f], "{name}: {f:?}");
+            if full.supported[f] {
+                assert_eq!(full.hashes[f], lazy.hashes[f], "{name}: hash of {f:?}");
+                assert_eq!(full.instructions(f), lazy.instructions(f), "{name}");
+            }
+            assert_eq!(full.address_taken[f], lazy.address_taken[f], "{name}");
+        }
+        assert_eq!(full.candidates(), lazy.candidates(), "{name}: candidates");
+        let (pf, pl) = (partition(&full), partition(&lazy));
+        for i in 0..module.len() {
+            let f = FuncIndex::new(i);
+            let members = |p: &clif_merge::partition::Partition| p.members(p.class_of(f)).to_vec();
+            assert_eq!(members(&pf), members(&pl), "{name}: class of {f:?}");
+        }
+    }
+}
+
+fn load_paths(paths: &[PathBuf]) -> FunctionSet {
+    let files = expand_inputs(paths).expect("inputs");
+    load(&files).expect("load").functions
+}
+
+#[test]
+fn generated_module_is_merged_identically_on_any_number_of_threads() {
+    let generated = generator::generate(&generator::GenConfig {
+        functions: 3000,
+        dup_rate: 0.2,
+        near_rate: 0.2,
+        seed: 7,
+    });
+    let dir = std::env::temp_dir().join(format!("clif-merge-parallel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("module.clif");
+    std::fs::write(&path, &generated.clif).expect("write module");
+    let module = load_paths(&[path]);
+    let merged = check_threads("generated", &module);
+    // Every exact duplicate is merged, and no near duplicate is.
+    assert_eq!(merged, generated.exact_duplicates);
+    check_hash_first("generated", &module);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn filetests_are_merged_identically_on_any_number_of_threads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests");
+    let mut files = expand_inputs(&[root]).expect("filetests");
+    files.sort();
+    assert!(files.len() > 100);
+    for file in &files {
+        let module = load_paths(std::slice::from_ref(file));
+        let name = file.display().to_string();
+        check_threads(&name, &module);
+        check_hash_first(&name, &module);
+    }
+}
+
+#[test]
+fn corpus_program_is_merged_identically_on_any_number_of_threads() {
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/brotli.tar.xz");
+    if !archive.exists() {
+        eprintln!("../shared/corpus not found: corpus part skipped");
+        return;
+    }
+    let dest = std::env::temp_dir().join(format!("clif-merge-parallel-corpus-{}", std::process::id()));
+    std::fs::create_dir_all(&dest).expect("temp dir");
+    let status = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&dest)
+        .arg("-xJf")
+        .arg(&archive)
+        .status()
+        .expect("tar");
+    assert!(status.success(), "unpacking brotli failed");
+    let module = load_paths(&[dest.join("brotli")]);
+    let merged = check_threads("brotli", &module);
+    // The corpus README's two pairs.
+    assert_eq!(merged, 2);
+    check_hash_first("brotli", &module);
+    std::fs::remove_dir_all(&dest).ok();
+}
