@@ -35,7 +35,7 @@
 
 use crate::hash::{StructuralHash, StructuralHasher};
 use crate::module::{FuncIndex, FunctionSet};
-use crate::symbols::{SymbolId, SymbolName, SymbolTable};
+use crate::symbols::{SymbolId, SymbolKey, SymbolTable};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -165,6 +165,7 @@ pub struct WalkScratch {
     func_refs: SecondaryMap<FuncRef, Option<ResolvedName>>,
     mem_flags: SecondaryMap<MemFlags, Option<(u64, u64)>>,
     order: Vec<Block>,
+    tokens: Vec<u64>,
 }
 
 /// What an external name refers to.
@@ -185,6 +186,7 @@ impl WalkScratch {
         self.func_refs.clear();
         self.mem_flags.clear();
         self.order.clear();
+        self.tokens.clear();
     }
 }
 
@@ -199,12 +201,31 @@ pub struct WalkOptions {
 /// Interns the name of every symbol the functions of `module` refer to, one
 /// function after the other in input order, so the ids (and with them every
 /// encoding) are the same whatever the number of threads the walks run on.
-pub fn module_symbols(module: &FunctionSet) -> SymbolTable {
-    let mut symbols = SymbolTable::new();
+pub fn module_symbols(module: &FunctionSet) -> ModuleSymbols {
+    let mut table = SymbolTable::new();
     for (_, def) in module.iter() {
-        symbols.intern_references(&def.func);
+        table.intern_references(&def.func);
     }
-    symbols
+    let mut defined = SecondaryMap::with_capacity(table.len());
+    for i in 0..table.len() {
+        let id = SymbolId::new(i);
+        defined[id] = module.lookup(table.name(id));
+    }
+    ModuleSymbols { table, defined }
+}
+
+/// The symbols a module's functions refer to, interned, with the module function
+/// each one names (if any): looked up once per symbol, not once per reference.
+pub struct ModuleSymbols {
+    table: SymbolTable,
+    defined: SecondaryMap<SymbolId, Option<FuncIndex>>,
+}
+
+impl ModuleSymbols {
+    /// The interned names.
+    pub fn table(&self) -> &SymbolTable {
+        &self.table
+    }
 }
 
 /// Runs `walk` over the given functions of `module` in parallel on the current
@@ -224,23 +245,26 @@ pub fn walk_in_parallel<T: Send>(
 }
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in
-/// the module; every other name `func` refers to must be interned in `symbols`
-/// ([`SymbolTable::intern_references`], [`module_symbols`]).
+/// the module; every name `func` refers to must be in `symbols` ([`module_symbols`]).
 pub fn encode_function(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &SymbolTable,
+    symbols: &ModuleSymbols,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
-    let (mut out, address_taken, instructions) = walk(
-        func,
-        module,
-        options,
-        symbols,
-        scratch,
-        FunctionEncoding::default(),
-    )?;
+    // The stream grows in a buffer kept between walks and is copied out at its
+    // exact size: no reallocation as it grows, no slack kept.
+    let mut buffer = std::mem::take(&mut scratch.tokens);
+    buffer.clear();
+    let sink = FunctionEncoding {
+        tokens: buffer,
+        ..FunctionEncoding::default()
+    };
+    let (mut out, address_taken, instructions) =
+        walk(func, module, options, symbols, scratch, sink)?;
+    let tokens = out.tokens.clone();
+    scratch.tokens = std::mem::replace(&mut out.tokens, tokens);
     out.address_taken = address_taken;
     out.instructions = instructions;
     Ok(out)
@@ -252,7 +276,7 @@ pub fn hash_function(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &SymbolTable,
+    symbols: &ModuleSymbols,
     scratch: &mut WalkScratch,
 ) -> Result<HashedFunction, Unsupported> {
     let (hasher, address_taken, instructions) = walk(
@@ -276,7 +300,7 @@ fn walk<S: TokenSink>(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &SymbolTable,
+    symbols: &ModuleSymbols,
     scratch: &mut WalkScratch,
     sink: S,
 ) -> Result<(S, Vec<FuncIndex>, u32), Unsupported> {
@@ -318,7 +342,7 @@ struct Walker<'a, S> {
     func: &'a Function,
     module: &'a FunctionSet,
     options: WalkOptions,
-    symbols: &'a SymbolTable,
+    symbols: &'a ModuleSymbols,
     scratch: &'a mut WalkScratch,
     out: S,
     address_taken: Vec<FuncIndex>,
@@ -543,14 +567,14 @@ impl<S: TokenSink> Walker<'_, S> {
 
     /// Finds what `name` refers to: a module function, and its interned symbol.
     fn resolve(&self, name: &ExternalName) -> Result<ResolvedName, Unsupported> {
-        let Some(symbol) = SymbolName::of_external(self.func, name) else {
+        let Some(key) = SymbolKey::of_external(self.func, name) else {
             return unsupported("reference to an undeclared user name");
         };
-        let Some(id) = self.symbols.get(&symbol) else {
-            return unsupported(format!("symbol {symbol} was not interned"));
+        let Some(id) = self.symbols.table.get_key(key) else {
+            return unsupported(format!("symbol {} was not interned", key.to_name()));
         };
         Ok(ResolvedName {
-            defined: self.module.lookup(&symbol),
+            defined: self.symbols.defined[id],
             symbol: id,
         })
     }

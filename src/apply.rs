@@ -9,7 +9,7 @@
 //!   the kept function: `return_call` where the calling convention allows tail calls,
 //!   `call` + `return` elsewhere.
 
-use crate::module::{FuncIndex, FunctionSet};
+use crate::module::{DefinedFunction, FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
 use crate::symbols::SymbolName;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
@@ -18,6 +18,7 @@ use cranelift_codegen::ir::{
     UserFuncName, Value,
 };
 use cranelift_module::Linkage;
+use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
 
@@ -62,12 +63,16 @@ impl OutputEntry<'_> {
 }
 
 /// Applies `plan` to `module` and returns the merged module in input order.
+/// Functions are rewritten in parallel on the current `rayon` pool; the result does
+/// not depend on the number of threads.
 pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'a>> {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
-    module
-        .iter()
-        .map(|(index, def)| match decisions[index] {
+    let functions: Vec<(FuncIndex, &'a DefinedFunction)> = module.iter().collect();
+    functions
+        .par_iter()
+        .with_min_len(32)
+        .map(|&(index, def)| match decisions[index] {
             Some(d) if d.action == MergeAction::Thunk => OutputEntry::Thunk {
                 function: index,
                 into: d.into,

@@ -9,11 +9,13 @@ use cranelift_codegen::entity::{PrimaryMap, entity_impl};
 use cranelift_codegen::ir::{
     ExternalName, Function, GlobalValueData, KnownSymbol, LibCall, UserExternalName, UserFuncName,
 };
-use rustc_hash::FxHashMap;
+use hashbrown::{Equivalent, HashMap};
+use rustc_hash::FxBuildHasher;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// A symbol name as seen from outside any function: what a linker would see.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SymbolName {
     /// `uN:M`: a user-defined name (namespace, index).
     User {
@@ -52,6 +54,34 @@ impl SymbolName {
     /// Returns `None` for a `User` reference that is missing from the function's
     /// name table (only possible in unverified IR).
     pub fn of_external(func: &Function, name: &ExternalName) -> Option<Self> {
+        SymbolKey::of_external(func, name).map(SymbolKey::to_name)
+    }
+}
+
+/// A borrowed [`SymbolName`]: what a reference inside a function names, read
+/// without allocating. It hashes like the owned name, so a table of owned names can
+/// be searched with it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SymbolKey<'a> {
+    /// `uN:M`.
+    User {
+        /// The namespace.
+        namespace: u32,
+        /// The index within the namespace.
+        index: u32,
+    },
+    /// `%name`, as raw bytes.
+    Testcase(&'a [u8]),
+    /// A runtime library function.
+    LibCall(LibCall),
+    /// A well-known symbol.
+    Known(KnownSymbol),
+}
+
+impl<'a> SymbolKey<'a> {
+    /// The symbol an external name inside `func` refers to; `None` for a `User`
+    /// reference missing from the function's name table (unverified IR only).
+    pub fn of_external(func: &'a Function, name: &'a ExternalName) -> Option<Self> {
         Some(match name {
             ExternalName::User(r) => {
                 let user = func.params.user_named_funcs().get(*r)?;
@@ -60,10 +90,47 @@ impl SymbolName {
                     index: user.index,
                 }
             }
-            ExternalName::TestCase(t) => Self::Testcase(t.raw().into()),
+            ExternalName::TestCase(t) => Self::Testcase(t.raw()),
             ExternalName::LibCall(l) => Self::LibCall(*l),
             ExternalName::KnownSymbol(k) => Self::Known(*k),
         })
+    }
+
+    /// The owned name.
+    pub fn to_name(self) -> SymbolName {
+        match self {
+            Self::User { namespace, index } => SymbolName::User { namespace, index },
+            Self::Testcase(raw) => SymbolName::Testcase(raw.into()),
+            Self::LibCall(l) => SymbolName::LibCall(l),
+            Self::Known(k) => SymbolName::Known(k),
+        }
+    }
+}
+
+impl SymbolName {
+    /// The borrowed view of this name.
+    pub fn key(&self) -> SymbolKey<'_> {
+        match self {
+            Self::User { namespace, index } => SymbolKey::User {
+                namespace: *namespace,
+                index: *index,
+            },
+            Self::Testcase(raw) => SymbolKey::Testcase(raw),
+            Self::LibCall(l) => SymbolKey::LibCall(*l),
+            Self::Known(k) => SymbolKey::Known(*k),
+        }
+    }
+}
+
+impl Hash for SymbolName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl Equivalent<SymbolName> for SymbolKey<'_> {
+    fn equivalent(&self, name: &SymbolName) -> bool {
+        *self == name.key()
     }
 }
 
@@ -88,7 +155,7 @@ entity_impl!(SymbolId, "sym");
 #[derive(Default)]
 pub struct SymbolTable {
     names: PrimaryMap<SymbolId, SymbolName>,
-    ids: FxHashMap<SymbolName, SymbolId>,
+    ids: HashMap<SymbolName, SymbolId, FxBuildHasher>,
 }
 
 impl SymbolTable {
@@ -107,9 +174,32 @@ impl SymbolTable {
         id
     }
 
+    /// The id of a borrowed name, interning it (copied) on first use.
+    pub fn intern_key(&mut self, key: SymbolKey<'_>) -> SymbolId {
+        match self.ids.get(&key) {
+            Some(&id) => id,
+            None => self.intern(key.to_name()),
+        }
+    }
+
     /// The id of `name`, if it was interned.
     pub fn get(&self, name: &SymbolName) -> Option<SymbolId> {
         self.ids.get(name).copied()
+    }
+
+    /// The id of a borrowed name, if it was interned.
+    pub fn get_key(&self, key: SymbolKey<'_>) -> Option<SymbolId> {
+        self.ids.get(&key).copied()
+    }
+
+    /// Number of interned names.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when no name was interned.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
     }
 
     /// Interns every name `func` refers to (its external functions and the symbols
@@ -121,8 +211,8 @@ impl SymbolTable {
             _ => None,
         });
         for name in functions.chain(globals) {
-            if let Some(symbol) = SymbolName::of_external(func, name) {
-                self.intern(symbol);
+            if let Some(key) = SymbolKey::of_external(func, name) {
+                self.intern_key(key);
             }
         }
     }

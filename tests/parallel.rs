@@ -141,7 +141,8 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
         eprintln!("../shared/corpus not found: corpus part skipped");
         return;
     }
-    let dest = std::env::temp_dir().join(format!("clif-merge-parallel-corpus-{}", std::process::id()));
+    let dest =
+        std::env::temp_dir().join(format!("clif-merge-parallel-corpus-{}", std::process::id()));
     std::fs::create_dir_all(&dest).expect("temp dir");
     let status = std::process::Command::new("tar")
         .arg("-C")

@@ -19,15 +19,22 @@
 //!   a binary operation changed. Half of the near duplicates differ in the last
 //!   quarter of the function (the costly case for a comparator walking in CFG
 //!   order), the others anywhere. No near duplicate is equivalent to its original
-//!   nor to another near duplicate of it, in CLIF or in LLVM IR; it must not merge.
+//!   nor to any other function, in CLIF or in LLVM IR; it must not merge.
 //!
 //! Duplicates are interleaved with the originals. Output is deterministic: the
 //! same [`GenConfig`] gives byte-identical text. Only `std` is used: the random
 //! numbers come from a seeded splitmix64.
 //!
+//! Cranelift 0.135 has no `*_imm` instructions, so shift amounts, compare
+//! immediates and loop steps are `iconst`s in CLIF; LLVM IR writes them inline.
+//! With a shuffled layout an operand may be defined further down the text, and
+//! the instruction then names its controlling type (`iadd.i32`), as the CLIF
+//! reader needs.
+//!
 //! The LLVM IR uses typed pointers (`i8*`, `bitcast` to `i32*` before each load
-//! and store) so that plain `opt` 14 reads it; LLVM 15 and newer read typed
-//! pointer syntax as opaque `ptr`, where the `bitcast`s are no-ops.
+//! and store) so that plain `opt` 14 reads it (its `ptr` needs `-opaque-pointers`,
+//! a flag later versions dropped); LLVM 15 and newer read typed pointer syntax as
+//! opaque `ptr`, where the `bitcast`s are no-ops.
 
 use std::collections::HashSet;
 
@@ -56,7 +63,9 @@ pub struct GeneratedModule {
     pub functions: usize,
     /// Number of functions that are exact duplicates of an earlier one.
     pub exact_duplicates: usize,
-    /// Number of functions that are near duplicates of an earlier one.
+    /// Number of functions that are near duplicates of an earlier one (the
+    /// requested share, unless too few originals come first to allow distinct
+    /// changes: then some become originals instead).
     pub near_duplicates: usize,
     /// Total CLIF instructions in the module, terminators included.
     pub clif_instructions: u64,
@@ -105,10 +114,10 @@ pub fn generate(config: &GenConfig) -> GeneratedModule {
 
     for (index, &kind) in kinds.iter().enumerate() {
         let index = index as u32;
-        let mut print_rng = Rng::new(mix(config.seed ^ 0x7072_696e_74, u64::from(index)));
+        let mut print_rng = Rng::new(mix(config.seed ^ 0x0070_7269_6e74, u64::from(index)));
         let mut kind = kind;
         if kind == Kind::Near {
-            let late = near_made % 2 == 0;
+            let late = near_made.is_multiple_of(2);
             // A small original has few possible changes (and maybe none late);
             // when its earlier near duplicates used them up, take another one.
             // Late only for the first tries; should every try fail (only
@@ -187,15 +196,16 @@ fn make_near(
     hashes.insert(prog.hash(false) ^ salt);
     hashes.insert(prog.hash(true) ^ salt);
     let total = prog.ninstr;
-    let late_from = sites.partition_point(|&pos| pos * 4 < total * 3);
-    let mut rng = Rng::new(mix(seed ^ 0x6e65_6172, u64::from(index)));
-    for attempt in 0..64u32 {
-        // Late sites first; after many rejected attempts, any site.
-        let from = if late && attempt < 48 && late_from < sites.len() {
-            late_from
-        } else {
-            0
-        };
+    let from = if late {
+        sites.partition_point(|&pos| pos * 4 < total * 3)
+    } else {
+        0
+    };
+    if from == sites.len() {
+        return false;
+    }
+    let mut rng = Rng::new(mix(seed ^ 0x6e65_6172, u64::from(index)) ^ u64::from(source));
+    for _ in 0..32 {
         let site = from + rng.below(sites.len() - from);
         let mutation = Mutation {
             site: site as u32,
@@ -259,6 +269,34 @@ fn finalize(mut z: u64) -> u64 {
 
 fn mix(a: u64, b: u64) -> u64 {
     finalize(a ^ finalize(b.wrapping_add(0x632b_e59b_d9b4_e019)))
+}
+
+/// Draws a function size in CLIF instructions, 5..=200: a piecewise-linear
+/// inverse CDF (integer arithmetic only, so identical on every platform) with
+/// median 35, about 65% in 20..60 and 5% above 100.
+fn function_size(rng: &mut Rng) -> u32 {
+    // (cumulative share in 1/1000, size)
+    const CDF: [(u64, u64); 11] = [
+        (0, 5),
+        (40, 12),
+        (120, 18),
+        (300, 26),
+        (500, 35),
+        (700, 46),
+        (850, 60),
+        (930, 80),
+        (970, 110),
+        (992, 160),
+        (1000, 200),
+    ];
+    let u = rng.next() % 1_000_000; // in 1/1_000_000
+    let k = CDF
+        .iter()
+        .position(|&(p, _)| p * 1000 > u)
+        .unwrap_or(CDF.len() - 1);
+    let (p0, s0) = CDF[k - 1];
+    let (p1, s1) = CDF[k];
+    (s0 + (s1 - s0) * (u - p0 * 1000) / ((p1 - p0) * 1000)) as u32
 }
 
 /// A bijection on u32, so distinct originals get distinct constants.
@@ -583,10 +621,8 @@ fn build(
 ) {
     prog.clear();
     let mut rng = Rng::new(mix(seed, u64::from(orig)));
-    // Skewed size: most functions 15..60 instructions, a tail up to 200.
-    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-    let size = (5.0 + 195.0 * u.powf(2.6)).round() as u32;
-    let size = size.clamp(5, 200);
+    // Skewed size: most functions 20..60 instructions, a tail up to 200.
+    let size = function_size(&mut rng);
     prog.ty.extend([Ty::I64, Ty::I32, Ty::I32]);
     prog.konst.extend([None, None, None]);
     prog.blocks.push(Block {
@@ -818,8 +854,11 @@ impl Builder<'_> {
 
     /// One segment of at most `rem` (>= 1) instructions.
     fn segment(&mut self, rem: u32) {
+        // A quarter of the segments are calls (1 instruction; the others average
+        // about 4.7), giving about one call per 15 instructions.
+        let call = self.rng.chance(25);
         let r = self.rng.below(100);
-        if r < 9 && self.orig > 0 {
+        if call && self.orig > 0 {
             // Call of a function with a lower index: acyclic call graph.
             let callee = self.rng.below(self.orig as usize) as u32;
             let fref = match self.prog.callees.iter().position(|&c| c == callee) {

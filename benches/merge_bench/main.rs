@@ -195,12 +195,14 @@ fn report_pass(
     for &threads in &o.threads {
         let mut best: Option<PassRun> = None;
         for _ in 0..o.repeat.max(1) {
-            let run = run_pass(module, &options, threads);
+            let run = run_pass(module, &options, threads, false);
             if best.as_ref().is_none_or(|b| run.total < b.total) {
                 best = Some(run);
             }
         }
-        let Some(run) = best else { continue };
+        let Some(mut run) = best else { continue };
+        // One more run, counting the heap, for the memory numbers.
+        run.peak_extra = run_pass(module, &options, threads, true).peak_extra;
         // Every thread count must find the same merges.
         match first {
             None => first = Some((run.merged, run.classes)),

@@ -7,7 +7,7 @@ use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::settings::{self, Configurable};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The system allocator, counting live bytes and their high-water mark.
@@ -15,11 +15,14 @@ pub struct CountingAllocator;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Counting is switched off for timed runs: two threads updating the same counters
+/// on every allocation would slow down exactly what is being measured.
+static COUNTING: AtomicBool = AtomicBool::new(true);
 
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
+        if !ptr.is_null() && COUNTING.load(Ordering::Relaxed) {
             let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
             PEAK.fetch_max(live, Ordering::Relaxed);
         }
@@ -28,12 +31,14 @@ unsafe impl GlobalAlloc for CountingAllocator {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
+        if !new.is_null() && COUNTING.load(Ordering::Relaxed) {
             if new_size >= layout.size() {
                 let grow = new_size - layout.size();
                 let live = LIVE.fetch_add(grow, Ordering::Relaxed) + grow;
@@ -76,8 +81,14 @@ pub struct PassRun {
     pub classes: usize,
 }
 
-/// Runs the pass once over `module` on `threads` threads.
-pub fn run_pass(module: &FunctionSet, options: &MergeOptions, threads: usize) -> PassRun {
+/// Runs the pass once over `module` on `threads` threads. With `count_heap`, the
+/// heap is counted (and the run is slower); without, `peak_extra` is 0.
+pub fn run_pass(
+    module: &FunctionSet,
+    options: &MergeOptions,
+    threads: usize,
+    count_heap: bool,
+) -> PassRun {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -85,17 +96,24 @@ pub fn run_pass(module: &FunctionSet, options: &MergeOptions, threads: usize) ->
     pool.install(|| {
         let before = live_bytes();
         reset_peak();
+        // Everything the pass allocates is freed inside this closure, so switching
+        // counting off and on around it keeps the live count right.
+        COUNTING.store(count_heap, Ordering::SeqCst);
         let start = Instant::now();
         let outcome = merge_functions(module, options);
         let total = start.elapsed();
         let peak_extra = peak_bytes().saturating_sub(before);
-        PassRun {
+        let run = PassRun {
             merged: outcome.plan.decisions.len(),
             classes: outcome.plan.classes.len(),
             stats: outcome.stats,
             total,
-            peak_extra,
-        }
+            peak_extra: if count_heap { peak_extra } else { 0 },
+        };
+        drop(outcome.output);
+        drop(outcome.plan);
+        COUNTING.store(true, Ordering::SeqCst);
+        run
     })
 }
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark, one machine, one run:
+#   1. clif-merge's pass (parsing excluded) on a generated CLIF module, 1 and 2 threads;
+#   2. LLVM's `opt -passes=mergefunc` on the same module as LLVM IR (pass time from
+#      -time-passes), with the newest LLVM Debian offers (llvm-19), else `opt`;
+#   3. Cranelift's own compile time for the same CLIF functions (host ISA, no merging);
+# for N = 1k, 10k, 100k generated functions, then for every program of
+# ../shared/corpus (pass vs compile time). Prints one table, the ratios
+# clif-merge/LLVM and clif-merge/compile, and time(10N)/time(N).
+#
+# Usage: benches/compare.sh [--sizes "1000 10000 100000"] [--dup-rate 0.2]
+#                           [--near-rate 0.2] [--repeat 5] [--no-corpus] [--no-compile]
+# Results (JSON lines) are kept in target/bench-compare/results.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZES="1000 10000 100000"
+DUP=0.2
+NEAR=0.2
+REPEAT=5
+CORPUS=1
+COMPILE=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sizes) SIZES="$2"; shift 2 ;;
+    --dup-rate) DUP="$2"; shift 2 ;;
+    --near-rate) NEAR="$2"; shift 2 ;;
+    --repeat) REPEAT="$2"; shift 2 ;;
+    --no-corpus) CORPUS=0; shift ;;
+    --no-compile) COMPILE=0; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+OUT=target/bench-compare
+mkdir -p "$OUT"
+RESULTS="$OUT/results.jsonl"
+: > "$RESULTS"
+
+# --- LLVM: the newest Debian offers, else whatever `opt` is installed.
+find_opt() {
+  for candidate in opt-19 /usr/lib/llvm-19/bin/opt opt-18 opt-17 opt-16 opt-15 opt; do
+    if command -v "$candidate" >/dev/null 2>&1; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+if ! command -v opt-19 >/dev/null 2>&1 && [ ! -x /usr/lib/llvm-19/bin/opt ]; then
+  echo "installing llvm-19 (apt-get) ..." >&2
+  { apt-get install -y llvm-19 || sudo apt-get install -y llvm-19 ||
+    { apt-get update && apt-get install -y llvm-19; }; } >/dev/null 2>&1 ||
+    echo "llvm-19 could not be installed; falling back to the installed opt" >&2
+fi
+OPT=$(find_opt || true)
+if [ -z "$OPT" ]; then
+  echo "no LLVM opt found: the LLVM column will be empty" >&2
+else
+  echo "LLVM: $("$OPT" --version | grep -i 'llvm version' | head -1 | sed 's/^ *//')" >&2
+fi
+
+# --- The benchmark binary (release), built once.
+cargo bench --bench merge_bench --no-run >&2
+BENCH=$(cargo bench --bench merge_bench --no-run --message-format=json 2>/dev/null |
+  grep -o '"executable":"[^"]*merge_bench[^"]*"' | tail -1 | sed 's/"executable":"//; s/"$//')
+[ -x "$BENCH" ] || { echo "merge_bench binary not found" >&2; exit 1; }
+
+# MergeFunctionsPass wall time in ms, best of $REPEAT runs.
+llvm_mergefunc_ms() {
+  local ll="$1" best=""
+  for _ in $(seq "$REPEAT"); do
+    local t
+    t=$("$OPT" -passes=mergefunc -time-passes -disable-output "$ll" 2>&1 |
+      awk '/MergeFunctionsPass/ {
+             # columns: user (pct) [system (pct)] user+system (pct) wall (pct) name
+             for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) last = $i; print last * 1000; exit }')
+    if [ -n "$t" ] && { [ -z "$best" ] || awk "BEGIN{exit !($t < $best)}"; }; then best=$t; fi
+  done
+  echo "${best:-null}"
+}
+
+measure() {
+  local label="$1" clif="$2" ll="$3"
+  echo "== $label" >&2
+  "$BENCH" pass --json --repeat "$REPEAT" --threads 1 --threads 2 "$clif" |
+    sed "s/^{/{\"label\":\"$label\",/" >> "$RESULTS"
+  if [ "$COMPILE" = 1 ]; then
+    "$BENCH" compile --json "$clif" | sed "s/^{/{\"label\":\"$label\",/" >> "$RESULTS"
+  fi
+  if [ -n "$ll" ] && [ -n "$OPT" ]; then
+    echo "{\"label\":\"$label\",\"llvm_mergefunc_ms\":$(llvm_mergefunc_ms "$ll")}" >> "$RESULTS"
+  fi
+}
+
+for n in $SIZES; do
+  dir="$OUT/gen$n"
+  "$BENCH" gen --functions "$n" --dup-rate "$DUP" --near-rate "$NEAR" --seed 1 --out "$dir" >&2
+  measure "N=$n" "$dir/module.clif" "$dir/module.ll"
+done
+
+if [ "$CORPUS" = 1 ] && [ -f ../shared/corpus/unpack ]; then
+  sh ../shared/corpus/unpack "$OUT/corpus" >/dev/null
+  for program in "$OUT"/corpus/*/; do
+    measure "$(basename "$program")" "$program" ""
+  done
+fi
+
+python3 - "$RESULTS" <<'EOF'
+import json, sys
+rows = {}
+order = []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    label = r["label"]
+    if label not in rows:
+        rows[label] = {}
+        order.append(label)
+    row = rows[label]
+    if "threads" in r:
+        row[r["threads"]] = r
+    else:
+        row.update(r)
+
+def f(x, spec=".1f"):
+    return "-" if x is None else format(x, spec)
+
+print()
+print("| input | functions | instructions | clif-merge 1 thread ms | 2 threads ms | hash / tree / refine / apply ms (2 threads) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / 2 threads) | Cranelift compile ms | clif-merge / compile (1 / 2 threads) | parsed functions MB | pass peak MB (ratio) | merged |")
+print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+best = {}
+for label in order:
+    row = rows[label]
+    one, two = row.get(1), row.get(2) or row.get(1)
+    if one is None:
+        continue
+    best[label] = (one["functions"], min(one["pass_ms"], two["pass_ms"]))
+    llvm = row.get("llvm_mergefunc_ms")
+    comp = row.get("compile_ms")
+    t1, t2 = one["pass_ms"], two["pass_ms"]
+    print("| {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} | {} | {} ({}x) | {} |".format(
+        label, one["functions"], one["instructions"], f(t1, ".2f"), f(t2, ".2f"),
+        f(two["hash_ms"], ".2f"), f(two["tree_ms"], ".2f"), f(two["refine_ms"], ".2f"), f(two["apply_ms"], ".2f"),
+        f(one["comparisons_per_function"], ".2f"), f(llvm, ".2f"),
+        "-" if not llvm else format(t1 / llvm, ".2f") + " / " + format(t2 / llvm, ".2f"),
+        f(comp), "-" if not comp else format(100 * t1 / comp, ".2f") + "% / " + format(100 * t2 / comp, ".2f") + "%",
+        f(one["parsed_bytes"] / 1e6), f(one["pass_peak_bytes"] / 1e6),
+        format(one["pass_peak_bytes"] / max(one["parsed_bytes"], 1), ".2f"), one["merged"]))
+gen = sorted((n, t) for label, (n, t) in best.items() if label.startswith("N="))
+for (n1, t1), (n2, t2) in zip(gen, gen[1:]):
+    print(f"\ntime(N={n2}) / time(N={n1}) = {t2 / t1:.2f}  (N ratio {n2 / n1:.0f})", end="")
+print()
+EOF
