@@ -35,12 +35,12 @@
 
 use crate::hash::{StructuralHash, StructuralHasher};
 use crate::module::{FuncIndex, FunctionSet};
-use crate::symbols::{SymbolId, SymbolKey, SymbolTable};
+use crate::symbols::SymbolKey;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
-    ExceptionTableItem, ExternalName, FuncRef, Function, GlobalValue, GlobalValueData, Inst,
-    InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
+    ExceptionTableItem, FuncRef, Function, GlobalValue, GlobalValueData, Inst, InstructionData,
+    MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::ir::{Endianness, immediates::Offset32};
 use cranelift_module::Linkage;
@@ -162,19 +162,10 @@ pub struct WalkScratch {
     blocks: SecondaryMap<Block, u32>,
     slots: SecondaryMap<StackSlot, u32>,
     dynamic_slots: SecondaryMap<DynamicStackSlot, u32>,
-    func_refs: SecondaryMap<FuncRef, Option<ResolvedName>>,
+    func_refs: SecondaryMap<FuncRef, Option<Option<FuncIndex>>>,
     mem_flags: SecondaryMap<MemFlags, Option<(u64, u64)>>,
     order: Vec<Block>,
     tokens: Vec<u64>,
-}
-
-/// What an external name refers to.
-#[derive(Copy, Clone, Debug)]
-struct ResolvedName {
-    /// The module function of that name, if the module defines one.
-    defined: Option<FuncIndex>,
-    /// The name, interned.
-    symbol: SymbolId,
 }
 
 impl WalkScratch {
@@ -198,36 +189,6 @@ pub struct WalkOptions {
     pub addresses_significant: bool,
 }
 
-/// Interns the name of every symbol the functions of `module` refer to, one
-/// function after the other in input order, so the ids (and with them every
-/// encoding) are the same whatever the number of threads the walks run on.
-pub fn module_symbols(module: &FunctionSet) -> ModuleSymbols {
-    let mut table = SymbolTable::new();
-    for (_, def) in module.iter() {
-        table.intern_references(&def.func);
-    }
-    let mut defined = SecondaryMap::with_capacity(table.len());
-    for i in 0..table.len() {
-        let id = SymbolId::new(i);
-        defined[id] = module.lookup(table.name(id));
-    }
-    ModuleSymbols { table, defined }
-}
-
-/// The symbols a module's functions refer to, interned, with the module function
-/// each one names (if any): looked up once per symbol, not once per reference.
-pub struct ModuleSymbols {
-    table: SymbolTable,
-    defined: SecondaryMap<SymbolId, Option<FuncIndex>>,
-}
-
-impl ModuleSymbols {
-    /// The interned names.
-    pub fn table(&self) -> &SymbolTable {
-        &self.table
-    }
-}
-
 /// Runs `walk` over the given functions of `module` in parallel on the current
 /// `rayon` pool, keeping their order, with one [`WalkScratch`] per worker.
 pub fn walk_in_parallel<T: Send>(
@@ -245,12 +206,11 @@ pub fn walk_in_parallel<T: Send>(
 }
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in
-/// the module; every name `func` refers to must be in `symbols` ([`module_symbols`]).
+/// the module.
 pub fn encode_function(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &ModuleSymbols,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
     // The stream grows in a buffer kept between walks and is copied out at its
@@ -261,8 +221,7 @@ pub fn encode_function(
         tokens: buffer,
         ..FunctionEncoding::default()
     };
-    let (mut out, address_taken, instructions) =
-        walk(func, module, options, symbols, scratch, sink)?;
+    let (mut out, address_taken, instructions) = walk(func, module, options, scratch, sink)?;
     let tokens = out.tokens.clone();
     scratch.tokens = std::mem::replace(&mut out.tokens, tokens);
     out.address_taken = address_taken;
@@ -276,17 +235,10 @@ pub fn hash_function(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &ModuleSymbols,
     scratch: &mut WalkScratch,
 ) -> Result<HashedFunction, Unsupported> {
-    let (hasher, address_taken, instructions) = walk(
-        func,
-        module,
-        options,
-        symbols,
-        scratch,
-        StructuralHasher::new(),
-    )?;
+    let (hasher, address_taken, instructions) =
+        walk(func, module, options, scratch, StructuralHasher::new())?;
     Ok(HashedFunction {
         hash: hasher.finish(),
         address_taken,
@@ -300,7 +252,6 @@ fn walk<S: TokenSink>(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
-    symbols: &ModuleSymbols,
     scratch: &mut WalkScratch,
     sink: S,
 ) -> Result<(S, Vec<FuncIndex>, u32), Unsupported> {
@@ -309,7 +260,6 @@ fn walk<S: TokenSink>(
         func,
         module,
         options,
-        symbols,
         scratch,
         out: sink,
         address_taken: Vec::new(),
@@ -342,7 +292,6 @@ struct Walker<'a, S> {
     func: &'a Function,
     module: &'a FunctionSet,
     options: WalkOptions,
-    symbols: &'a ModuleSymbols,
     scratch: &'a mut WalkScratch,
     out: S,
     address_taken: Vec<FuncIndex>,
@@ -565,29 +514,16 @@ impl<S: TokenSink> Walker<'_, S> {
         Ok((bits, region))
     }
 
-    /// Finds what `name` refers to: a module function, and its interned symbol.
-    fn resolve(&self, name: &ExternalName) -> Result<ResolvedName, Unsupported> {
-        let Some(key) = SymbolKey::of_external(self.func, name) else {
-            return unsupported("reference to an undeclared user name");
-        };
-        let Some(id) = self.symbols.table.get_key(key) else {
-            return unsupported(format!("symbol {} was not interned", key.to_name()));
-        };
-        Ok(ResolvedName {
-            defined: self.symbols.defined[id],
-            symbol: id,
-        })
-    }
-
     /// Writes a symbol reference: a module function by index (remembered for the
-    /// comparator), anything else by interned name. An address use of a module
-    /// function is written by name when addresses are significant.
-    fn name(&mut self, name: ResolvedName, takes_address: bool) {
-        if takes_address && let Some(index) = name.defined {
+    /// comparator), anything else by its name. An address use of a module function
+    /// is written by name when addresses are significant. `defined` is the module
+    /// function of that name, if any.
+    fn name(&mut self, key: SymbolKey<'_>, defined: Option<FuncIndex>, takes_address: bool) {
+        if takes_address && let Some(index) = defined {
             self.address_taken.push(index);
         }
         let by_class = !(takes_address && self.options.addresses_significant);
-        match name.defined {
+        match defined {
             Some(index) if by_class && self.module.get(index).linkage != Linkage::Preemptible => {
                 self.push(NAME_MODULE);
                 self.out.push_callee(index.index() as u64);
@@ -597,7 +533,31 @@ impl<S: TokenSink> Walker<'_, S> {
             // name is known to be the same.
             _ => {
                 self.push(NAME_EXTERNAL);
-                self.push(name.symbol.index() as u64);
+                self.symbol(key);
+            }
+        }
+    }
+
+    /// Writes a symbol's name by content: no table of ids, so the stream of a
+    /// function does not depend on which functions were walked before it.
+    fn symbol(&mut self, key: SymbolKey<'_>) {
+        match key {
+            SymbolKey::User { namespace, index } => {
+                self.push(0);
+                self.push(u64::from(namespace));
+                self.push(u64::from(index));
+            }
+            SymbolKey::Testcase(raw) => {
+                self.push(1);
+                self.constant_bytes(raw);
+            }
+            SymbolKey::LibCall(libcall) => {
+                self.push(2);
+                self.push(libcall as u64);
+            }
+            SymbolKey::Known(known) => {
+                self.push(3);
+                self.push(known as u64);
             }
         }
     }
@@ -607,16 +567,19 @@ impl<S: TokenSink> Walker<'_, S> {
         let Some(data) = func.dfg.ext_funcs.get(func_ref) else {
             return unsupported(format!("reference to undeclared {func_ref}"));
         };
-        // Resolved once per import: calls repeat the same few imports.
-        let resolved = match self.scratch.func_refs[func_ref] {
-            Some(resolved) => resolved,
+        let Some(key) = SymbolKey::of_external(func, &data.name) else {
+            return unsupported("reference to an undeclared user name");
+        };
+        // Looked up once per import: calls repeat the same few imports.
+        let defined = match self.scratch.func_refs[func_ref] {
+            Some(defined) => defined,
             None => {
-                let resolved = self.resolve(&data.name)?;
-                self.scratch.func_refs[func_ref] = Some(resolved);
-                resolved
+                let defined = self.module.lookup_key(key);
+                self.scratch.func_refs[func_ref] = Some(defined);
+                defined
             }
         };
-        self.name(resolved, takes_address);
+        self.name(key, defined, takes_address);
         self.sig_ref(data.signature)?;
         self.push_bool(data.colocated);
         self.push_bool(data.patchable);
@@ -664,8 +627,10 @@ impl<S: TokenSink> Walker<'_, S> {
                     tls,
                 } => {
                     self.push(3);
-                    let resolved = self.resolve(name)?;
-                    self.name(resolved, true);
+                    let Some(key) = SymbolKey::of_external(func, name) else {
+                        return unsupported("reference to an undeclared user name");
+                    };
+                    self.name(key, self.module.lookup_key(key), true);
                     self.push(offset.bits() as u64);
                     self.push_bool(*colocated);
                     self.push_bool(*tls);

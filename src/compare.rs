@@ -8,8 +8,7 @@
 //! the same structure with callees in the same classes.
 
 use crate::adapter::{
-    FunctionEncoding, Unsupported, WalkOptions, encode_function, hash_function, module_symbols,
-    walk_in_parallel,
+    FunctionEncoding, Unsupported, WalkOptions, encode_function, hash_function, walk_in_parallel,
 };
 use crate::hash::StructuralHash;
 use crate::module::{FuncIndex, FunctionSet};
@@ -54,11 +53,10 @@ impl EncodedFunctions {
     /// Walks, encodes and hashes every function of `module` (in parallel on the
     /// current `rayon` pool).
     pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
-        let symbols = module_symbols(module);
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let encoded = walk_in_parallel(module, &all, |func, scratch| {
-            let hashed = hash_function(func, module, options, &symbols, scratch)?;
-            let encoding = encode_function(func, module, options, &symbols, scratch)?;
+            let hashed = hash_function(func, module, options, scratch)?;
+            let encoding = encode_function(func, module, options, scratch)?;
             Ok::<_, Unsupported>((encoding, hashed.hash))
         });
         let mut out = Self::empty(module);
@@ -81,10 +79,9 @@ impl EncodedFunctions {
     /// uses, so a function using a value before its definition (which the verifier
     /// rejects) is only found unsupported here if it is a candidate.
     pub fn hash_first(module: &FunctionSet, options: WalkOptions) -> Self {
-        let symbols = module_symbols(module);
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let hashed = walk_in_parallel(module, &all, |func, scratch| {
-            hash_function(func, module, options, &symbols, scratch)
+            hash_function(func, module, options, scratch)
         });
         let mut out = Self::empty(module);
         for (&f, result) in all.iter().zip(hashed) {
@@ -95,7 +92,7 @@ impl EncodedFunctions {
         }
         let candidates = out.candidates();
         let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
-            encode_function(func, module, options, &symbols, scratch)
+            encode_function(func, module, options, scratch)
         });
         for (&f, result) in candidates.iter().zip(encoded) {
             match result {

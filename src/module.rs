@@ -1,10 +1,11 @@
 //! The unit the pass works on: a set of CLIF function definitions with their linkage.
 
-use crate::symbols::SymbolName;
+use crate::symbols::{SymbolKey, SymbolName};
 use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, GlobalValueData, UserFuncName};
 use cranelift_module::Linkage;
-use rustc_hash::FxHashMap;
+use hashbrown::HashMap;
+use rustc_hash::FxBuildHasher;
 use std::fmt;
 
 /// Index of a function definition within a [`FunctionSet`], in input order.
@@ -72,7 +73,7 @@ fn non_utf8_name(func: &Function) -> Option<String> {
 #[derive(Default)]
 pub struct FunctionSet {
     functions: PrimaryMap<FuncIndex, DefinedFunction>,
-    by_name: FxHashMap<SymbolName, FuncIndex>,
+    by_name: HashMap<SymbolName, FuncIndex, FxBuildHasher>,
     address_taken_outside: SecondaryMap<FuncIndex, bool>,
 }
 
@@ -125,6 +126,11 @@ impl FunctionSet {
     /// The definition named `name`, if the module defines it.
     pub fn lookup(&self, name: &SymbolName) -> Option<FuncIndex> {
         self.by_name.get(name).copied()
+    }
+
+    /// The definition a borrowed name refers to, if the module defines it.
+    pub fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex> {
+        self.by_name.get(&key).copied()
     }
 
     /// Sets the linkage of a defined function.

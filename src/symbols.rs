@@ -2,15 +2,14 @@
 //!
 //! A CLIF function refers to other functions through function-local handles
 //! (`FuncRef` → `ExtFuncData` → `UserExternalNameRef`). To compare references across
-//! functions, every name is turned into a [`SymbolName`] and interned in a
-//! [`SymbolTable`], which hands out small [`SymbolId`]s.
+//! functions, every name is turned into a [`SymbolName`] (owned, the key of a
+//! module's name table) or read as a [`SymbolKey`] (borrowed, no allocation, and
+//! usable to search that table).
 
-use cranelift_codegen::entity::{PrimaryMap, entity_impl};
 use cranelift_codegen::ir::{
-    ExternalName, Function, GlobalValueData, KnownSymbol, LibCall, UserExternalName, UserFuncName,
+    ExternalName, Function, KnownSymbol, LibCall, UserExternalName, UserFuncName,
 };
-use hashbrown::{Equivalent, HashMap};
-use rustc_hash::FxBuildHasher;
+use hashbrown::Equivalent;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -143,82 +142,5 @@ impl fmt::Display for SymbolName {
             Self::LibCall(l) => write!(f, "%{l}"),
             Self::Known(k) => write!(f, "%{k}"),
         }
-    }
-}
-
-/// A small integer naming an interned [`SymbolName`].
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SymbolId(u32);
-entity_impl!(SymbolId, "sym");
-
-/// Interns [`SymbolName`]s so that the comparator can compare names as integers.
-#[derive(Default)]
-pub struct SymbolTable {
-    names: PrimaryMap<SymbolId, SymbolName>,
-    ids: HashMap<SymbolName, SymbolId, FxBuildHasher>,
-}
-
-impl SymbolTable {
-    /// An empty table.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The id of `name`, interning it on first use.
-    pub fn intern(&mut self, name: SymbolName) -> SymbolId {
-        if let Some(&id) = self.ids.get(&name) {
-            return id;
-        }
-        let id = self.names.push(name.clone());
-        self.ids.insert(name, id);
-        id
-    }
-
-    /// The id of a borrowed name, interning it (copied) on first use.
-    pub fn intern_key(&mut self, key: SymbolKey<'_>) -> SymbolId {
-        match self.ids.get(&key) {
-            Some(&id) => id,
-            None => self.intern(key.to_name()),
-        }
-    }
-
-    /// The id of `name`, if it was interned.
-    pub fn get(&self, name: &SymbolName) -> Option<SymbolId> {
-        self.ids.get(name).copied()
-    }
-
-    /// The id of a borrowed name, if it was interned.
-    pub fn get_key(&self, key: SymbolKey<'_>) -> Option<SymbolId> {
-        self.ids.get(&key).copied()
-    }
-
-    /// Number of interned names.
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    /// True when no name was interned.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
-    /// Interns every name `func` refers to (its external functions and the symbols
-    /// of its global values), in the order they are declared.
-    pub fn intern_references(&mut self, func: &Function) {
-        let functions = func.dfg.ext_funcs.values().map(|data| &data.name);
-        let globals = func.global_values.values().filter_map(|gv| match gv {
-            GlobalValueData::Symbol { name, .. } => Some(name),
-            _ => None,
-        });
-        for name in functions.chain(globals) {
-            if let Some(key) = SymbolKey::of_external(func, name) {
-                self.intern_key(key);
-            }
-        }
-    }
-
-    /// The name behind an id.
-    pub fn name(&self, id: SymbolId) -> &SymbolName {
-        &self.names[id]
     }
 }
