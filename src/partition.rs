@@ -2,10 +2,12 @@
 //!
 //! 1. Functions whose [`StructuralHash`] no other function shares are singletons and
 //!    never enter the tree.
-//! 2. The rest are inserted into one `BTreeMap` keyed by the [`FunctionComparator`]
+//! 2. The rest are inserted into a `BTreeMap` keyed by the [`FunctionComparator`]
 //!    (LLVM's `FnTree`), reading every reference to a module function as "some module
 //!    function" (optimistic: GCC ipa-icf starts the same way). Each lookup costs
-//!    O(log N) comparisons.
+//!    O(log N) comparisons. The comparator orders by hash first, so that one tree is
+//!    the concatenation of one small tree per hash bucket: the buckets are grouped
+//!    independently, in parallel, and comparisons never cross buckets.
 //! 3. Refinement: a class whose members call (or take the address of) functions in
 //!    different classes is split, again with a `BTreeMap` keyed by the comparator, now
 //!    reading callees through the current classes. Only classes containing a caller of
@@ -17,6 +19,7 @@
 use crate::compare::{CalleeView, EncodedFunctions, FunctionComparator};
 use crate::module::FuncIndex;
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
+use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -124,6 +127,32 @@ fn group_equal<'c>(
     groups
 }
 
+/// Groups each of `sets` into runs equal under a comparator reading callees through
+/// `view`, the sets in parallel. Returns every group (members in input order),
+/// ordered by first member, and the number of comparisons made.
+fn group_sets(
+    sets: &[&[FuncIndex]],
+    functions: &EncodedFunctions,
+    view: CalleeView<'_>,
+) -> (Vec<Vec<FuncIndex>>, u64) {
+    let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = sets
+        .par_iter()
+        .map(|set| {
+            let comparator = FunctionComparator::new(functions, view);
+            let groups = group_equal(set.iter().copied(), &comparator);
+            (groups, comparator.comparisons())
+        })
+        .collect();
+    let mut groups = Vec::new();
+    let mut comparisons = 0;
+    for (set_groups, set_comparisons) in results {
+        groups.extend(set_groups);
+        comparisons += set_comparisons;
+    }
+    groups.sort_unstable_by_key(|g| g[0]);
+    (groups, comparisons)
+}
+
 /// Computes the equivalence classes of `functions`.
 pub fn partition(functions: &EncodedFunctions) -> Partition {
     let start = Instant::now();
@@ -139,19 +168,26 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     }
     stats.candidates = candidates.len();
 
-    // 2. The tree of uniques, callees read optimistically.
+    // 2. The tree of uniques, callees read optimistically. The comparator orders by
+    //    hash first, so the tree splits into one small tree per hash bucket; the
+    //    buckets are independent and grouped in parallel.
     let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
     let mut members: PrimaryMap<ClassId, Vec<FuncIndex>> = PrimaryMap::new();
     {
-        let comparator = FunctionComparator::new(functions, CalleeView::Optimistic);
-        for group in group_equal(candidates.iter().copied(), &comparator) {
+        let mut by_hash = candidates.clone();
+        by_hash.sort_unstable_by_key(|&f| (functions.hashes[f], f));
+        let buckets: Vec<&[FuncIndex]> = by_hash
+            .chunk_by(|&a, &b| functions.hashes[a] == functions.hashes[b])
+            .collect();
+        let (groups, comparisons) = group_sets(&buckets, functions, CalleeView::Optimistic);
+        for group in groups {
             let id = members.next_key();
             for &f in &group {
                 class_of[f] = id;
             }
             members.push(group);
         }
-        stats.comparisons += comparator.comparisons();
+        stats.comparisons += comparisons;
     }
     for f in all.clone().filter(|&f| !is_candidate[f]) {
         class_of[f] = members.push(vec![f]);
@@ -185,16 +221,23 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         .collect();
     while !dirty.is_empty() {
         stats.refinement_rounds += 1;
-        let mut splits = Vec::new();
-        {
-            let comparator = FunctionComparator::new(functions, CalleeView::Classes(&class_of));
-            for &class in &dirty {
+        // Classes are re-examined independently of each other, in parallel.
+        let classes: Vec<ClassId> = dirty.iter().copied().collect();
+        let view = CalleeView::Classes(&class_of);
+        let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = classes
+            .par_iter()
+            .map(|&class| {
+                let comparator = FunctionComparator::new(functions, view);
                 let groups = group_equal(members[class].iter().copied(), &comparator);
-                if groups.len() > 1 {
-                    splits.push((class, groups));
-                }
+                (groups, comparator.comparisons())
+            })
+            .collect();
+        let mut splits = Vec::new();
+        for (&class, (groups, comparisons)) in classes.iter().zip(results) {
+            stats.comparisons += comparisons;
+            if groups.len() > 1 {
+                splits.push((class, groups));
             }
-            stats.comparisons += comparator.comparisons();
         }
         let mut moved = Vec::new();
         for (class, mut groups) in splits {
