@@ -8,27 +8,29 @@
 # ../shared/corpus (pass vs compile time). Prints one table, the ratios
 # clif-merge/LLVM and clif-merge/compile, and time(10N)/time(N).
 #
-# Usage: benches/compare.sh [--sizes "1000 10000 100000"] [--dup-rate 0.2]
-#                           [--near-rate 0.2] [--repeat 5] [--no-corpus] [--no-compile]
+# Two mixes of generated functions are measured: "dup" (20% exact duplicates, 20%
+# near duplicates) and "near" (5% exact, 50% near duplicates: equal hashes, late
+# differences, the comparator's worst case).
+#
+# Usage: benches/compare.sh [--sizes "1000 10000 100000"] [--mixes "0.2/0.2 0.05/0.5"]
+#                           [--repeat 5] [--no-corpus] [--no-compile]
 # Results (JSON lines) are kept in target/bench-compare/results.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIZES="1000 10000 100000"
-DUP=0.2
-NEAR=0.2
+MIXES="0.2/0.2 0.05/0.5"
 REPEAT=5
 CORPUS=1
 COMPILE=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) SIZES="$2"; shift 2 ;;
-    --dup-rate) DUP="$2"; shift 2 ;;
-    --near-rate) NEAR="$2"; shift 2 ;;
+    --mixes) MIXES="$2"; shift 2 ;;
     --repeat) REPEAT="$2"; shift 2 ;;
     --no-corpus) CORPUS=0; shift ;;
     --no-compile) COMPILE=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -94,10 +96,15 @@ measure() {
   fi
 }
 
-for n in $SIZES; do
-  dir="$OUT/gen$n"
-  "$BENCH" gen --functions "$n" --dup-rate "$DUP" --near-rate "$NEAR" --seed 1 --out "$dir" >&2
-  measure "N=$n" "$dir/module.clif" "$dir/module.ll"
+for mix in $MIXES; do
+  dup=${mix%/*}
+  near=${mix#*/}
+  for n in $SIZES; do
+    dir="$OUT/gen-$dup-$near-$n"
+    "$BENCH" gen --functions "$n" --dup-rate "$dup" --near-rate "$near" --seed 1 --out "$dir" >&2
+    measure "N=$n dup=$dup near=$near" "$dir/module.clif" "$dir/module.ll"
+    rm -f "$dir/module.clif" "$dir/module.ll"
+  done
 done
 
 if [ "$CORPUS" = 1 ] && [ -f ../shared/corpus/unpack ]; then
@@ -147,8 +154,13 @@ for label in order:
         f(comp), "-" if not comp else format(100 * t1 / comp, ".2f") + "% / " + format(100 * t2 / comp, ".2f") + "%",
         f(one["parsed_bytes"] / 1e6), f(one["pass_peak_bytes"] / 1e6),
         format(one["pass_peak_bytes"] / max(one["parsed_bytes"], 1), ".2f"), one["merged"]))
-gen = sorted((n, t) for label, (n, t) in best.items() if label.startswith("N="))
-for (n1, t1), (n2, t2) in zip(gen, gen[1:]):
-    print(f"\ntime(N={n2}) / time(N={n1}) = {t2 / t1:.2f}  (N ratio {n2 / n1:.0f})", end="")
+mixes = {}
+for label, (n, t) in best.items():
+    if label.startswith("N="):
+        mixes.setdefault(label.split(" ", 1)[1], []).append((n, t))
 print()
+for mix, runs in mixes.items():
+    runs.sort()
+    for (n1, t1), (n2, t2) in zip(runs, runs[1:]):
+        print(f"{mix}: time(N={n2}) / time(N={n1}) = {t2 / t1:.2f}  (N ratio {n2 / n1:.0f}; best of 1 and 2 threads)")
 EOF

@@ -50,6 +50,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!();
-    print!("{}", clif_text(&module, &outcome, ""));
+    print!("{}", clif_text(&module, &outcome, None, ""));
     Ok(())
 }

@@ -33,7 +33,7 @@
 //! value operands and types, so the first look at every function stores nothing.
 //! Both are the same generic walk, so the hash cannot drift from the comparator.
 
-use crate::hash::{StructuralHash, StructuralHasher};
+use crate::hash::{HoleBlindHasher, StructuralHash, StructuralHasher};
 use crate::module::{FuncIndex, FunctionSet};
 use crate::symbols::SymbolKey;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
@@ -42,7 +42,7 @@ use cranelift_codegen::ir::{
     ExceptionTableItem, FuncRef, Function, GlobalValue, GlobalValueData, Inst, InstructionData,
     MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
-use cranelift_codegen::ir::{Endianness, immediates::Offset32};
+use cranelift_codegen::ir::{Endianness, immediates::Offset32, types};
 use cranelift_module::Linkage;
 use rayon::prelude::*;
 use std::fmt;
@@ -53,6 +53,7 @@ use std::fmt;
 pub struct FunctionEncoding {
     tokens: Vec<u64>,
     callee_positions: Vec<u32>,
+    holes: Vec<Hole>,
     address_taken: Vec<FuncIndex>,
     instructions: u32,
 }
@@ -67,6 +68,12 @@ impl FunctionEncoding {
     /// function (a callee, a `func_addr` target, or a symbol naming one). Sorted.
     pub fn callee_positions(&self) -> &[u32] {
         &self.callee_positions
+    }
+
+    /// The constants the similar-function merge may turn into parameters, in walk
+    /// order.
+    pub fn holes(&self) -> &[Hole] {
+        &self.holes
     }
 
     /// The module-defined functions this function refers to, with repeats.
@@ -89,6 +96,18 @@ impl FunctionEncoding {
     }
 }
 
+/// A constant operand that may become a parameter: where its token is, which
+/// instruction defines it, and its type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Hole {
+    /// Position of the constant's token in [`FunctionEncoding::tokens`].
+    pub position: u32,
+    /// The `iconst`, `f32const` or `f64const` instruction.
+    pub inst: Inst,
+    /// The constant's type.
+    pub ty: Type,
+}
+
 /// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a
 /// [`StructuralHasher`] that keeps only a fingerprint. The walk is the same for both,
 /// so the hash of a function's encoding and the hash of its hashing walk are equal.
@@ -100,6 +119,12 @@ pub trait TokenSink {
     fn push_callee(&mut self, index: u64);
     /// Number of tokens written so far.
     fn position(&self) -> u32;
+    /// Appends a constant that the similar-function merge may turn into a parameter
+    /// (an `iconst`, `f32const` or `f64const` immediate). Written like any token
+    /// unless the sink says otherwise.
+    fn push_hole(&mut self, token: u64, _hole: Hole) {
+        self.push(token);
+    }
     /// Whether the walk writes value operands and the types of results and block
     /// parameters. The hash leaves them out (its walk then reads only the
     /// instructions themselves, which is what makes it cheap); two functions with
@@ -110,6 +135,14 @@ pub trait TokenSink {
 
 impl TokenSink for FunctionEncoding {
     fn push(&mut self, token: u64) {
+        self.tokens.push(token);
+    }
+
+    fn push_hole(&mut self, token: u64, hole: Hole) {
+        self.holes.push(Hole {
+            position: self.tokens.len() as u32,
+            ..hole
+        });
         self.tokens.push(token);
     }
 
@@ -244,6 +277,18 @@ pub fn hash_function(
         address_taken,
         instructions,
     })
+}
+
+/// Walks `func` like [`hash_function`], leaving the constants that may become
+/// parameters out of the hash: the bucket key of the similar-function merge.
+pub fn hole_blind_hash(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    scratch: &mut WalkScratch,
+) -> Result<StructuralHash, Unsupported> {
+    let (hasher, _, _) = walk(func, module, options, scratch, HoleBlindHasher::default())?;
+    Ok(hasher.finish())
 }
 
 /// The one walk: writes `func` into `sink`, and returns it with the sorted, deduped
@@ -754,11 +799,11 @@ impl<S: TokenSink> Walker<'_, S> {
                 }
                 _ => None,
             };
-            return self.operands(data, result_type);
+            return self.operands(inst, data, result_type);
         }
         let results = dfg.inst_results(inst);
         let result_type = results.first().map(|&r| dfg.value_type(r));
-        self.operands(data, result_type)?;
+        self.operands(inst, data, result_type)?;
         self.push_len(results.len());
         for &result in results {
             self.ty(dfg.value_type(result));
@@ -783,6 +828,7 @@ impl<S: TokenSink> Walker<'_, S> {
     /// determines the format, so no format tag is needed.
     fn operands(
         &mut self,
+        inst: Inst,
         data: &InstructionData,
         result_type: Option<Type>,
     ) -> Result<(), Unsupported> {
@@ -944,8 +990,22 @@ impl<S: TokenSink> Walker<'_, S> {
                 self.global_value(global_value)?;
             }
             InstructionData::UnaryIeee16 { imm, .. } => self.push(u64::from(imm.bits())),
-            InstructionData::UnaryIeee32 { imm, .. } => self.push(u64::from(imm.bits())),
-            InstructionData::UnaryIeee64 { imm, .. } => self.push(imm.bits()),
+            InstructionData::UnaryIeee32 { imm, .. } => {
+                let hole = Hole {
+                    position: 0,
+                    inst,
+                    ty: types::F32,
+                };
+                self.out.push_hole(u64::from(imm.bits()), hole);
+            }
+            InstructionData::UnaryIeee64 { imm, .. } => {
+                let hole = Hole {
+                    position: 0,
+                    inst,
+                    ty: types::F64,
+                };
+                self.out.push_hole(imm.bits(), hole);
+            }
             InstructionData::UnaryImm { imm, .. } => {
                 // `iconst.i32 -1` and `iconst.i32 0xffffffff` are the same value:
                 // only the bits of the result type count.
@@ -954,7 +1014,12 @@ impl<S: TokenSink> Walker<'_, S> {
                     Some(ty) if ty.is_int() && ty.bits() < 64 => bits & ((1u64 << ty.bits()) - 1),
                     _ => bits,
                 };
-                self.push(masked);
+                let hole = Hole {
+                    position: 0,
+                    inst,
+                    ty: result_type.unwrap_or(types::INVALID),
+                };
+                self.out.push_hole(masked, hole);
             }
         }
         Ok(())
@@ -964,7 +1029,6 @@ impl<S: TokenSink> Walker<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cranelift_codegen::ir::types;
 
     #[test]
     fn type_codes_are_distinct() {

@@ -13,9 +13,10 @@ use crate::module::{DefinedFunction, FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
 use crate::symbols::SymbolName;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
     ExtFuncData, ExternalName, FuncRef, Function, GlobalValueData, InstBuilder, InstructionData,
-    UserFuncName, Value,
+    Signature, Type, UserFuncName, Value, types,
 };
 use cranelift_module::Linkage;
 use rayon::prelude::*;
@@ -226,24 +227,49 @@ pub fn build_thunk(duplicate: &Function, kept: &UserFuncName) -> Function {
 
 /// Like [`build_thunk`], choosing `return_call` (`tail_call`) or `call` + `return`.
 pub fn build_thunk_with(duplicate: &Function, kept: &UserFuncName, tail_call: bool) -> Function {
-    let signature = duplicate.signature.clone();
-    let mut thunk = Function::with_name_signature(duplicate.name.clone(), signature.clone());
-    let name = external_name(&mut thunk, kept);
-    let sig_ref = thunk.import_signature(signature.clone());
-    let callee = thunk.import_function(ExtFuncData {
+    build_forwarding_body(duplicate, kept, &duplicate.signature, &[], tail_call)
+}
+
+/// A body with `caller`'s name and signature that passes its arguments, followed by
+/// the constants `extra` (type and bits), to `callee` (whose signature is
+/// `callee_signature`) and returns what it returns: with `return_call` when
+/// `tail_call`, else `call` + `return`. Thunks pass no constants; the entry points
+/// of merged similar functions pass theirs.
+pub fn build_forwarding_body(
+    caller: &Function,
+    callee: &UserFuncName,
+    callee_signature: &Signature,
+    extra: &[(Type, u64)],
+    tail_call: bool,
+) -> Function {
+    let signature = caller.signature.clone();
+    let mut body = Function::with_name_signature(caller.name.clone(), signature.clone());
+    let name = external_name(&mut body, callee);
+    let sig_ref = body.import_signature(callee_signature.clone());
+    let callee = body.import_function(ExtFuncData {
         name,
         signature: sig_ref,
         colocated: true,
         patchable: false,
     });
-    let entry = thunk.dfg.make_block();
-    thunk.layout.append_block(entry);
-    let args: Vec<Value> = signature
+    let entry = body.dfg.make_block();
+    body.layout.append_block(entry);
+    let mut args: Vec<Value> = signature
         .params
         .iter()
-        .map(|p| thunk.dfg.append_block_param(entry, p.value_type))
+        .map(|p| body.dfg.append_block_param(entry, p.value_type))
         .collect();
-    let mut pos = FuncCursor::new(&mut thunk).at_bottom(entry);
+    let mut pos = FuncCursor::new(&mut body).at_bottom(entry);
+    for &(ty, bits) in extra {
+        let value = if ty == types::F32 {
+            pos.ins().f32const(Ieee32::with_bits(bits as u32))
+        } else if ty == types::F64 {
+            pos.ins().f64const(Ieee64::with_bits(bits))
+        } else {
+            pos.ins().iconst(ty, bits as i64)
+        };
+        args.push(value);
+    }
     if tail_call {
         pos.ins().return_call(callee, &args);
     } else {
@@ -251,5 +277,5 @@ pub fn build_thunk_with(duplicate: &Function, kept: &UserFuncName, tail_call: bo
         let results = pos.func.dfg.inst_results(call).to_vec();
         pos.ins().return_(&results);
     }
-    thunk
+    body
 }

@@ -9,7 +9,8 @@ use crate::driver::{MergeOptions, merge_functions};
 use crate::module::{DefinitionError, FunctionSet};
 use crate::plan::MergeMode;
 use crate::report::{clif_text, json_report, stats_text, validation_json};
-use crate::validate::{ValidationReport, validate};
+use crate::similar::{SimilarOptions, SimilarPass};
+use crate::validate::{ValidationReport, validate, validate_similar};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags};
@@ -110,6 +111,19 @@ pub struct Args {
     /// on a mismatch, printing both functions and the input that tells them apart.
     #[arg(long)]
     pub validate: bool,
+
+    /// Also merge *similar* functions: bodies equal but for a few integer or float
+    /// constants become one merged body (`%NAME.merged`) taking those constants as
+    /// trailing parameters, and each original becomes an entry point that calls it
+    /// with its own constants (keeping its name, signature and address). Only when
+    /// the code Cranelift emits for the host gets smaller. With `--validate`, every
+    /// entry point is also run against its original.
+    #[arg(long)]
+    pub similar: bool,
+
+    /// With `--similar`: at most this many constants may differ within a group.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub max_holes: usize,
 }
 
 /// An error that ends the run, with its exit code.
@@ -447,11 +461,20 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         },
     };
     let outcome = merge_functions(&loaded.functions, &options);
-    let printed: Vec<&Function> = outcome
-        .output
-        .iter()
-        .filter_map(OutputEntry::body)
-        .collect();
+    let similar = args.similar.then(|| {
+        let options = SimilarOptions {
+            max_holes: args.max_holes,
+        };
+        SimilarPass::after(&loaded.functions, &outcome.output, &options)
+    });
+    let printed: Vec<&Function> = match &similar {
+        Some(similar) => similar.functions(),
+        None => outcome
+            .output
+            .iter()
+            .filter_map(OutputEntry::body)
+            .collect(),
+    };
     verify_output(&printed)?;
     let mut stderr = String::new();
     let validation = if args.validate {
@@ -466,12 +489,29 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         }
         stderr.push_str(&report.summary());
         stderr.push('\n');
+        if let Some(similar) = &similar {
+            let report = validate_similar(&similar.module, &similar.outcome);
+            if !report.mismatches.is_empty() {
+                return Err(CliError {
+                    code: 1,
+                    message: mismatch_message(&similar.module, &report),
+                });
+            }
+            stderr.push_str("similar: ");
+            stderr.push_str(&report.summary());
+            stderr.push('\n');
+        }
         Some(report)
     } else {
         None
     };
     let stdout = match args.report {
-        ReportFormat::Clif => clif_text(&loaded.functions, &outcome, &loaded.header),
+        ReportFormat::Clif => clif_text(
+            &loaded.functions,
+            &outcome,
+            similar.as_ref(),
+            &loaded.header,
+        ),
         ReportFormat::Json => {
             let mut json = json_report(&loaded.functions, &outcome);
             if let (Some(report), Some(object)) = (&validation, json.as_object_mut()) {
@@ -480,6 +520,9 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
                     validation_json(&loaded.functions, report),
                 );
             }
+            if let (Some(similar), Some(object)) = (&similar, json.as_object_mut()) {
+                object.insert("similar".into(), similar.json());
+            }
             let mut s = json.to_string();
             s.push('\n');
             s
@@ -487,6 +530,9 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     };
     if args.stats {
         stderr.push_str(&stats_text(&loaded.functions, &outcome, loaded.files));
+        if let Some(similar) = &similar {
+            stderr.push_str(&similar.stats_line());
+        }
     }
     Ok((stdout, stderr))
 }

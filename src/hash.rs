@@ -10,7 +10,7 @@
 //! `compare(f, g) == Equal` implies `hash(f) == hash(g)` whatever the classes are,
 //! and a function whose hash no other function shares can be left out of the tree.
 
-use crate::adapter::TokenSink;
+use crate::adapter::{Hole, TokenSink};
 
 /// A 64-bit structural fingerprint of a function. Deterministic: no random seed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -65,6 +65,39 @@ impl TokenSink for StructuralHasher {
 
     fn position(&self) -> u32 {
         self.tokens
+    }
+
+    const OPERANDS: bool = false;
+}
+
+/// The hash of the similar-function merge: like [`StructuralHasher`], but constants
+/// that may become parameters ([`Hole`]s) are left out too, so functions that differ
+/// only in those constants share it.
+#[derive(Clone, Debug, Default)]
+pub struct HoleBlindHasher(StructuralHasher);
+
+impl HoleBlindHasher {
+    /// The hash of the tokens written so far, constants left out.
+    pub fn finish(&self) -> StructuralHash {
+        self.0.finish()
+    }
+}
+
+impl TokenSink for HoleBlindHasher {
+    fn push(&mut self, token: u64) {
+        self.0.push(token);
+    }
+
+    fn push_callee(&mut self, index: u64) {
+        self.0.push_callee(index);
+    }
+
+    fn position(&self) -> u32 {
+        self.0.position()
+    }
+
+    fn push_hole(&mut self, _token: u64, _hole: Hole) {
+        self.0.tokens += 1;
     }
 
     const OPERANDS: bool = false;

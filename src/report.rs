@@ -5,18 +5,63 @@ use crate::apply::OutputEntry;
 use crate::driver::MergeOutcome;
 use crate::module::FunctionSet;
 use crate::plan::MergeAction;
+use crate::similar::SimilarPass;
 use crate::validate::ValidationReport;
 use serde_json::json;
 use std::fmt::Write;
 
 /// The merged module as CLIF text, in input order. A removed duplicate is one
 /// comment line (`; %g: erased, calls go to %f`, `; %g: alias of %f`); a thunk is a
-/// comment line `; %g: thunk to %f` followed by its body.
-pub fn clif_text(module: &FunctionSet, outcome: &MergeOutcome, header: &str) -> String {
+/// comment line `; %g: thunk to %f` followed by its body. With the similar merge, a
+/// merged body comes just before its first member (`; %f.merged: merged body of
+/// %f, %g (N parameters)`) and each member is an entry point
+/// (`; %f: entry point of %f.merged`).
+pub fn clif_text(
+    module: &FunctionSet,
+    outcome: &MergeOutcome,
+    similar: Option<&SimilarPass>,
+    header: &str,
+) -> String {
     let mut out = String::from(header);
     for (i, entry) in outcome.output.iter().enumerate() {
         if i > 0 || !header.is_empty() {
             out.push('\n');
+        }
+        let function = match entry {
+            OutputEntry::Function(f, _) => *f,
+            OutputEntry::Thunk { function, .. } | OutputEntry::Removed { function, .. } => {
+                *function
+            }
+        };
+        if let Some(similar) = similar {
+            if let Some((group, merged)) = similar.merged_before(function) {
+                let members: Vec<String> = group
+                    .members
+                    .iter()
+                    .map(|&m| similar.module.display_name(m))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "; {}: merged body of {} ({} parameters)",
+                    group.merged_name,
+                    members.join(", "),
+                    group.parameters.len()
+                );
+                let _ = writeln!(out, "{}", merged.display());
+            }
+            if let Some(entry_point) = similar.entry_point(function) {
+                let merged_name = similar
+                    .group_of(function)
+                    .map(|g| g.merged_name.to_string())
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "; {}: entry point of {merged_name}",
+                    module.display_name(function)
+                );
+                let _ = write!(out, "{}", entry_point.display());
+                continue;
+            }
         }
         match entry {
             OutputEntry::Function(_, func) => {

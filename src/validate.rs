@@ -16,6 +16,7 @@
 use crate::apply::OutputEntry;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::MergePlan;
+use crate::similar::SimilarOutcome;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, InstructionData, Opcode, Type, types};
@@ -113,42 +114,112 @@ fn validate_on_this_thread(
     plan: &MergePlan,
     output: &[OutputEntry],
 ) -> ValidationReport {
-    let originals: Vec<&Function> = module.iter().map(|(_, d)| &d.func).collect();
-    let merged: Vec<&Function> = output.iter().filter_map(OutputEntry::body).collect();
-    let original_store = store_of(&originals);
-    let merged_store = store_of(&merged);
-    let mut report = ValidationReport::default();
-    for d in &plan.decisions {
+    let originals = runnable(module.iter().map(|(_, d)| &d.func));
+    let merged = runnable(output.iter().filter_map(OutputEntry::body));
+    let pairs = plan.decisions.iter().map(|d| {
         let dup = &module.get(d.function).func;
-        let dup_name = dup.name.to_string();
         // The output is in input order, one entry per function.
         let replacement = match output.get(d.function.index()) {
-            Some(OutputEntry::Thunk { .. }) => dup_name.clone(),
+            Some(OutputEntry::Thunk { .. }) => dup.name.to_string(),
             _ => module.display_name(d.into),
         };
-        if let Err(reason) = interpretable(&dup_name, &original_store)
-            .and_then(|()| interpretable(&replacement, &merged_store))
+        Pair {
+            function: d.function,
+            into: d.into,
+            original: dup,
+            replacement,
+        }
+    });
+    validate_pairs(&store_of(&originals), &store_of(&merged), pairs)
+}
+
+/// Copies of `functions` the interpreter can run: without their stack limit (a
+/// check that traps when the native stack is exhausted, which the interpreter does
+/// not model). Both sides of every comparison are copied the same way.
+fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> {
+    functions
+        .map(|f| {
+            let mut f = f.clone();
+            f.stack_limit = None;
+            f
+        })
+        .collect()
+}
+
+/// Checks the similar-function merge: every member of every group, run in the
+/// original module, against its entry point (which calls the merged body) run in
+/// the merged module. Runs on a thread with a large stack, like [`validate`].
+pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> ValidationReport {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(1 << 30)
+            .spawn_scoped(scope, || {
+                let originals = runnable(module.iter().map(|(_, d)| &d.func));
+                let merged = runnable(
+                    module
+                        .iter()
+                        .map(|(f, d)| outcome.entry_points[f].as_ref().unwrap_or(&d.func))
+                        .chain(&outcome.merged_bodies),
+                );
+                let pairs = outcome.groups.iter().flat_map(|group| {
+                    group.members.iter().map(|&m| {
+                        let original = &module.get(m).func;
+                        Pair {
+                            function: m,
+                            into: group.members[0],
+                            original,
+                            replacement: original.name.to_string(),
+                        }
+                    })
+                });
+                validate_pairs(&store_of(&originals), &store_of(&merged), pairs)
+            })
+            .map(|handle| handle.join().unwrap_or_default())
+            .unwrap_or_default()
+    })
+}
+
+/// One check: `original` (named as in the original module) against the function
+/// named `replacement` in the merged module.
+struct Pair<'a> {
+    function: FuncIndex,
+    into: FuncIndex,
+    original: &'a Function,
+    replacement: String,
+}
+
+fn validate_pairs<'a>(
+    original_store: &FunctionStore<'_>,
+    merged_store: &FunctionStore<'_>,
+    pairs: impl Iterator<Item = Pair<'a>>,
+) -> ValidationReport {
+    let mut report = ValidationReport::default();
+    for pair in pairs {
+        let dup_name = pair.original.name.to_string();
+        let replacement = pair.replacement;
+        if let Err(reason) = interpretable(&dup_name, original_store)
+            .and_then(|()| interpretable(&replacement, merged_store))
         {
-            report.unvalidated.push((d.function, reason));
+            report.unvalidated.push((pair.function, reason));
             continue;
         }
-        let Some(inputs) = inputs_for(dup, d.function.index() as u64) else {
+        let Some(inputs) = inputs_for(pair.original, pair.function.index() as u64) else {
             report
                 .unvalidated
-                .push((d.function, "has parameters of a type not sampled".into()));
+                .push((pair.function, "has parameters of a type not sampled".into()));
             continue;
         };
         let mut conclusive = 0;
         let mut mismatch = None;
         for input in inputs {
-            let original = run(&original_store, &dup_name, &input);
-            let merged = run(&merged_store, &replacement, &input);
+            let original = run(original_store, &dup_name, &input);
+            let merged = run(merged_store, &replacement, &input);
             match (original, merged) {
                 (Some(a), Some(b)) if a == b => conclusive += 1,
                 (Some(a), Some(b)) => {
                     mismatch = Some(Mismatch {
-                        function: d.function,
-                        into: d.into,
+                        function: pair.function,
+                        into: pair.into,
                         input,
                         original: a,
                         merged: b,
@@ -163,7 +234,7 @@ fn validate_on_this_thread(
             report.mismatches.push(m);
         } else if conclusive == 0 {
             report.unvalidated.push((
-                d.function,
+                pair.function,
                 "no input ran to completion in the interpreter".into(),
             ));
         } else {
@@ -173,7 +244,7 @@ fn validate_on_this_thread(
     report
 }
 
-fn store_of<'a>(functions: &[&'a Function]) -> FunctionStore<'a> {
+fn store_of(functions: &[Function]) -> FunctionStore<'_> {
     let mut store = FunctionStore::default();
     let mut seen = HashSet::new();
     for f in functions {
@@ -196,9 +267,6 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
         let Some(func) = store.get_by_name(&name) else {
             return Err("calls a function outside the module".into());
         };
-        if func.stack_limit.is_some() {
-            return Err("uses a stack limit (global values)".into());
-        }
         let mut stack_addresses: HashSet<cranelift_codegen::ir::Value> = HashSet::new();
         for block in func.layout.blocks() {
             for inst in func.layout.block_insts(block) {

@@ -119,3 +119,50 @@ fn merges_in_filetests_agree_in_the_interpreter() {
     assert!(runs >= 50, "only {runs} interpreter comparisons ran");
     println!("{validated} merges validated by {runs} interpreter runs");
 }
+
+/// The same oracle for the similar-function merge: in every `similar/` filetest,
+/// each member of a merged group, run in the original module, must agree with its
+/// entry point (which calls the merged body with its constants) in the merged
+/// module.
+#[test]
+fn similar_merges_in_filetests_agree_in_the_interpreter() {
+    use clif_merge::similar::{SimilarOptions, SimilarPass};
+    use clif_merge::validate::validate_similar;
+    use clif_merge::{FunctionSet, MergeOptions, merge_functions};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests/similar");
+    let mut files = Vec::new();
+    clif_files(&root, &mut files);
+    files.sort();
+    let (mut groups, mut validated, mut runs) = (0, 0, 0);
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable");
+        let mut module = FunctionSet::new();
+        for f in cranelift_reader::parse_functions(&text).expect("parses") {
+            module
+                .push(f, cranelift_module::Linkage::Local)
+                .expect("unique");
+        }
+        let outcome = merge_functions(&module, &MergeOptions::default());
+        let options = SimilarOptions {
+            max_holes: extra_args(&text)
+                .iter()
+                .position(|a| a == "--max-holes")
+                .and_then(|i| extra_args(&text).get(i + 1)?.parse().ok())
+                .unwrap_or(4),
+        };
+        let similar = SimilarPass::after(&module, &outcome.output, &options);
+        let report = validate_similar(&similar.module, &similar.outcome);
+        assert!(
+            report.mismatches.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            report.mismatches
+        );
+        groups += similar.outcome.groups.len();
+        validated += report.validated;
+        runs += report.runs;
+    }
+    assert!(groups >= 7, "only {groups} similar groups merged");
+    assert!(validated >= 15, "only {validated} entry points validated");
+    println!("{groups} similar groups, {validated} entry points validated by {runs} runs");
+}

@@ -161,7 +161,7 @@ block0(v0: i32):
     let mut set = FunctionSet::new();
     set.push(func, Linkage::Local).expect("UTF-8 names");
     let outcome = merge_functions(&set, &MergeOptions::default());
-    assert!(clif_text(&set, &outcome, "").contains("function %placeholder"));
+    assert!(clif_text(&set, &outcome, None, "").contains("function %placeholder"));
     assert_eq!(json_report(&set, &outcome)["merged"], 0);
 }
 

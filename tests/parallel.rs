@@ -38,7 +38,7 @@ fn run_on(module: &FunctionSet, mode: MergeMode, threads: usize) -> RunResult {
         let outcome = merge_functions(module, &MergeOptions { mode });
         let s = &outcome.stats;
         RunResult {
-            clif: clif_text(module, &outcome, ""),
+            clif: clif_text(module, &outcome, None, ""),
             json: json_report(module, &outcome).to_string(),
             counters: (
                 s.partition.candidates,

@@ -636,8 +636,8 @@ proptest! {
         prop_assert_eq!(class_names(&forward, &a.plan.classes), class_names(&reordered, &b.plan.classes));
         let again = merge_functions(&forward, &options);
         prop_assert_eq!(
-            clif_merge::report::clif_text(&forward, &a, ""),
-            clif_merge::report::clif_text(&forward, &again, "")
+            clif_merge::report::clif_text(&forward, &a, None, ""),
+            clif_merge::report::clif_text(&forward, &again, None, "")
         );
     }
 }

@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
     }
     for mode in [MergeMode::Safe, MergeMode::All] {
         let outcome = merge_functions(&module, &MergeOptions { mode });
-        let printed = clif_text(&module, &outcome, "");
+        let printed = clif_text(&module, &outcome, None, "");
         let reparsed = cranelift_reader::parse_functions(&printed)
             .unwrap_or_else(|e| panic!("merged output does not parse: {e}\n{printed}"));
         for func in &reparsed {
