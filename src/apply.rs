@@ -13,6 +13,7 @@ use crate::module::{DefinedFunction, FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
 use crate::symbols::SymbolName;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
     ExtFuncData, ExternalName, FuncRef, Function, GlobalValueData, InstBuilder, InstructionData,
@@ -89,6 +90,28 @@ pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'
         .collect()
 }
 
+/// Applies `plan` to `module` in place, without copying any function: references
+/// are redirected, and each thunked duplicate's body becomes its thunk. Erased and
+/// aliased duplicates keep their (now unreferenced) bodies: skip them by the plan.
+/// In parallel on the current `rayon` pool.
+pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
+    let redirects = Redirects::new(module, plan);
+    let decisions = plan.decision_map();
+    let kept_names: Vec<Option<UserFuncName>> = module
+        .iter()
+        .map(|(index, _)| decisions[index].map(|d| module.get(d.into).func.name.clone()))
+        .collect();
+    module.par_for_each_mut(|index, def| match decisions[index] {
+        Some(d) if d.action == MergeAction::Thunk => {
+            if let Some(kept) = &kept_names[index.index()] {
+                def.func = build_thunk(&def.func, kept);
+            }
+        }
+        Some(_) => {}
+        None => redirects.rewrite_in_place(&mut def.func),
+    });
+}
+
 /// Which names are replaced by which kept function's name.
 struct Redirects {
     /// Every reference (erased and aliased duplicates).
@@ -132,36 +155,50 @@ impl Redirects {
 
     /// `func` with its references redirected: borrowed when nothing changes.
     fn rewrite<'f>(&self, func: &'f Function) -> Cow<'f, Function> {
-        if self.all.is_empty() && self.calls.is_empty() || !self.refers_to_redirected(func) {
+        if !self.changes(func) {
             return Cow::Borrowed(func);
         }
         let mut func = func.clone();
+        self.rewrite_in_place(&mut func);
+        Cow::Owned(func)
+    }
+
+    /// Whether rewriting `func` changes it.
+    fn changes(&self, func: &Function) -> bool {
+        !(self.all.is_empty() && self.calls.is_empty()) && self.refers_to_redirected(func)
+    }
+
+    /// Redirects the references of `func`.
+    fn rewrite_in_place(&self, func: &mut Function) {
+        if !self.changes(func) {
+            return;
+        }
         // Rename whole imports of erased/aliased functions.
         let renames: Vec<(FuncRef, &UserFuncName)> = func
             .dfg
             .ext_funcs
             .iter()
             .filter_map(|(fref, data)| {
-                let symbol = SymbolName::of_external(&func, &data.name)?;
+                let symbol = SymbolName::of_external(func, &data.name)?;
                 Some((fref, self.all.get(&symbol)?))
             })
             .collect();
         for (fref, target) in renames {
-            func.dfg.ext_funcs[fref].name = external_name(&mut func, target);
+            func.dfg.ext_funcs[fref].name = external_name(func, target);
         }
         let gv_renames: Vec<_> = func
             .global_values
             .iter()
             .filter_map(|(gv, data)| match data {
                 GlobalValueData::Symbol { name, .. } => {
-                    let symbol = SymbolName::of_external(&func, name)?;
+                    let symbol = SymbolName::of_external(func, name)?;
                     Some((gv, self.all.get(&symbol)?))
                 }
                 _ => None,
             })
             .collect();
         for (gv, target) in gv_renames {
-            let new_name = external_name(&mut func, target);
+            let new_name = external_name(func, target);
             if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
                 *name = new_name;
             }
@@ -182,7 +219,7 @@ impl Redirects {
                 };
                 let new = *call_refs
                     .entry(old)
-                    .or_insert_with(|| self.call_target(&mut func, old));
+                    .or_insert_with(|| self.call_target(func, old));
                 if let Some(new) = new {
                     match &mut func.dfg.insts[inst] {
                         InstructionData::Call { func_ref, .. }
@@ -192,7 +229,6 @@ impl Redirects {
                 }
             }
         }
-        Cow::Owned(func)
     }
 
     /// A new import of the kept function for calls through `old`, if `old` names a

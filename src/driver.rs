@@ -1,7 +1,7 @@
 //! The whole pass over a [`FunctionSet`]: encode, hash, partition, plan, apply.
 
 use crate::adapter::WalkOptions;
-use crate::apply::{OutputEntry, apply};
+use crate::apply::{OutputEntry, apply, apply_in_place};
 use crate::compare::EncodedFunctions;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::partition::{PartitionStats, partition};
@@ -50,8 +50,24 @@ pub struct MergeOutcome<'a> {
     pub stats: MergeStats,
 }
 
-/// Runs the pass over `module`.
-pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
+/// Runs the pass over `module` and rewrites it in place, copying nothing: what a
+/// compiler that owns its functions wants (LLVM's MergeFunctions works the same way).
+/// Afterwards, functions the plan erased or aliased still have their old bodies and
+/// are to be skipped; thunked duplicates have their thunks; everything else has its
+/// references redirected. Returns the plan and the counters.
+pub fn merge_functions_in_place(
+    module: &mut FunctionSet,
+    options: &MergeOptions,
+) -> (MergePlan, MergeStats) {
+    let (plan, mut stats) = analyze(module, options);
+    let start = Instant::now();
+    apply_in_place(module, &plan);
+    stats.time_apply += start.elapsed();
+    (plan, stats)
+}
+
+/// Encodes, partitions and plans: everything but the rewrite.
+fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeStats) {
     let mut stats = MergeStats {
         functions: module.len(),
         ..MergeStats::default()
@@ -73,14 +89,21 @@ pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> M
 
     let start = Instant::now();
     let plan = plan(module, &partition, &functions.address_taken, options.mode);
-    let output = apply(module, &plan);
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
         .decisions
         .iter()
         .map(|d| functions.instructions(d.function))
         .sum();
+    (plan, stats)
+}
 
+/// Runs the pass over `module`.
+pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
+    let (plan, mut stats) = analyze(module, options);
+    let start = Instant::now();
+    let output = apply(module, &plan);
+    stats.time_apply += start.elapsed();
     MergeOutcome {
         plan,
         output,

@@ -37,7 +37,7 @@ pub mod symbols;
 pub mod validate;
 
 pub use compare::FunctionComparator;
-pub use driver::{MergeOptions, MergeOutcome, merge_functions};
+pub use driver::{MergeOptions, MergeOutcome, merge_functions, merge_functions_in_place};
 pub use hash::StructuralHash;
 pub use module::{DefinedFunction, FuncIndex, FunctionSet};
 pub use plan::{MergeAction, MergeMode, MergePlan};

@@ -5,6 +5,7 @@ use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, GlobalValueData, UserFuncName};
 use cranelift_module::Linkage;
 use hashbrown::HashMap;
+use rayon::prelude::*;
 use rustc_hash::FxBuildHasher;
 use std::fmt;
 
@@ -70,7 +71,7 @@ fn non_utf8_name(func: &Function) -> Option<String> {
 }
 
 /// The functions of one module, in input (definition) order, with a name index.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct FunctionSet {
     functions: PrimaryMap<FuncIndex, DefinedFunction>,
     by_name: HashMap<SymbolName, FuncIndex, FxBuildHasher>,
@@ -116,6 +117,17 @@ impl FunctionSet {
     /// Mutable access to the definition at `index`.
     pub fn get_mut(&mut self, index: FuncIndex) -> &mut DefinedFunction {
         &mut self.functions[index]
+    }
+
+    /// Runs `f` on every definition, in parallel on the current `rayon` pool. `f`
+    /// must not rename the function (the name index would no longer match).
+    pub fn par_for_each_mut(&mut self, f: impl Fn(FuncIndex, &mut DefinedFunction) + Sync) {
+        let mut definitions: Vec<(FuncIndex, &mut DefinedFunction)> =
+            self.functions.iter_mut().collect();
+        definitions
+            .par_iter_mut()
+            .with_min_len(32)
+            .for_each(|(index, def)| f(*index, def));
     }
 
     /// All definitions in input order.

@@ -4,7 +4,8 @@
 //! work was split. The oracle is the single-threaded run; compared are the printed
 //! CLIF module and the JSON report, byte for byte, and the work counters.
 //!
-//! Also checked: the pass's cheap first look (`EncodedFunctions::hash_first`, which
+//! Also checked: rewriting in place (`merge_functions_in_place`) gives the same
+//! bodies as the copying rewrite; and the pass's cheap first look (`EncodedFunctions::hash_first`, which
 //! encodes only functions sharing a hash) gives the same hashes, candidates and
 //! classes as encoding every function (`EncodedFunctions::from_module`).
 
@@ -13,11 +14,14 @@
 mod generator;
 
 use clif_merge::adapter::WalkOptions;
+use clif_merge::apply::OutputEntry;
 use clif_merge::cli::{expand_inputs, load};
 use clif_merge::compare::EncodedFunctions;
 use clif_merge::partition::partition;
 use clif_merge::report::{clif_text, json_report};
-use clif_merge::{FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions};
+use clif_merge::{
+    FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
+};
 use cranelift_codegen::entity::EntityRef;
 use std::path::{Path, PathBuf};
 
@@ -95,6 +99,41 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
     }
 }
 
+/// `merge_functions_in_place` leaves the module holding exactly the bodies
+/// `merge_functions` outputs (for every function the plan does not remove), and
+/// makes the same plan.
+fn check_in_place(name: &str, module: &FunctionSet) {
+    for mode in [MergeMode::Safe, MergeMode::All] {
+        let options = MergeOptions { mode };
+        let copying = merge_functions(module, &options);
+        let mut in_place = module.clone();
+        let (plan, _) = merge_functions_in_place(&mut in_place, &options);
+        assert_eq!(
+            format!("{:?}", plan.decisions),
+            format!("{:?}", copying.plan.decisions),
+            "{name}: plans differ"
+        );
+        let removed = plan.decision_map();
+        for entry in &copying.output {
+            let f = match entry {
+                OutputEntry::Function(f, _) => *f,
+                OutputEntry::Thunk { function, .. } => *function,
+                OutputEntry::Removed { function, .. } => {
+                    assert!(removed[*function].is_some(), "{name}");
+                    continue;
+                }
+            };
+            let expected = entry.body().map(|b| b.display().to_string());
+            let got = in_place.get(f).func.display().to_string();
+            assert_eq!(
+                expected.as_deref(),
+                Some(got.as_str()),
+                "{name}: {f:?} differs"
+            );
+        }
+    }
+}
+
 fn load_paths(paths: &[PathBuf]) -> FunctionSet {
     let files = expand_inputs(paths).expect("inputs");
     load(&files).expect("load").functions
@@ -117,6 +156,7 @@ fn generated_module_is_merged_identically_on_any_number_of_threads() {
     // Every exact duplicate is merged, and no near duplicate is.
     assert_eq!(merged, generated.exact_duplicates);
     check_hash_first("generated", &module);
+    check_in_place("generated", &module);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -131,6 +171,7 @@ fn filetests_are_merged_identically_on_any_number_of_threads() {
         let name = file.display().to_string();
         check_threads(&name, &module);
         check_hash_first(&name, &module);
+        check_in_place(&name, &module);
     }
 }
 
@@ -157,5 +198,6 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
     // The corpus README's two pairs.
     assert_eq!(merged, 2);
     check_hash_first("brotli", &module);
+    check_in_place("brotli", &module);
     std::fs::remove_dir_all(&dest).ok();
 }

@@ -3,7 +3,7 @@
 //! ```text
 //! cargo bench --bench merge_bench                       # the default suite
 //! cargo bench --bench merge_bench -- gen --functions 10000 --out DIR
-//! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] INPUT...
+//! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! ```
 //!
@@ -12,6 +12,10 @@
 //! (`benches/compare.sh`). `pass` parses the inputs (not timed), then runs the pass
 //! `K` times and reports the fastest run split into its stages, the comparisons per
 //! function, the heap the parsed functions take and the peak heap the pass adds.
+//! The pass runs in place (`merge_functions_in_place`, on a copy made before the
+//! clock starts), as a compiler that owns its functions runs it and as LLVM's
+//! MergeFunctions works; `--copying` measures `merge_functions` instead, which
+//! leaves the input untouched and copies every function it rewrites.
 //! `compile` reports Cranelift's own compile time for the same functions. The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
 //! them, and the corpus programs when `../shared/corpus` can be unpacked.
@@ -27,7 +31,7 @@ use anyhow::{Context as _, bail};
 use clif_merge::cli::{expand_inputs, load};
 use clif_merge::driver::MergeOptions;
 use clif_merge::module::FunctionSet;
-use measure::{CountingAllocator, PassRun, compile_all, live_bytes, run_pass};
+use measure::{CountingAllocator, PassRun, Rewrite, compile_all, live_bytes, run_pass};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -52,6 +56,7 @@ struct Options {
     seed: u64,
     out: Option<PathBuf>,
     json: bool,
+    rewrite: Rewrite,
 }
 
 fn parse_options(args: &[String]) -> anyhow::Result<Options> {
@@ -65,6 +70,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         seed: 1,
         out: None,
         json: false,
+        rewrite: Rewrite::InPlace,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -76,6 +82,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         match arg.as_str() {
             "--bench" => {}
             "--json" => o.json = true,
+            "--copying" => o.rewrite = Rewrite::Copying,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
             "--functions" => o.functions = value("--functions")?.parse()?,
@@ -195,14 +202,14 @@ fn report_pass(
     for &threads in &o.threads {
         let mut best: Option<PassRun> = None;
         for _ in 0..o.repeat.max(1) {
-            let run = run_pass(module, &options, threads, false);
+            let run = run_pass(module, &options, threads, false, o.rewrite);
             if best.as_ref().is_none_or(|b| run.total < b.total) {
                 best = Some(run);
             }
         }
         let Some(mut run) = best else { continue };
         // One more run, counting the heap, for the memory numbers.
-        run.peak_extra = run_pass(module, &options, threads, true).peak_extra;
+        run.peak_extra = run_pass(module, &options, threads, true, o.rewrite).peak_extra;
         // Every thread count must find the same merges.
         match first {
             None => first = Some((run.merged, run.classes)),

@@ -1,7 +1,7 @@
 //! Measurements: live heap bytes (a counting allocator), the pass split into its
 //! stages, and Cranelift's own compile time for the same functions.
 
-use clif_merge::driver::{MergeOptions, MergeStats, merge_functions};
+use clif_merge::driver::{MergeOptions, MergeStats, merge_functions, merge_functions_in_place};
 use clif_merge::module::FunctionSet;
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
@@ -81,6 +81,16 @@ pub struct PassRun {
     pub classes: usize,
 }
 
+/// How the pass is run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Rewrite {
+    /// `merge_functions`: the input stays as it is, rewritten functions are copies.
+    Copying,
+    /// `merge_functions_in_place`: the module is rewritten in place (on a copy
+    /// made before the clock starts).
+    InPlace,
+}
+
 /// Runs the pass once over `module` on `threads` threads. With `count_heap`, the
 /// heap is counted (and the run is slower); without, `peak_extra` is 0.
 pub fn run_pass(
@@ -88,7 +98,12 @@ pub fn run_pass(
     options: &MergeOptions,
     threads: usize,
     count_heap: bool,
+    rewrite: Rewrite,
 ) -> PassRun {
+    if rewrite == Rewrite::InPlace {
+        let mut copy = module.clone();
+        return run_in_place(&mut copy, options, threads, count_heap);
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -112,6 +127,37 @@ pub fn run_pass(
         };
         drop(outcome.output);
         drop(outcome.plan);
+        COUNTING.store(true, Ordering::SeqCst);
+        run
+    })
+}
+
+fn run_in_place(
+    module: &mut FunctionSet,
+    options: &MergeOptions,
+    threads: usize,
+    count_heap: bool,
+) -> PassRun {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool");
+    pool.install(|| {
+        let before = live_bytes();
+        reset_peak();
+        COUNTING.store(count_heap, Ordering::SeqCst);
+        let start = Instant::now();
+        let (plan, stats) = merge_functions_in_place(module, options);
+        let total = start.elapsed();
+        let peak_extra = peak_bytes().saturating_sub(before);
+        let run = PassRun {
+            merged: plan.decisions.len(),
+            classes: plan.classes.len(),
+            stats,
+            total,
+            peak_extra: if count_heap { peak_extra } else { 0 },
+        };
+        drop(plan);
         COUNTING.store(true, Ordering::SeqCst);
         run
     })
