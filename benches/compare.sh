@@ -134,7 +134,7 @@ def f(x, spec=".1f"):
     return "-" if x is None else format(x, spec)
 
 print()
-print("| input | functions | instructions | clif-merge 1 thread ms | 2 threads ms | hash / tree / refine / apply ms (2 threads) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / 2 threads) | Cranelift compile ms | clif-merge / compile (1 / 2 threads) | parsed functions MB | pass peak MB (ratio) | merged |")
+print("| input | functions | instructions | clif-merge 1 thread ms (in place) | 2 threads ms | hash / tree / refine / apply ms (2 threads) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / 2 threads) | Cranelift compile ms | clif-merge / compile (1 / 2 threads) | parsed functions MB | pass peak MB (ratio) | merged |")
 print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 best = {}
 for label in order:

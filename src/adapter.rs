@@ -54,6 +54,7 @@ pub struct FunctionEncoding {
     tokens: Vec<u64>,
     callee_positions: Vec<u32>,
     holes: Vec<Hole>,
+    call_sites: Vec<CallSite>,
     address_taken: Vec<FuncIndex>,
     instructions: u32,
 }
@@ -74,6 +75,12 @@ impl FunctionEncoding {
     /// order.
     pub fn holes(&self) -> &[Hole] {
         &self.holes
+    }
+
+    /// The direct calls (`call`) of module-defined functions, in walk order: the
+    /// callees the similar-function merge may turn into parameters.
+    pub fn call_sites(&self) -> &[CallSite] {
+        &self.call_sites
     }
 
     /// The module-defined functions this function refers to, with repeats.
@@ -108,6 +115,16 @@ pub struct Hole {
     pub ty: Type,
 }
 
+/// A direct call of a module-defined function: where its callee's token is, and
+/// the `call` instruction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CallSite {
+    /// Position of the callee's [`FuncIndex`] token in [`FunctionEncoding::tokens`].
+    pub position: u32,
+    /// The `call` instruction.
+    pub inst: Inst,
+}
+
 /// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a
 /// [`StructuralHasher`] that keeps only a fingerprint. The walk is the same for both,
 /// so the hash of a function's encoding and the hash of its hashing walk are equal.
@@ -125,6 +142,12 @@ pub trait TokenSink {
     fn push_hole(&mut self, token: u64, _hole: Hole) {
         self.push(token);
     }
+    /// Number of [`Self::push_callee`] calls so far (0 if the sink does not count).
+    fn callees_written(&self) -> usize {
+        0
+    }
+    /// Notes that the callee written last is the direct callee of `call` `inst`.
+    fn note_call_site(&mut self, _inst: Inst) {}
     /// Whether the walk writes value operands and the types of results and block
     /// parameters. The hash leaves them out (its walk then reads only the
     /// instructions themselves, which is what makes it cheap); two functions with
@@ -144,6 +167,16 @@ impl TokenSink for FunctionEncoding {
             ..hole
         });
         self.tokens.push(token);
+    }
+
+    fn callees_written(&self) -> usize {
+        self.callee_positions.len()
+    }
+
+    fn note_call_site(&mut self, inst: Inst) {
+        if let Some(&position) = self.callee_positions.last() {
+            self.call_sites.push(CallSite { position, inst });
+        }
     }
 
     fn push_callee(&mut self, index: u64) {
@@ -869,7 +902,11 @@ impl<S: TokenSink> Walker<'_, S> {
                 self.block_call(&blocks[1]);
             }
             InstructionData::Call { args, func_ref, .. } => {
+                let callees = self.out.callees_written();
                 self.func_ref(func_ref, false)?;
+                if self.out.callees_written() > callees {
+                    self.out.note_call_site(inst);
+                }
                 self.values(args.as_slice(pool));
             }
             InstructionData::CallIndirect { args, sig_ref, .. } => {

@@ -266,8 +266,24 @@ pub fn build_thunk_with(duplicate: &Function, kept: &UserFuncName, tail_call: bo
     build_forwarding_body(duplicate, kept, &duplicate.signature, &[], tail_call)
 }
 
+/// An extra argument a forwarding body passes after its own.
+#[derive(Clone, Debug)]
+pub enum ForwardedArgument {
+    /// A constant: its type and bits.
+    Constant(Type, u64),
+    /// The address of a function (`func_addr`).
+    FunctionAddress {
+        /// The function.
+        name: UserFuncName,
+        /// Its signature.
+        signature: Signature,
+        /// The pointer type.
+        pointer: Type,
+    },
+}
+
 /// A body with `caller`'s name and signature that passes its arguments, followed by
-/// the constants `extra` (type and bits), to `callee` (whose signature is
+/// the `extra` ones, to `callee` (whose signature is
 /// `callee_signature`) and returns what it returns: with `return_call` when
 /// `tail_call`, else `call` + `return`. Thunks pass no constants; the entry points
 /// of merged similar functions pass theirs.
@@ -275,7 +291,7 @@ pub fn build_forwarding_body(
     caller: &Function,
     callee: &UserFuncName,
     callee_signature: &Signature,
-    extra: &[(Type, u64)],
+    extra: &[ForwardedArgument],
     tail_call: bool,
 ) -> Function {
     let signature = caller.signature.clone();
@@ -295,17 +311,38 @@ pub fn build_forwarding_body(
         .iter()
         .map(|p| body.dfg.append_block_param(entry, p.value_type))
         .collect();
-    let mut pos = FuncCursor::new(&mut body).at_bottom(entry);
-    for &(ty, bits) in extra {
-        let value = if ty == types::F32 {
-            pos.ins().f32const(Ieee32::with_bits(bits as u32))
-        } else if ty == types::F64 {
-            pos.ins().f64const(Ieee64::with_bits(bits))
-        } else {
-            pos.ins().iconst(ty, bits as i64)
+    for argument in extra {
+        let value = match argument {
+            &ForwardedArgument::Constant(ty, bits) => {
+                let mut pos = FuncCursor::new(&mut body).at_bottom(entry);
+                if ty == types::F32 {
+                    pos.ins().f32const(Ieee32::with_bits(bits as u32))
+                } else if ty == types::F64 {
+                    pos.ins().f64const(Ieee64::with_bits(bits))
+                } else {
+                    pos.ins().iconst(ty, bits as i64)
+                }
+            }
+            ForwardedArgument::FunctionAddress {
+                name,
+                signature,
+                pointer,
+            } => {
+                let external = external_name(&mut body, name);
+                let signature = body.import_signature(signature.clone());
+                let target = body.import_function(ExtFuncData {
+                    name: external,
+                    signature,
+                    colocated: true,
+                    patchable: false,
+                });
+                let mut pos = FuncCursor::new(&mut body).at_bottom(entry);
+                pos.ins().func_addr(*pointer, target)
+            }
         };
         args.push(value);
     }
+    let mut pos = FuncCursor::new(&mut body).at_bottom(entry);
     if tail_call {
         pos.ins().return_call(callee, &args);
     } else {

@@ -113,7 +113,7 @@ pub struct Args {
     pub validate: bool,
 
     /// Also merge *similar* functions: bodies equal but for a few integer or float
-    /// constants become one merged body (`%NAME.merged`) taking those constants as
+    /// constants become one merged body (`%NAME_merged`) taking those constants as
     /// trailing parameters, and each original becomes an entry point that calls it
     /// with its own constants (keeping its name, signature and address). Only when
     /// the code Cranelift emits for the host gets smaller. With `--validate`, every

@@ -13,9 +13,9 @@ use std::fmt::Write;
 /// The merged module as CLIF text, in input order. A removed duplicate is one
 /// comment line (`; %g: erased, calls go to %f`, `; %g: alias of %f`); a thunk is a
 /// comment line `; %g: thunk to %f` followed by its body. With the similar merge, a
-/// merged body comes just before its first member (`; %f.merged: merged body of
+/// merged body comes just before its first member (`; %f_merged: merged body of
 /// %f, %g (N parameters)`) and each member is an entry point
-/// (`; %f: entry point of %f.merged`).
+/// (`; %f: entry point of %f_merged`).
 pub fn clif_text(
     module: &FunctionSet,
     outcome: &MergeOutcome,

@@ -2,12 +2,14 @@
 //!
 //! Two functions are similar when their encodings (the one walk of
 //! [`crate::adapter`]) are equal once the immediates of `iconst`, `f32const` and
-//! `f64const` are left out ([`Hole`]s; immediate offsets are not holes, they change
-//! addressing). A group of similar functions whose differing constants are few
+//! `f64const` ([`Hole`]s; immediate offsets are not holes, they change addressing)
+//! and the callees of direct calls to module functions ([`CallSite`]s; the callee's
+//! signature still has to be equal) are left out. A group of similar functions whose differing constants are few
 //! (`max_holes`) becomes one *merged body*, a copy of the first member in which each
-//! differing constant is a new trailing parameter, and each member becomes a thin
-//! *entry point* with its own name, signature and address that calls the merged body
-//! with its own constants (`return_call` where the calling convention allows tail
+//! differing constant is a new trailing parameter (and each differing callee a
+//! function-address parameter called with `call_indirect`), and each member becomes
+//! a thin *entry point* with its own name, signature and address that calls the
+//! merged body with its own constants and callee addresses (`return_call` where the calling convention allows tail
 //! calls). This is Swift's and binaryen's "merge similar functions".
 //!
 //! A group is merged only when it pays: the bytes Cranelift emits for the host ISA
@@ -19,14 +21,18 @@
 //! callees are compared by identity and function addresses by exact name.
 
 use crate::adapter::walk_in_parallel;
-use crate::adapter::{FunctionEncoding, Hole, WalkOptions, encode_function, hole_blind_hash};
-use crate::apply::build_forwarding_body;
+use crate::adapter::{
+    CallSite, FunctionEncoding, Hole, WalkOptions, encode_function, hole_blind_hash,
+};
+use crate::apply::{ForwardedArgument, build_forwarding_body};
 use crate::hash::StructuralHash;
 use crate::merging_module::compiled_size;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::symbols::SymbolName;
-use cranelift_codegen::entity::SecondaryMap;
-use cranelift_codegen::ir::{AbiParam, Function, Type, UserExternalName, UserFuncName};
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, InstructionData, Type, UserExternalName, UserFuncName, types,
+};
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use std::collections::{HashMap, HashSet};
@@ -45,14 +51,43 @@ impl Default for SimilarOptions {
     }
 }
 
-/// A constant that differs between the members of a group: a trailing parameter of
-/// the merged body.
+/// What a parameter of a merged body stands for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum HoleKind {
+    /// An integer or float constant; the values are its bits.
+    Constant,
+    /// The callee of a direct call; the values are the callees' [`FuncIndex`]es. The
+    /// merged body calls it with `call_indirect` through the parameter, and each
+    /// entry point passes its callee's `func_addr`.
+    Callee,
+}
+
+/// A constant or callee that differs between the members of a group: a trailing
+/// parameter of the merged body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HoleParameter {
-    /// Its type.
+    /// Constant or callee.
+    pub kind: HoleKind,
+    /// The parameter's type (the pointer type for a callee).
     pub ty: Type,
-    /// Its bits in each member, in member order.
+    /// Its value in each member, in member order.
     pub values: Vec<u64>,
+}
+
+/// A place in a body that may become a parameter.
+#[derive(Copy, Clone, Debug)]
+enum Slot {
+    Constant(Hole),
+    Callee(CallSite),
+}
+
+impl Slot {
+    fn position(self) -> u32 {
+        match self {
+            Slot::Constant(h) => h.position,
+            Slot::Callee(c) => c.position,
+        }
+    }
 }
 
 /// One group of similar functions merged into one body.
@@ -143,29 +178,38 @@ pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarO
     groups.sort_by_key(|g| g[0]);
 
     let isa = host_isa();
+    let pointer_type = isa.as_ref().map_or(types::I64, |isa| isa.pointer_type());
     let mut names = MergedNames::new(module);
     let mut outcome = SimilarOutcome::default();
     for members in groups {
         let Some(first) = encodings[members[0]].as_ref() else {
             continue;
         };
-        let holes = first.holes();
-        // Which constants differ between members.
+        let mut slots: Vec<Slot> = first
+            .holes()
+            .iter()
+            .map(|&h| Slot::Constant(h))
+            .chain(first.call_sites().iter().map(|&c| Slot::Callee(c)))
+            .collect();
+        slots.sort_by_key(|s| s.position());
+        // Which constants and callees differ between members.
         let mut parameters = Vec::new();
-        let mut differing: Vec<Hole> = Vec::new();
-        for hole in holes {
+        let mut differing: Vec<(Slot, Type)> = Vec::new();
+        for slot in slots {
             let values: Vec<u64> = members
                 .iter()
                 .filter_map(|&m| encodings[m].as_ref())
-                .map(|e| e.tokens()[hole.position as usize])
+                .map(|e| e.tokens()[slot.position() as usize])
                 .collect();
-            if values.iter().any(|&v| v != values[0]) {
-                parameters.push(HoleParameter {
-                    ty: hole.ty,
-                    values,
-                });
-                differing.push(*hole);
+            if values.iter().all(|&v| v == values[0]) {
+                continue;
             }
+            let (kind, ty) = match slot {
+                Slot::Constant(h) => (HoleKind::Constant, h.ty),
+                Slot::Callee(_) => (HoleKind::Callee, pointer_type),
+            };
+            parameters.push(HoleParameter { kind, ty, values });
+            differing.push((slot, ty));
         }
         if parameters.is_empty() {
             // Equal functions left apart on purpose (distinct addresses).
@@ -190,8 +234,20 @@ pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarO
             .enumerate()
             .map(|(i, &m)| {
                 let func = &module.get(m).func;
-                let extra: Vec<(Type, u64)> =
-                    parameters.iter().map(|p| (p.ty, p.values[i])).collect();
+                let extra: Vec<ForwardedArgument> = parameters
+                    .iter()
+                    .map(|p| match p.kind {
+                        HoleKind::Constant => ForwardedArgument::Constant(p.ty, p.values[i]),
+                        HoleKind::Callee => {
+                            let callee = &module.get(FuncIndex::new(p.values[i] as usize)).func;
+                            ForwardedArgument::FunctionAddress {
+                                name: callee.name.clone(),
+                                signature: callee.signature.clone(),
+                                pointer: p.ty,
+                            }
+                        }
+                    })
+                    .collect();
                 let tail_call = func.signature.call_conv.supports_tail_calls();
                 build_forwarding_body(func, &merged_name, &merged.signature, &extra, tail_call)
             })
@@ -222,33 +278,50 @@ pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarO
     outcome
 }
 
-/// The token stream with every constant blanked. Which positions hold constants is
-/// decided by the tokens before them (the grammar is deterministic), so two streams
-/// equal once blanked have their constants at the same positions.
+/// The token stream with every constant and direct callee blanked. Which positions
+/// hold them is decided by the tokens before them (the grammar is deterministic), so
+/// two streams equal once blanked have them at the same positions.
 fn blanked(encoding: &FunctionEncoding) -> Vec<u64> {
     let mut tokens = encoding.tokens().to_vec();
     for hole in encoding.holes() {
         tokens[hole.position as usize] = 0;
     }
+    for call in encoding.call_sites() {
+        tokens[call.position as usize] = 0;
+    }
     tokens
 }
 
-/// A copy of `first` named `name`, whose `differing` constants are trailing
-/// parameters: each constant's value becomes an alias of its new entry block
-/// parameter and the constant instruction is removed.
-fn build_merged_body(first: &Function, name: UserFuncName, differing: &[Hole]) -> Function {
+/// A copy of `first` named `name`, whose `differing` constants and callees are
+/// trailing parameters: a constant's value becomes an alias of its new entry block
+/// parameter (the constant instruction is removed), a direct call becomes a
+/// `call_indirect` through its parameter.
+fn build_merged_body(first: &Function, name: UserFuncName, differing: &[(Slot, Type)]) -> Function {
     let mut func = first.clone();
     func.name = name;
     let Some(entry) = func.layout.entry_block() else {
         return func;
     };
-    for hole in differing {
-        func.signature.params.push(AbiParam::new(hole.ty));
-        let param = func.dfg.append_block_param(entry, hole.ty);
-        let value = func.dfg.first_result(hole.inst);
-        func.dfg.clear_results(hole.inst);
-        func.layout.remove_inst(hole.inst);
-        func.dfg.change_to_alias(value, param);
+    for &(slot, ty) in differing {
+        func.signature.params.push(AbiParam::new(ty));
+        let param = func.dfg.append_block_param(entry, ty);
+        match slot {
+            Slot::Constant(hole) => {
+                let value = func.dfg.first_result(hole.inst);
+                func.dfg.clear_results(hole.inst);
+                func.layout.remove_inst(hole.inst);
+                func.dfg.change_to_alias(value, param);
+            }
+            Slot::Callee(call) => {
+                let InstructionData::Call { func_ref, .. } = func.dfg.insts[call.inst] else {
+                    continue;
+                };
+                let signature = func.dfg.ext_funcs[func_ref].signature;
+                let args = func.dfg.inst_args(call.inst).to_vec();
+                func.replace(call.inst)
+                    .call_indirect(signature, param, &args);
+            }
+        }
     }
     func
 }
@@ -298,7 +371,7 @@ fn sizes(
     (before, after, false)
 }
 
-/// Fresh names for merged bodies: `%NAME.merged` for a test-case name, the next free
+/// Fresh names for merged bodies: `%NAME_merged` for a test-case name, the next free
 /// index of the namespace for a `uN:M` name.
 struct MergedNames<'a> {
     module: &'a FunctionSet,
@@ -328,8 +401,8 @@ impl<'a> MergedNames<'a> {
                 let base = String::from_utf8_lossy(t.raw()).into_owned();
                 for k in 0.. {
                     let name = match k {
-                        0 => format!("{base}.merged"),
-                        k => format!("{base}.merged{k}"),
+                        0 => format!("{base}_merged"),
+                        k => format!("{base}_merged{k}"),
                     };
                     let symbol = SymbolName::Testcase(name.as_bytes().into());
                     if self.module.lookup(&symbol).is_none() && self.taken.insert(symbol) {

@@ -801,3 +801,54 @@ fn stats_on_stderr_clif_on_stdout() {
     // Without --stats nothing is printed on stderr.
     assert!(plain.stderr.is_empty(), "{}", plain.stderr);
 }
+
+// ---------------------------------------------------------------------------------
+// --similar
+// ---------------------------------------------------------------------------------
+
+/// `--similar --report json` adds a `similar` list with the documented shape, the
+/// sizes it reports say the merge pays, and the printed module (entry points and the
+/// merged body) parses again.
+#[test]
+fn similar_json_lists_groups_and_the_output_parses_again() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("filetests/similar/constant_and_callee_differ.clif");
+    let run = ok(clif_merge([
+        "--similar".into(),
+        "--report".into(),
+        "json".into(),
+        s(&file),
+    ]));
+    let value: Value = serde_json::from_str(&run.stdout).expect("one JSON value");
+    let similar = value["similar"].as_array().expect("a `similar` list");
+    assert_eq!(similar.len(), 1);
+    let group = &similar[0];
+    assert_eq!(group["members"], json!(["%f", "%g"]));
+    assert_eq!(group["holes"], json!(2));
+    assert_eq!(group["merged_into"], json!("%f_merged"));
+    let (before, after) = (
+        group["bytes_before"].as_u64().expect("bytes_before"),
+        group["bytes_after"].as_u64().expect("bytes_after"),
+    );
+    assert!(
+        after < before,
+        "merged only when smaller: {before} -> {after}"
+    );
+
+    let dir = TempDir::new("similar");
+    let printed = ok(clif_merge(["--similar".into(), s(&file)])).stdout;
+    let again = dir.write("again.clif", &printed);
+    let reparsed = ok(clif_merge(["--report", "json", &s(&again)]));
+    let value: Value = serde_json::from_str(&reparsed.stdout).expect("JSON");
+    // The four input functions, plus the merged body.
+    assert_eq!(value["functions"], json!(5));
+}
+
+/// Without `--similar` the JSON report has no `similar` key and nothing is merged.
+#[test]
+fn similar_is_off_by_default() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests/similar/constants_one_hole.clif");
+    let value = report(&[], &[&file]);
+    assert_eq!(value["merged"], json!(0));
+}
