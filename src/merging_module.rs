@@ -31,10 +31,11 @@ use crate::apply::{OutputEntry, build_thunk_with};
 use crate::driver::{MergeOptions, merge_functions};
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
+use crate::similar::{SimilarOptions, SimilarPass};
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
-use cranelift_codegen::ir::{self, Function, UserFuncName};
+use cranelift_codegen::ir::{self, Function, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_jit::JITModule;
 use cranelift_module::{
@@ -53,6 +54,11 @@ pub struct ModuleMergeOptions {
     /// When false, every function is compiled as defined (rustc's
     /// `-Z merge-functions=disabled`).
     pub enabled: bool,
+    /// Also merge similar functions (constants or callees differ), as the CLI's
+    /// `--similar`: each merged body is declared in the inner module as a new local
+    /// function, each member keeps its `FuncId` and becomes an entry point. Sizes are
+    /// measured on the inner module's ISA. `None` (the default): off.
+    pub similar: Option<SimilarOptions>,
 }
 
 impl Default for ModuleMergeOptions {
@@ -60,6 +66,7 @@ impl Default for ModuleMergeOptions {
         Self {
             merge: MergeOptions::default(),
             enabled: true,
+            similar: None,
         }
     }
 }
@@ -75,8 +82,11 @@ pub struct MergeReport {
     /// `(duplicate, kept, action)` per merged duplicate.
     pub actions: Vec<(String, String, MergeAction)>,
     /// Bytes of machine code saved: the compiled size of every duplicate that got
-    /// no code of its own, plus for each thunk its compiled size minus the thunk's.
+    /// no code of its own, plus for each thunk its compiled size minus the thunk's,
+    /// plus what merging similar functions saved.
     pub bytes_saved: u64,
+    /// Groups of similar functions merged (with [`ModuleMergeOptions::similar`]).
+    pub similar_groups: usize,
     /// The report as JSON (`functions`, `merged`, `classes`, `actions`,
     /// `bytes_saved`).
     pub json: serde_json::Value,
@@ -123,6 +133,34 @@ impl<M: Module> MergingModule<M> {
         &self.inner
     }
 
+    /// Declares each merged body of `similar` as a new local function of the inner
+    /// module, renames it to its `FuncId`, and points the entry points at it.
+    fn declare_merged_bodies(&mut self, mut similar: SimilarPass) -> ModuleResult<SimilarPass> {
+        let outcome = &mut similar.outcome;
+        for (group, body) in outcome.groups.iter_mut().zip(&mut outcome.merged_bodies) {
+            let id = self.inner.declare_anonymous_function(&body.signature)?;
+            let name = UserExternalName::new(0, id.as_u32());
+            let old = std::mem::replace(&mut group.merged_name, UserFuncName::User(name.clone()));
+            body.name = group.merged_name.clone();
+            for &member in &group.members {
+                let Some(entry) = outcome.entry_points[member].as_mut() else {
+                    continue;
+                };
+                let refs: Vec<_> = entry
+                    .params
+                    .user_named_funcs()
+                    .iter()
+                    .filter(|(_, n)| UserFuncName::User((*n).clone()) == old)
+                    .map(|(r, _)| r)
+                    .collect();
+                for r in refs {
+                    entry.params.reset_user_func_name(r, name.clone());
+                }
+            }
+        }
+        Ok(similar)
+    }
+
     /// Runs the pass and defines the kept functions and thunks in the inner module.
     /// Returns the inner module, the report, and the pass's outcome with the
     /// `FuncId` of every function of the pass (for backend-specific finishing).
@@ -151,6 +189,15 @@ impl<M: Module> MergingModule<M> {
             ids.push(r.id);
         }
         let outcome = merge_functions(&set, &self.options.merge);
+        let similar = match &self.options.similar {
+            Some(options) => Some(self.declare_merged_bodies(SimilarPass::after_for(
+                &set,
+                &outcome.output,
+                options,
+                Some(self.inner.isa()),
+            ))?),
+            None => None,
+        };
         // What each duplicate would have cost: compile it once, only to measure.
         let mut duplicate_bytes = 0u64;
         for d in &outcome.plan.decisions {
@@ -159,6 +206,26 @@ impl<M: Module> MergingModule<M> {
         let mut thunk_bytes = 0u64;
         let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
         for entry in &outcome.output {
+            let function = match entry {
+                OutputEntry::Function(f, _) => *f,
+                OutputEntry::Thunk { function, .. } | OutputEntry::Removed { function, .. } => {
+                    *function
+                }
+            };
+            if let Some(similar) = &similar {
+                if let Some((_, merged)) = similar.merged_before(function)
+                    && let UserFuncName::User(name) = &merged.name
+                {
+                    let mut ctx = Context::for_function(merged.clone());
+                    self.inner
+                        .define_function(FuncId::from_u32(name.index), &mut ctx)?;
+                }
+                if let Some(entry_point) = similar.entry_point(function) {
+                    let mut ctx = Context::for_function(entry_point.clone());
+                    self.inner.define_function(id_of(function), &mut ctx)?;
+                    continue;
+                }
+            }
             let (index, func) = match entry {
                 OutputEntry::Function(index, func) => (*index, &**func),
                 OutputEntry::Thunk {
@@ -249,6 +316,16 @@ impl<M: Module> MergingModule<M> {
             .collect();
         let mut report = report_of(&names, &merged.plan);
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
+        if let Some(similar) = &similar {
+            let groups = &similar.outcome.groups;
+            report.similar_groups = groups.len();
+            report.bytes_saved += groups
+                .iter()
+                .filter(|g| g.sizes_in_bytes)
+                .map(|g| g.size_before.saturating_sub(g.size_after))
+                .sum::<u64>();
+            report.json["similar"] = similar.json();
+        }
         report.json["bytes_saved"] = report.bytes_saved.into();
         Ok((self.inner, report, Some(merged)))
     }
@@ -412,6 +489,7 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         classes,
         actions,
         bytes_saved: 0,
+        similar_groups: 0,
         json,
     }
 }

@@ -131,8 +131,20 @@ impl SimilarOutcome {
 }
 
 /// Finds the groups of similar functions in `module` and builds their merged bodies
-/// and entry points.
+/// and entry points, measuring sizes on the host ISA.
 pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarOutcome {
+    let isa = host_isa();
+    merge_similar_for(module, options, isa.as_deref())
+}
+
+/// Like [`merge_similar`], for code compiled by `isa` (sizes are measured on it, and
+/// entry points use `return_call` only where it compiles: the `tail` convention,
+/// with frame pointers kept). Without an ISA, sizes are instruction counts.
+pub fn merge_similar_for(
+    module: &FunctionSet,
+    options: &SimilarOptions,
+    isa: Option<&dyn TargetIsa>,
+) -> SimilarOutcome {
     let walk = WalkOptions {
         addresses_significant: true,
     };
@@ -177,8 +189,8 @@ pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarO
     }
     groups.sort_by_key(|g| g[0]);
 
-    let isa = host_isa();
-    let pointer_type = isa.as_ref().map_or(types::I64, |isa| isa.pointer_type());
+    let pointer_type = isa.map_or(types::I64, |isa| isa.pointer_type());
+    let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module);
     let mut outcome = SimilarOutcome::default();
     for members in groups {
@@ -248,12 +260,12 @@ pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarO
                         }
                     })
                     .collect();
-                let tail_call = func.signature.call_conv.supports_tail_calls();
+                let tail_call = func.signature.call_conv.supports_tail_calls() && frame_pointers;
                 build_forwarding_body(func, &merged_name, &merged.signature, &extra, tail_call)
             })
             .collect();
         let (size_before, size_after, sizes_in_bytes) =
-            sizes(isa.as_deref(), module, &members, &merged, &entry_points);
+            sizes(isa, module, &members, &merged, &entry_points);
         if size_after >= size_before {
             outcome.rejected.push((
                 members,
@@ -328,7 +340,7 @@ fn build_merged_body(first: &Function, name: UserFuncName, differing: &[(Slot, T
 
 /// The host ISA at `opt_level=speed` (with frame pointers, which `return_call`
 /// needs on x86_64), or `None` where Cranelift has no backend for the host.
-fn host_isa() -> Option<OwnedTargetIsa> {
+pub fn host_isa() -> Option<OwnedTargetIsa> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").ok()?;
     flags.set("preserve_frame_pointers", "true").ok()?;
@@ -447,6 +459,17 @@ impl SimilarPass {
         output: &[crate::apply::OutputEntry<'_>],
         options: &SimilarOptions,
     ) -> Self {
+        let isa = host_isa();
+        Self::after_for(module, output, options, isa.as_deref())
+    }
+
+    /// Like [`Self::after`], for code compiled by `isa` ([`merge_similar_for`]).
+    pub fn after_for(
+        module: &FunctionSet,
+        output: &[crate::apply::OutputEntry<'_>],
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+    ) -> Self {
         use crate::apply::OutputEntry;
         let mut set = FunctionSet::new();
         let mut index_of = SecondaryMap::new();
@@ -462,7 +485,7 @@ impl SimilarPass {
                 index_of[function] = Some(index);
             }
         }
-        let outcome = merge_similar(&set, options);
+        let outcome = merge_similar_for(&set, options, isa);
         Self {
             module: set,
             index_of,

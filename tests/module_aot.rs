@@ -69,6 +69,7 @@ fn options(enabled: bool, mode: MergeMode) -> ModuleMergeOptions {
     ModuleMergeOptions {
         merge: MergeOptions { mode },
         enabled,
+        ..ModuleMergeOptions::default()
     }
 }
 

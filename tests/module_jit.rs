@@ -28,6 +28,7 @@ fn build(
     let options = ModuleMergeOptions {
         merge: MergeOptions { mode },
         enabled,
+        ..ModuleMergeOptions::default()
     };
     let mut module = MergingModule::new(JITModule::new(builder), options);
     let fixture = common::define_fixture(&mut module);

@@ -83,6 +83,7 @@ fn tail_thunk_round(frame_pointers: &str) {
                 mode: MergeMode::Safe,
             },
             enabled,
+            ..ModuleMergeOptions::default()
         };
         let mut module = MergingModule::new(JITModule::new(builder), options);
         let a = define(&mut module, "tail_a", Linkage::Local, TAIL_BODY);
