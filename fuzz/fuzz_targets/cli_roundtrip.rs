@@ -6,6 +6,7 @@
 
 use clif_merge::apply::OutputEntry;
 use clif_merge::report::clif_text;
+use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{FunctionSet, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
@@ -66,5 +67,18 @@ fuzz_target!(|data: &[u8]| {
             .filter(|e| !matches!(e, OutputEntry::Removed { .. }))
             .count();
         assert_eq!(reparsed.len(), bodies);
+
+        // The similar-function merge on top (sizes by instruction count, so no
+        // compiling): entry points and merged bodies must print, parse and verify.
+        let similar = SimilarPass::after_for(&module, &outcome.output, &SimilarOptions::default(), None);
+        let printed = clif_text(&module, &outcome, Some(&similar), "");
+        let reparsed = cranelift_reader::parse_functions(&printed)
+            .unwrap_or_else(|e| panic!("similar-merged output does not parse: {e}\n{printed}"));
+        for func in &reparsed {
+            if let Err(e) = verify_function(func, &flags) {
+                panic!("similar-merged {} fails the verifier: {e}\n{printed}", func.name);
+            }
+        }
+        assert_eq!(reparsed.len(), bodies + similar.outcome.merged_bodies.len());
     }
 });
