@@ -32,6 +32,7 @@ pub mod module;
 pub mod partition;
 pub mod plan;
 pub mod report;
+pub mod sandbox;
 pub mod similar;
 pub mod symbols;
 pub mod validate;

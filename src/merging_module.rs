@@ -431,7 +431,6 @@ impl MergedJit {
     }
 }
 
-/// The size of `func`'s machine code on `isa`.
 /// Code bytes Cranelift emits for `func` on `isa`.
 pub fn compiled_size(isa: &dyn TargetIsa, func: &Function) -> ModuleResult<u64> {
     let mut ctx = Context::for_function(func.clone());

@@ -6,23 +6,24 @@
 //! and seeded random values. Results and traps must agree. The comparator is not
 //! consulted, so this is an oracle independent of it.
 //!
-//! The interpreter cannot run everything: memory behind pointers it did not allocate
-//! (loads and stores not based on a stack slot), symbols and global values, calls to
-//! functions outside the module, `func_addr`, indirect calls, exceptions, vector
-//! parameters. Such pairs are counted as *unvalidated* with the reason, never as
-//! passed. An input on which either side runs out of fuel or hits an interpreter
-//! error is inconclusive; a pair with no conclusive input is unvalidated.
+//! Functions run in a [`Sandbox`]: memory behind any pointer, global values, calls
+//! that leave the module and indirect calls are all defined there, deterministically
+//! and identically for both sides, and what a run leaves in memory (including a trace
+//! of the calls that left the module) is part of its result. What the sandbox cannot
+//! run (exceptions, reads of machine state, vector parameters) is counted as
+//! *unvalidated* with the reason, never as passed. An input on which either side
+//! runs out of fuel or hits an interpreter error is inconclusive; a pair with no
+//! conclusive input is unvalidated.
 
 use crate::apply::OutputEntry;
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::MergePlan;
+use crate::sandbox::{RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
 use crate::similar::SimilarOutcome;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, InstructionData, Opcode, Type, types};
 use cranelift_interpreter::environment::FunctionStore;
-use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
-use cranelift_interpreter::step::ControlFlow;
 use std::collections::{BTreeMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -130,7 +131,7 @@ fn validate_on_this_thread(
             replacement,
         }
     });
-    validate_pairs(&store_of(&originals), &store_of(&merged), pairs, false)
+    validate_pairs(&originals, &merged, pairs)
 }
 
 /// Copies of `functions` the interpreter can run: without their stack limit (a
@@ -172,7 +173,7 @@ pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> Valid
                         }
                     })
                 });
-                validate_pairs(&store_of(&originals), &store_of(&merged), pairs, true)
+                validate_pairs(&originals, &merged, pairs)
             })
             .map(|handle| handle.join().unwrap_or_default())
             .unwrap_or_default()
@@ -189,17 +190,27 @@ struct Pair<'a> {
 }
 
 fn validate_pairs<'a>(
-    original_store: &FunctionStore<'_>,
-    merged_store: &FunctionStore<'_>,
+    originals: &[Function],
+    merged: &[Function],
     pairs: impl Iterator<Item = Pair<'a>>,
-    indirect: bool,
 ) -> ValidationReport {
+    let original_store = store_of(originals);
+    let merged_store = store_of(merged);
+    let callees = SyntheticCallees::for_functions(originals.iter().chain(merged));
+    let original_world = SandboxWorld {
+        store: &original_store,
+        callees: &callees,
+    };
+    let merged_world = SandboxWorld {
+        store: &merged_store,
+        callees: &callees,
+    };
     let mut report = ValidationReport::default();
     for pair in pairs {
         let dup_name = pair.original.name.to_string();
         let replacement = pair.replacement;
-        if let Err(reason) = interpretable(&dup_name, original_store, false)
-            .and_then(|()| interpretable(&replacement, merged_store, indirect))
+        if let Err(reason) = interpretable(&dup_name, &original_store)
+            .and_then(|()| interpretable(&replacement, &merged_store))
         {
             report.unvalidated.push((pair.function, reason));
             continue;
@@ -212,9 +223,10 @@ fn validate_pairs<'a>(
         };
         let mut conclusive = 0;
         let mut mismatch = None;
-        for input in inputs {
-            let original = run(original_store, &dup_name, &input);
-            let merged = run(merged_store, &replacement, &input);
+        for (i, input) in inputs.into_iter().enumerate() {
+            let seed = (pair.function.index() as u64) << 16 | i as u64;
+            let original = run(&original_world, &dup_name, &input, seed);
+            let merged = run(&merged_world, &replacement, &input, seed);
             match (original, merged) {
                 (Some(a), Some(b)) if a == b => conclusive += 1,
                 (Some(a), Some(b)) => {
@@ -222,8 +234,8 @@ fn validate_pairs<'a>(
                         function: pair.function,
                         into: pair.into,
                         input,
-                        original: a,
-                        merged: b,
+                        original: a.to_string(),
+                        merged: b.to_string(),
                     });
                     break;
                 }
@@ -257,74 +269,39 @@ fn store_of(functions: &[Function]) -> FunctionStore<'_> {
     store
 }
 
-/// Checks that `name` and everything it calls can run in the interpreter. With
-/// `indirect`, function addresses of functions in the store and indirect calls are
-/// allowed: the entry points of merged similar functions pass callees' addresses to
-/// the merged body, which calls them indirectly (an indirect call that leads
-/// outside the store is an interpreter error at run time: inconclusive).
-fn interpretable(name: &str, store: &FunctionStore<'_>, indirect: bool) -> Result<(), String> {
+/// Checks statically that `name` and everything it calls in the store can run in
+/// the [`Sandbox`]: no exceptions, no reads of machine state (stack, frame pointer,
+/// return address). Everything else (memory through pointers, global values, calls
+/// leaving the store, indirect calls) the sandbox makes total.
+fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
     let mut pending = vec![name.to_string()];
     let mut seen: HashSet<String> = HashSet::new();
     while let Some(name) = pending.pop() {
         if !seen.insert(name.clone()) {
             continue;
         }
+        // A callee outside the store runs as a synthetic callee.
         let Some(func) = store.get_by_name(&name) else {
-            return Err("calls a function outside the module".into());
+            continue;
         };
-        let mut stack_addresses: HashSet<cranelift_codegen::ir::Value> = HashSet::new();
         for block in func.layout.blocks() {
             for inst in func.layout.block_insts(block) {
                 let data = &func.dfg.insts[inst];
-                let opcode = data.opcode();
                 match data {
-                    InstructionData::StackAddr { .. } => {
-                        for &r in func.dfg.inst_results(inst) {
-                            stack_addresses.insert(r);
-                        }
-                    }
-                    InstructionData::Call { func_ref, .. } => {
+                    InstructionData::Call { func_ref, .. }
+                    | InstructionData::FuncAddr { func_ref, .. } => {
                         let callee = &func.dfg.ext_funcs[*func_ref];
                         pending.push(callee.name.display(Some(&func.params)).to_string());
                     }
-                    InstructionData::Load { arg, .. }
-                    | InstructionData::LoadNoOffset { arg, .. } => {
-                        let base = func.dfg.resolve_aliases(*arg);
-                        if !stack_addresses.contains(&base) {
-                            return Err("accesses memory through a pointer".into());
-                        }
+                    InstructionData::TryCall { .. } | InstructionData::TryCallIndirect { .. } => {
+                        return Err("uses exceptions".into());
                     }
-                    InstructionData::Store { args, .. }
-                    | InstructionData::StoreNoOffset { args, .. } => {
-                        let base = func.dfg.resolve_aliases(args[1]);
-                        if !stack_addresses.contains(&base) {
-                            return Err("accesses memory through a pointer".into());
-                        }
-                    }
-                    _ if opcode.can_load() || opcode.can_store() => {
-                        return Err("accesses memory through a pointer".into());
-                    }
-                    InstructionData::UnaryGlobalValue { .. } => {
-                        return Err("uses global values or symbols".into());
-                    }
-                    InstructionData::FuncAddr { func_ref, .. } if indirect => {
-                        let callee = &func.dfg.ext_funcs[*func_ref];
-                        pending.push(callee.name.display(Some(&func.params)).to_string());
-                    }
-                    InstructionData::FuncAddr { .. } => {
-                        return Err("takes a function address".into());
-                    }
-                    InstructionData::CallIndirect { .. } if indirect => {}
-                    InstructionData::CallIndirect { .. }
-                    | InstructionData::TryCall { .. }
-                    | InstructionData::TryCallIndirect { .. } => {
-                        return Err("makes indirect calls or uses exceptions".into());
-                    }
-                    _ if opcode == Opcode::GetPinnedReg
-                        || opcode == Opcode::SetPinnedReg
-                        || opcode == Opcode::GetFramePointer
-                        || opcode == Opcode::GetStackPointer
-                        || opcode == Opcode::GetReturnAddress =>
+                    _ if matches!(
+                        data.opcode(),
+                        Opcode::GetFramePointer
+                            | Opcode::GetStackPointer
+                            | Opcode::GetReturnAddress
+                    ) =>
                     {
                         return Err("reads machine state".into());
                     }
@@ -336,19 +313,15 @@ fn interpretable(name: &str, store: &FunctionStore<'_>, indirect: bool) -> Resul
     Ok(())
 }
 
-/// Runs `name` on `input`; `None` if the run was inconclusive (fuel, interpreter
-/// error or an interpreter panic).
-fn run(store: &FunctionStore<'_>, name: &str, input: &[DataValue]) -> Option<String> {
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        let state = InterpreterState::default().with_function_store(store.clone());
-        let mut interpreter = Interpreter::new(state).with_fuel(Some(FUEL));
-        match interpreter.call_by_name(name, input) {
-            Ok(ControlFlow::Return(values)) => Some(format!("return {values:?}")),
-            Ok(ControlFlow::Trap(trap)) => Some(format!("trap {trap:?}")),
-            Ok(_) | Err(_) => None,
-        }
-    }));
-    result.ok().flatten()
+/// Runs `name` on `input` in a fresh [`Sandbox`] whose memory is given by `seed`;
+/// `None` if the run was inconclusive (fuel, something the interpreter cannot do, or
+/// an interpreter panic).
+fn run(world: &SandboxWorld<'_>, name: &str, input: &[DataValue], seed: u64) -> Option<RunOutcome> {
+    catch_unwind(AssertUnwindSafe(|| {
+        Sandbox::new(world, seed, FUEL).run(name, input).ok()
+    }))
+    .ok()
+    .flatten()
 }
 
 /// Edge values of a type, or `None` for a type that is not sampled.

@@ -39,7 +39,13 @@ block0(v0: i32):
 /// Validates a plan the comparator would never make: %g (isub) merged into %f
 /// (iadd) with `action`.
 fn validate_wrong_merge(action: MergeAction) -> ValidationReport {
-    let set = module(NEAR_TWINS);
+    validate_forced_merge(NEAR_TWINS, action)
+}
+
+/// Validates the merge of the second function of `text` into the first, whatever
+/// the comparator would say.
+fn validate_forced_merge(text: &str, action: MergeAction) -> ValidationReport {
+    let set = module(text);
     let plan = MergePlan {
         classes: vec![vec![FuncIndex::new(0), FuncIndex::new(1)]],
         decisions: vec![MergeDecision {
@@ -99,15 +105,26 @@ block0(v0: i64):
     v1 = load.i32 v0
     return v1
 }
+function %fp_a() -> i64 {
+block0:
+    v0 = get_frame_pointer.i64
+    return v0
+}
+function %fp_b() -> i64 {
+block0:
+    v0 = get_frame_pointer.i64
+    return v0
+}
 ",
     );
     let outcome = merge_functions(&set, &MergeOptions::default());
-    assert_eq!(outcome.plan.decisions.len(), 2);
+    assert_eq!(outcome.plan.decisions.len(), 3);
     let report = validate(&set, &outcome.plan, &outcome.output);
-    assert_eq!(report.validated, 1, "{}", report.summary());
+    // Loads through a pointer run in the sandbox's memory.
+    assert_eq!(report.validated, 2, "{}", report.summary());
     assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
     assert!(
-        report.unvalidated[0].1.contains("memory"),
+        report.unvalidated[0].1.contains("machine state"),
         "{:?}",
         report.unvalidated
     );
@@ -153,4 +170,137 @@ block0(v0: i32):
     assert_eq!(json["validation"]["validated"], 1);
     assert_eq!(json["validation"]["mismatches"], 0);
     assert_eq!(json["merged"], 1);
+}
+
+/// Pairs of functions that agree on everything the interpreter's own state could
+/// run (nothing: they all go through pointers, symbols or calls leaving the module)
+/// and differ in what the sandbox makes observable.
+const SANDBOX_TWINS: [(&str, &str); 6] = [
+    (
+        "load offset",
+        "
+function %f(i64) -> i32 {
+block0(v0: i64):
+    v1 = load.i32 v0
+    return v1
+}
+function %g(i64) -> i32 {
+block0(v0: i64):
+    v1 = load.i32 v0+4
+    return v1
+}",
+    ),
+    (
+        "store address (memory is part of the result)",
+        "
+function %f(i64, i32) {
+block0(v0: i64, v1: i32):
+    store v1, v0
+    return
+}
+function %g(i64, i32) {
+block0(v0: i64, v1: i32):
+    store v1, v0+8
+    return
+}",
+    ),
+    (
+        "argument of a call leaving the module",
+        "
+function %f(i32) {
+    fn0 = %ext(i32)
+block0(v0: i32):
+    call fn0(v0)
+    return
+}
+function %g(i32) {
+    fn0 = %ext(i32)
+block0(v0: i32):
+    v1 = iconst.i32 1
+    v2 = iadd v0, v1
+    call fn0(v2)
+    return
+}",
+    ),
+    (
+        "callee outside the module",
+        "
+function %f(i32) -> i32 {
+    fn0 = %ext1(i32) -> i32
+block0(v0: i32):
+    v1 = call fn0(v0)
+    return v1
+}
+function %g(i32) -> i32 {
+    fn0 = %ext2(i32) -> i32
+block0(v0: i32):
+    v1 = call fn0(v0)
+    return v1
+}",
+    ),
+    (
+        "indirect call through a different table slot",
+        "
+function %f(i64, i32) -> i32 {
+    sig0 = (i32) -> i32
+block0(v0: i64, v1: i32):
+    v2 = load.i64 v0+16
+    v3 = call_indirect sig0, v2(v1)
+    return v3
+}
+function %g(i64, i32) -> i32 {
+    sig0 = (i32) -> i32
+block0(v0: i64, v1: i32):
+    v2 = load.i64 v0+24
+    v3 = call_indirect sig0, v2(v1)
+    return v3
+}",
+    ),
+    (
+        "symbol",
+        "
+function %f() -> i64 {
+    gv0 = symbol colocated %table_a
+block0:
+    v0 = symbol_value.i64 gv0
+    v1 = load.i64 v0+8
+    return v1
+}
+function %g() -> i64 {
+    gv0 = symbol colocated %table_b
+block0:
+    v0 = symbol_value.i64 gv0
+    v1 = load.i64 v0+8
+    return v1
+}",
+    ),
+];
+
+#[test]
+fn the_sandbox_catches_wrong_merges_through_memory_calls_and_symbols() {
+    for (what, text) in SANDBOX_TWINS {
+        for action in [MergeAction::Erase, MergeAction::Thunk] {
+            let report = validate_forced_merge(text, action);
+            assert_eq!(
+                report.mismatches.len(),
+                1,
+                "{what} ({action:?}): {}",
+                report.summary()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_sandbox_validates_right_merges_through_memory_calls_and_symbols() {
+    for (what, text) in SANDBOX_TWINS {
+        // Each function of a pair against an exact copy of itself.
+        for half in text.split("\nfunction ").skip(1) {
+            let copy = half.replacen("%f(", "%h(", 1).replacen("%g(", "%h(", 1);
+            let pair = format!("\nfunction {half}\nfunction {copy}");
+            let report = validate_forced_merge(&pair, MergeAction::Erase);
+            assert_eq!(report.validated, 1, "{what}: {}", report.summary());
+            assert!(report.mismatches.is_empty(), "{what}: {}", report.summary());
+        }
+    }
 }
