@@ -113,17 +113,24 @@ pub struct Args {
     pub validate: bool,
 
     /// Also merge *similar* functions: bodies equal but for a few integer or float
-    /// constants become one merged body (`%NAME_merged`) taking those constants as
-    /// trailing parameters, and each original becomes an entry point that calls it
-    /// with its own constants (keeping its name, signature and address). Only when
-    /// the code Cranelift emits for the host gets smaller. With `--validate`, every
-    /// entry point is also run against its original.
+    /// constants or direct callees (of one signature) become one merged body
+    /// (`%NAME_merged`) taking those as trailing parameters (a callee as a function
+    /// address, called with `call_indirect`), and each original becomes an entry
+    /// point that calls it with its own values (keeping its name, signature and
+    /// address). Only when the code Cranelift emits for the host gets smaller. With
+    /// `--validate`, every entry point is also run against its original.
     #[arg(long)]
     pub similar: bool,
 
-    /// With `--similar`: at most this many constants may differ within a group.
+    /// With `--similar`: at most this many constants and callees may differ within a
+    /// group (each becomes a parameter of the merged body).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub max_holes: usize,
+
+    /// With `--similar`: merge a group only when it saves at least this many bytes of
+    /// host code (instructions where Cranelift has no backend for the host).
+    #[arg(long, default_value_t = 1, value_name = "BYTES")]
+    pub min_saved: u64,
 }
 
 /// An error that ends the run, with its exit code.
@@ -464,6 +471,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let similar = args.similar.then(|| {
         let options = SimilarOptions {
             max_holes: args.max_holes,
+            min_saved: args.min_saved,
         };
         SimilarPass::after(&loaded.functions, &outcome.output, &options)
     });

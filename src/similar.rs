@@ -43,11 +43,18 @@ pub struct SimilarOptions {
     /// At most this many constants may differ within a group; each becomes a
     /// parameter of the merged body.
     pub max_holes: usize,
+    /// A group is merged only when it saves at least this much: code bytes when
+    /// sizes are measured on an ISA, instructions otherwise. At least 1 (a merge
+    /// that saves nothing is never made).
+    pub min_saved: u64,
 }
 
 impl Default for SimilarOptions {
     fn default() -> Self {
-        Self { max_holes: 4 }
+        Self {
+            max_holes: 4,
+            min_saved: 1,
+        }
     }
 }
 
@@ -266,11 +273,17 @@ pub fn merge_similar_for(
             .collect();
         let (size_before, size_after, sizes_in_bytes) =
             sizes(isa, module, &members, &merged, &entry_points);
-        if size_after >= size_before {
-            outcome.rejected.push((
-                members,
-                format!("not smaller ({size_before} -> {size_after})"),
-            ));
+        let min_saved = options.min_saved.max(1);
+        if size_after.saturating_add(min_saved) > size_before {
+            let reason = if size_after >= size_before {
+                format!("not smaller ({size_before} -> {size_after})")
+            } else {
+                format!(
+                    "saves {} (less than {min_saved}: {size_before} -> {size_after})",
+                    size_before - size_after
+                )
+            };
+            outcome.rejected.push((members, reason));
             names.release(&merged_name);
             continue;
         }

@@ -143,12 +143,15 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
                 .expect("unique");
         }
         let outcome = merge_functions(&module, &MergeOptions::default());
+        let args = extra_args(&text);
+        let option = |name: &str| -> Option<u64> {
+            let i = args.iter().position(|a| a == name)?;
+            args.get(i + 1)?.parse().ok()
+        };
+        let defaults = SimilarOptions::default();
         let options = SimilarOptions {
-            max_holes: extra_args(&text)
-                .iter()
-                .position(|a| a == "--max-holes")
-                .and_then(|i| extra_args(&text).get(i + 1)?.parse().ok())
-                .unwrap_or(4),
+            max_holes: option("--max-holes").map_or(defaults.max_holes, |n| n as usize),
+            min_saved: option("--min-saved").unwrap_or(defaults.min_saved),
         };
         let similar = SimilarPass::after(&module, &outcome.output, &options);
         let report = validate_similar(&similar.module, &similar.outcome);

@@ -4,6 +4,8 @@
 //! work was split. The oracle is the single-threaded run; compared are the printed
 //! CLIF module and the JSON report, byte for byte, and the work counters.
 //!
+//! The similar-function merge on top is checked the same way on a corpus program.
+//!
 //! Also checked: rewriting in place (`merge_functions_in_place`) gives the same
 //! bodies as the copying rewrite; and the pass's cheap first look (`EncodedFunctions::hash_first`, which
 //! encodes only functions sharing a hash) gives the same hashes, candidates and
@@ -19,6 +21,7 @@ use clif_merge::cli::{expand_inputs, load};
 use clif_merge::compare::EncodedFunctions;
 use clif_merge::partition::partition;
 use clif_merge::report::{clif_text, json_report};
+use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{
     FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
 };
@@ -70,6 +73,34 @@ fn check_threads(name: &str, module: &FunctionSet) -> usize {
         merged = merged.max(one.json.matches("\"action\"").count());
     }
     merged
+}
+
+/// The similar-function merge on top prints the same module and report on 1, 2 and
+/// 8 threads; returns the number of groups merged.
+fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("thread pool");
+        pool.install(|| {
+            let outcome = merge_functions(module, &MergeOptions::default());
+            let similar = SimilarPass::after(module, &outcome.output, &SimilarOptions::default());
+            (
+                clif_text(module, &outcome, Some(&similar), ""),
+                similar.json().to_string(),
+                similar.outcome.groups.len(),
+            )
+        })
+    };
+    let one = run(1);
+    for threads in [2, 8] {
+        assert!(
+            one == run(threads),
+            "{name}: the similar merge on {threads} threads differs from 1 thread"
+        );
+    }
+    one.2
 }
 
 /// `hash_first` (the pass) and `from_module` (every function encoded) agree.
@@ -197,6 +228,7 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
     let merged = check_threads("brotli", &module);
     // The corpus README's two pairs.
     assert_eq!(merged, 2);
+    assert!(check_similar_threads("brotli", &module) > 0);
     check_hash_first("brotli", &module);
     check_in_place("brotli", &module);
     std::fs::remove_dir_all(&dest).ok();
