@@ -101,6 +101,20 @@ impl FunctionEncoding {
     pub fn instructions(&self) -> u32 {
         self.instructions
     }
+
+    /// An encoding read back from a summary: the token stream, the positions of its
+    /// references to other functions (sorted, each holding the referenced
+    /// function's [`FuncIndex`] in the caller's numbering), and its instruction
+    /// count. It has no holes or call sites (those serve the similar merge).
+    pub fn from_parts(tokens: Vec<u64>, callee_positions: Vec<u32>, instructions: u32) -> Self {
+        debug_assert!(callee_positions.windows(2).all(|w| w[0] < w[1]));
+        Self {
+            tokens,
+            callee_positions,
+            instructions,
+            ..Self::default()
+        }
+    }
 }
 
 /// A constant operand that may become a parameter: where its token is, which
@@ -253,6 +267,14 @@ pub struct WalkOptions {
     /// Whether function addresses are significant (`--mode safe`). If so, an address
     /// use names its exact symbol instead of an equivalence class.
     pub addresses_significant: bool,
+    /// For summaries of separately compiled modules: a reference the comparator
+    /// must match by exact name (a significant address, a preemptible function) is
+    /// written like a class reference, as the [`FuncIndex`] of the named function,
+    /// after the tag [`NAME_EXACT`] instead of [`NAME_MODULE`]. Every user and
+    /// test-case name the functions mention must then be defined in the module
+    /// (stubs for the undefined ones; see `summary.rs`), so that no name is written
+    /// by its module-relative content.
+    pub symbols_by_reference: bool,
 }
 
 /// Runs `walk` over the given functions of `module` in parallel on the current
@@ -362,9 +384,15 @@ pub fn type_code(ty: Type) -> u64 {
 /// Ends the instructions of a block.
 const END_OF_BLOCK: u64 = u64::MAX;
 
-/// Tags for name references.
+/// Tags for name references: by content (libcalls, well-known symbols, and
+/// everything outside the module in a single-module walk), by class, and (in a
+/// summary walk) by exact symbol.
 const NAME_EXTERNAL: u64 = 0;
-const NAME_MODULE: u64 = 1;
+/// The tag before a class reference.
+pub const NAME_MODULE: u64 = 1;
+/// The tag before a reference to an exact symbol in a summary walk
+/// ([`WalkOptions::symbols_by_reference`]).
+pub const NAME_EXACT: u64 = 2;
 
 struct Walker<'a, S> {
     func: &'a Function,
@@ -604,6 +632,10 @@ impl<S: TokenSink> Walker<'_, S> {
         match defined {
             Some(index) if by_class && self.module.get(index).linkage != Linkage::Preemptible => {
                 self.push(NAME_MODULE);
+                self.out.push_callee(index.index() as u64);
+            }
+            Some(index) if self.options.symbols_by_reference => {
+                self.push(NAME_EXACT);
                 self.out.push_callee(index.index() as u64);
             }
             // Preemptible functions may be replaced at link time, and significant

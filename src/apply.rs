@@ -113,7 +113,7 @@ pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
 }
 
 /// Which names are replaced by which kept function's name.
-struct Redirects {
+pub struct Redirects {
     /// Every reference (erased and aliased duplicates).
     all: HashMap<SymbolName, UserFuncName>,
     /// Direct calls only (thunked, non-preemptible duplicates).
@@ -121,6 +121,18 @@ struct Redirects {
 }
 
 impl Redirects {
+    /// Redirects from explicit maps: names whose every reference (calls, addresses,
+    /// symbols) goes to another name, and names whose direct calls do.
+    pub fn from_maps(
+        all: impl IntoIterator<Item = (SymbolName, UserFuncName)>,
+        calls: impl IntoIterator<Item = (SymbolName, UserFuncName)>,
+    ) -> Self {
+        Self {
+            all: all.into_iter().collect(),
+            calls: calls.into_iter().collect(),
+        }
+    }
+
     fn new(module: &FunctionSet, plan: &MergePlan) -> Self {
         let mut all = HashMap::default();
         let mut calls = HashMap::default();
@@ -169,7 +181,7 @@ impl Redirects {
     }
 
     /// Redirects the references of `func`.
-    fn rewrite_in_place(&self, func: &mut Function) {
+    pub fn rewrite_in_place(&self, func: &mut Function) {
         if !self.changes(func) {
             return;
         }

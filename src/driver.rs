@@ -76,6 +76,7 @@ fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeSta
     let start = Instant::now();
     let walk = WalkOptions {
         addresses_significant: options.mode == MergeMode::Safe,
+        ..WalkOptions::default()
     };
     let functions = EncodedFunctions::hash_first(module, walk);
     stats.unsupported = functions.unsupported.clone();

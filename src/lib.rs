@@ -31,10 +31,13 @@ pub mod merging_module;
 pub mod module;
 pub mod partition;
 pub mod plan;
+pub mod program;
 pub mod report;
 pub mod sandbox;
 pub mod similar;
+pub mod summary;
 pub mod symbols;
+pub mod transform;
 pub mod validate;
 
 pub use compare::FunctionComparator;

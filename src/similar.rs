@@ -154,6 +154,7 @@ pub fn merge_similar_for(
 ) -> SimilarOutcome {
     let walk = WalkOptions {
         addresses_significant: true,
+        ..WalkOptions::default()
     };
     let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
     let hashes = walk_in_parallel(module, &all, |func, scratch| {

@@ -180,6 +180,37 @@ pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> Valid
     })
 }
 
+/// Checks a whole-program transformation (separate compilation's stage 3 applied
+/// to every module, the results put together): every function of `original` whose
+/// body differs in `transformed` (a thunk, or calls redirected) is run in both and
+/// must agree. A function removed from `transformed` is checked through its
+/// callers. Runs on a thread with a large stack, like [`validate`].
+pub fn validate_program(original: &FunctionSet, transformed: &FunctionSet) -> ValidationReport {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(1 << 30)
+            .spawn_scoped(scope, || {
+                let originals = runnable(original.iter().map(|(_, d)| &d.func));
+                let merged = runnable(transformed.iter().map(|(_, d)| &d.func));
+                let pairs = original.iter().filter_map(|(f, d)| {
+                    let now =
+                        transformed.lookup(&crate::symbols::SymbolName::of_function(&d.func))?;
+                    let changed = transformed.get(now).func.display().to_string()
+                        != d.func.display().to_string();
+                    changed.then(|| Pair {
+                        function: f,
+                        into: f,
+                        original: &d.func,
+                        replacement: d.func.name.to_string(),
+                    })
+                });
+                validate_pairs(&originals, &merged, pairs)
+            })
+            .map(|handle| handle.join().unwrap_or_default())
+            .unwrap_or_default()
+    })
+}
+
 /// One check: `original` (named as in the original module) against the function
 /// named `replacement` in the merged module.
 struct Pair<'a> {

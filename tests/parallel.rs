@@ -108,6 +108,7 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
     for addresses_significant in [false, true] {
         let options = WalkOptions {
             addresses_significant,
+            ..WalkOptions::default()
         };
         let full = EncodedFunctions::from_module(module, options);
         let lazy = EncodedFunctions::hash_first(module, options);

@@ -1,0 +1,450 @@
+//! Stage 2 of separate compilation: the whole-program merge over summaries (GCC's
+//! "read summary + execute" and "write optimization summary").
+//!
+//! [`plan_program`] reads the summaries of all modules, gives every summarized
+//! function a node, resolves every reference by symbol (a module's own local
+//! symbols first, then the program's visible definitions; a symbol defined nowhere,
+//! a preemptible one, or a reference that must match by exact name becomes a node
+//! of its own that equals only itself), and runs the same partition the
+//! single-module pass runs ([`crate::partition`]) over the summaries' encodings.
+//!
+//! Per class it keeps one *representative*: a visible (export, then hidden),
+//! non-preemptible member, the first by module and name, so the choice does not
+//! depend on the order the summaries are given. A class with no visible member can
+//! only be merged within each module. Every other member that is not preemptible
+//! gets a [`Decision`] in its module's [`ModuleDecisions`]: a local function whose
+//! address is never taken is removed and its calls go to the representative
+//! ([`DecisionAction::Redirect`]); any other becomes a thunk to it
+//! ([`DecisionAction::Thunk`]; an object file cannot alias a symbol it does not
+//! define), and its module's own calls go straight to the representative.
+
+use crate::adapter::FunctionEncoding;
+use crate::compare::EncodedFunctions;
+use crate::hash::StructuralHash;
+use crate::module::FuncIndex;
+use crate::partition::partition;
+use crate::summary::{
+    DECISIONS_MAGIC, FormatError, FunctionSummary, Summary, Visibility, from_bytes, to_bytes,
+};
+use cranelift_codegen::entity::EntityRef;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// What becomes of a function in its module.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DecisionAction {
+    /// Its body becomes a jump to the representative; calls from its own module go
+    /// straight to the representative.
+    Thunk,
+    /// Removed; every call goes to the representative.
+    Redirect,
+}
+
+impl DecisionAction {
+    /// `thunk` or `redirect`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Thunk => "thunk",
+            Self::Redirect => "redirect",
+        }
+    }
+}
+
+/// The decision for one function.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The function, by symbol name.
+    pub function: String,
+    /// Its structural hash when summarized: stage 3 refuses decisions about a
+    /// function that changed since.
+    pub hash: u64,
+    /// What becomes of it.
+    pub action: DecisionAction,
+    /// The representative's symbol name.
+    pub to: String,
+    /// The representative's module.
+    pub to_module: String,
+}
+
+/// Stage 2's output for one module (its "optimization summary").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleDecisions {
+    /// The module.
+    pub module: String,
+    /// Whether addresses were significant when summarized.
+    pub addresses_significant: bool,
+    /// One per function that does not stay as it is, by function name.
+    pub decisions: Vec<Decision>,
+}
+
+impl ModuleDecisions {
+    /// The decisions as a file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        to_bytes(DECISIONS_MAGIC, self)
+    }
+
+    /// Reads a decisions file's bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, FormatError> {
+        from_bytes(DECISIONS_MAGIC, "decisions", bytes)
+    }
+}
+
+/// A function of the program: its module and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QualifiedName {
+    /// The module.
+    pub module: String,
+    /// The function's symbol name.
+    pub name: String,
+}
+
+impl fmt::Display for QualifiedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}::{}", self.module, self.name)
+    }
+}
+
+/// What stage 2 found.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramPlan {
+    /// Per module (in module-name order), its decisions.
+    pub decisions: Vec<ModuleDecisions>,
+    /// Classes of two or more equal functions, each sorted, the representative
+    /// first where there is one; sorted.
+    pub classes: Vec<Vec<QualifiedName>>,
+    /// Functions summarized.
+    pub functions: usize,
+    /// Comparisons the partition made.
+    pub comparisons: u64,
+    /// Time to resolve symbols and build the encodings.
+    pub time_resolve: Duration,
+    /// Time of the partition.
+    pub time_partition: Duration,
+}
+
+/// Why a program cannot be planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanError {
+    /// Two summaries name the same module.
+    DuplicateModule(String),
+    /// Two modules define the same visible symbol.
+    DuplicateSymbol {
+        /// The symbol.
+        symbol: String,
+        /// The two modules.
+        modules: (String, String),
+    },
+    /// Summaries made in different modes.
+    MixedModes,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DuplicateModule(m) => write!(f, "two summaries of module `{m}`"),
+            Self::DuplicateSymbol { symbol, modules } => write!(
+                f,
+                "`{symbol}` is defined in both `{}` and `{}`",
+                modules.0, modules.1
+            ),
+            Self::MixedModes => write!(
+                f,
+                "summaries were made in different modes (--mode safe and --mode all)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// A summarized function: which summary, which function.
+#[derive(Copy, Clone)]
+struct Node {
+    module: usize,
+    function: usize,
+}
+
+/// Plans the whole program. The result does not depend on the order of
+/// `summaries`.
+pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
+    let start = Instant::now();
+    let mut order: Vec<&Summary> = summaries.iter().collect();
+    order.sort_by(|a, b| a.module.cmp(&b.module));
+    for pair in order.windows(2) {
+        if pair[0].module == pair[1].module {
+            return Err(PlanError::DuplicateModule(pair[0].module.clone()));
+        }
+    }
+    if order
+        .windows(2)
+        .any(|p| p[0].addresses_significant != p[1].addresses_significant)
+    {
+        return Err(PlanError::MixedModes);
+    }
+
+    // One node per summarized function, module by module.
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut global: HashMap<&str, usize> = HashMap::new();
+    let mut local: HashMap<(usize, &str), usize> = HashMap::new();
+    for (m, summary) in order.iter().enumerate() {
+        for (i, f) in summary.functions.iter().enumerate() {
+            let node = nodes.len();
+            nodes.push(Node {
+                module: m,
+                function: i,
+            });
+            if f.visibility == Visibility::Local {
+                local.insert((m, &f.name), node);
+            } else if let Some(&other) = global.get(f.name.as_str()) {
+                return Err(PlanError::DuplicateSymbol {
+                    symbol: f.name.clone(),
+                    modules: (
+                        order[nodes[other].module].module.clone(),
+                        summary.module.clone(),
+                    ),
+                });
+            } else {
+                global.insert(&f.name, node);
+            }
+        }
+    }
+    let function = |n: usize| -> &FunctionSummary {
+        let node = nodes[n];
+        &order[node.module].functions[node.function]
+    };
+    // The function a symbol of module `m` names, if summarized.
+    let lookup = |m: usize, symbol: &crate::summary::SymbolRef| -> Option<usize> {
+        if symbol.local {
+            local.get(&(m, symbol.name.as_str())).copied()
+        } else {
+            global.get(symbol.name.as_str()).copied()
+        }
+    };
+    // A thunk or alias of the module's own merge stands for the function it
+    // transfers to (a kept function, never itself a thunk; the hop limit only
+    // guards against a crafted summary).
+    let stands_for = |mut n: usize| -> usize {
+        for _ in 0..4 {
+            let f = function(n);
+            let m = nodes[n].module;
+            match f
+                .same_as
+                .and_then(|s| order[m].symbols.get(s as usize))
+                .and_then(|symbol| lookup(m, symbol))
+            {
+                Some(t) if t != n => n = t,
+                _ => break,
+            }
+        }
+        n
+    };
+
+    // Nodes of their own for symbols that only equal themselves.
+    let mut exact: HashMap<(Option<usize>, &str), usize> = HashMap::new();
+    let mut next_exact = nodes.len();
+
+    let mut encodings: Vec<Option<FunctionEncoding>> = Vec::with_capacity(nodes.len());
+    let mut address_taken = vec![false; nodes.len()];
+    for (m, summary) in order.iter().enumerate() {
+        // Where each of this summary's symbols resolves, for class references and
+        // for exact ones.
+        let mut by_class: Vec<usize> = Vec::with_capacity(summary.symbols.len());
+        let mut by_name: Vec<usize> = Vec::with_capacity(summary.symbols.len());
+        for symbol in &summary.symbols {
+            let scope = symbol.local.then_some(m);
+            let exact_id = *exact
+                .entry((scope, symbol.name.as_str()))
+                .or_insert_with(|| {
+                    next_exact += 1;
+                    next_exact - 1
+                });
+            let defined = lookup(m, symbol).map(stands_for);
+            by_name.push(exact_id);
+            by_class.push(match defined {
+                Some(n) if function(n).visibility != Visibility::Preemptible => n,
+                _ => exact_id,
+            });
+        }
+        for &s in &summary.addresses_taken {
+            if let Some(&n) = by_class.get(s as usize)
+                && n < nodes.len()
+            {
+                address_taken[n] = true;
+            }
+        }
+        for f in &summary.functions {
+            if !f.supported || f.same_as.is_some() {
+                encodings.push(None);
+                continue;
+            }
+            let mut tokens = f.tokens.clone();
+            for &p in &f.references {
+                let symbol = tokens[p as usize] as usize;
+                let target = if f.is_exact(p) {
+                    by_name[symbol]
+                } else {
+                    by_class[symbol]
+                };
+                tokens[p as usize] = target as u64;
+            }
+            encodings.push(Some(FunctionEncoding::from_parts(
+                tokens,
+                f.references.clone(),
+                f.instructions,
+            )));
+        }
+    }
+
+    let len = next_exact;
+    let mut encoded = EncodedFunctions {
+        len,
+        ..EncodedFunctions::default()
+    };
+    for (n, encoding) in encodings.into_iter().enumerate() {
+        let f = FuncIndex::new(n);
+        let summary = function(n);
+        encoded.supported[f] = summary.supported && summary.same_as.is_none();
+        encoded.hashes[f] = StructuralHash(summary.hash);
+        encoded.instruction_counts[f] = summary.instructions;
+        encoded.address_taken[f] = address_taken[n] || summary.address_taken;
+        encoded.encodings[f] = encoding;
+    }
+    // The exact-symbol nodes (indices from `nodes.len()` on) have no encoding and
+    // are not supported: each is a class of its own.
+    let time_resolve = start.elapsed();
+
+    let start = Instant::now();
+    let partition = partition(&encoded);
+    let time_partition = start.elapsed();
+
+    let name_of = |n: usize| QualifiedName {
+        module: order[nodes[n].module].module.clone(),
+        name: function(n).name.clone(),
+    };
+    // Thunks and aliases of each module's own merge, by the function they stand for.
+    let mut standing_in: HashMap<usize, Vec<usize>> = HashMap::new();
+    for n in 0..nodes.len() {
+        if function(n).same_as.is_some() {
+            let target = stands_for(n);
+            if target != n {
+                standing_in.entry(target).or_default().push(n);
+            }
+        }
+    }
+    let mut per_module: Vec<Vec<Decision>> = vec![Vec::new(); order.len()];
+    let mut classes = Vec::new();
+    for class in partition.merge_classes() {
+        let members: Vec<usize> = class
+            .iter()
+            .map(|f| f.index())
+            .filter(|&n| n < nodes.len())
+            .collect();
+        if members.len() < 2 {
+            continue;
+        }
+        // Reported with the class, but already thunks or aliases in their module.
+        let stand_ins: Vec<QualifiedName> = members
+            .iter()
+            .flat_map(|n| standing_in.get(n).into_iter().flatten())
+            .map(|&n| name_of(n))
+            .collect();
+        let key = |n: usize| {
+            let f = function(n);
+            let rank = match f.visibility {
+                Visibility::Export => 0,
+                Visibility::Hidden => 1,
+                Visibility::Local => 2,
+                Visibility::Preemptible => 3,
+            };
+            (rank, name_of(n))
+        };
+        let mut sorted = members.clone();
+        sorted.sort_by_cached_key(|&n| key(n));
+        let visible = sorted.iter().copied().find(|&n| {
+            matches!(
+                function(n).visibility,
+                Visibility::Export | Visibility::Hidden
+            )
+        });
+        let mut decide = |member: usize, rep: usize| {
+            if member == rep || function(member).visibility == Visibility::Preemptible {
+                return;
+            }
+            let f = function(member);
+            let action = if f.visibility == Visibility::Local
+                && !encoded.address_taken[FuncIndex::new(member)]
+            {
+                DecisionAction::Redirect
+            } else {
+                DecisionAction::Thunk
+            };
+            per_module[nodes[member].module].push(Decision {
+                function: f.name.clone(),
+                hash: f.hash,
+                action,
+                to: function(rep).name.clone(),
+                to_module: order[nodes[rep].module].module.clone(),
+            });
+        };
+        match visible {
+            Some(rep) => {
+                for &n in &sorted {
+                    decide(n, rep);
+                }
+                let mut names: Vec<QualifiedName> = sorted.iter().map(|&n| name_of(n)).collect();
+                names.extend(stand_ins);
+                let rep_name = name_of(rep);
+                names.retain(|q| *q != rep_name);
+                names.sort();
+                names.insert(0, rep_name);
+                classes.push(names);
+            }
+            None => {
+                // Only within each module: a local representative per module.
+                let mut by_module: HashMap<usize, Vec<usize>> = HashMap::new();
+                for &n in &sorted {
+                    by_module.entry(nodes[n].module).or_default().push(n);
+                }
+                let mut modules: Vec<_> = by_module.into_iter().collect();
+                modules.sort_by_key(|(m, _)| *m);
+                let mut names: Vec<QualifiedName> = sorted.iter().map(|&n| name_of(n)).collect();
+                names.extend(stand_ins);
+                names.sort();
+                for (_, members) in modules {
+                    if let Some(&rep) = members
+                        .iter()
+                        .find(|&&n| function(n).visibility != Visibility::Preemptible)
+                    {
+                        for &n in &members {
+                            decide(n, rep);
+                        }
+                    }
+                }
+                classes.push(names);
+            }
+        }
+    }
+    classes.sort();
+    let decisions = order
+        .iter()
+        .zip(per_module)
+        .map(|(summary, mut decisions)| {
+            decisions.sort_by(|a, b| a.function.cmp(&b.function));
+            ModuleDecisions {
+                module: summary.module.clone(),
+                addresses_significant: summary.addresses_significant,
+                decisions,
+            }
+        })
+        .collect();
+    Ok(ProgramPlan {
+        decisions,
+        classes,
+        functions: nodes.len(),
+        comparisons: partition.stats.comparisons,
+        time_resolve,
+        time_partition,
+    })
+}

@@ -1,0 +1,496 @@
+//! Stage 1 of separate compilation: a module's *summary* (GCC's "generate summary",
+//! see `../shared/design/gcc-ipa-summaries.rst`).
+//!
+//! A summary holds, for every function a module defines after its own merge ran
+//! (the summary describes the result), what the comparator needs to decide equality
+//! without the body: the walk's token stream, its structural hash, and where it
+//! refers to other functions, with those references by *symbol name* instead of by
+//! index. Names are module-independent: the walk runs in a special mode
+//! ([`WalkOptions::symbols_by_reference`]) in which every user or test-case name a
+//! function mentions is written as a reference (a stub stands in for names the
+//! module does not define), and [`Summary::symbols`] spells each out. Local
+//! functions are summarized too, marked local: other modules cannot call them, but
+//! they decide whether two visible functions that call them are equal.
+//!
+//! Summaries and the decisions of stage 2 ([`crate::program`]) are written in a
+//! compact binary format (`postcard`) behind a magic number and a format version;
+//! reading a file of another kind or version, or a truncated or corrupt one, is an
+//! [`FormatError`], never a panic.
+
+use crate::adapter::{NAME_EXACT, WalkOptions, encode_function, hash_function, walk_in_parallel};
+use crate::driver::{MergeOptions, merge_functions};
+use crate::module::{FuncIndex, FunctionSet};
+use crate::plan::MergeMode;
+use crate::symbols::SymbolName;
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::ir::{
+    ExternalName, Function, GlobalValueData, Signature, UserExternalName, UserFuncName,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_module::Linkage;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// The version of the summary and decision formats; bumped on every change.
+pub const FORMAT_VERSION: u32 = 1;
+/// The first bytes of a summary file.
+pub const SUMMARY_MAGIC: [u8; 8] = *b"CLIFMSUM";
+/// The first bytes of a decisions file.
+pub const DECISIONS_MAGIC: [u8; 8] = *b"CLIFMDEC";
+
+/// How visible a summarized function is: its linkage.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Visibility {
+    /// Only its own module can refer to it.
+    Local,
+    /// Visible to other modules of the program, not outside it.
+    Hidden,
+    /// Visible everywhere.
+    Export,
+    /// Visible, and the linker may replace it with another definition.
+    Preemptible,
+}
+
+impl Visibility {
+    /// The visibility of a definition with `linkage`.
+    pub fn of(linkage: Linkage) -> Self {
+        match linkage {
+            Linkage::Local => Self::Local,
+            Linkage::Hidden => Self::Hidden,
+            Linkage::Preemptible => Self::Preemptible,
+            Linkage::Export | Linkage::Import => Self::Export,
+        }
+    }
+}
+
+/// A symbol a summary refers to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SymbolRef {
+    /// Its name as the linker sees it (`u0:5`, `%foo` in CLIF; the declared name in
+    /// a `cranelift_module::Module`).
+    pub name: String,
+    /// Whether it is private to the summarized module (the same name in another
+    /// module is another symbol).
+    pub local: bool,
+}
+
+/// The comparator's view of one function, independent of its module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionSummary {
+    /// The function's symbol name.
+    pub name: String,
+    /// Its linkage.
+    pub visibility: Visibility,
+    /// Whether its own module takes its address (in code or data).
+    pub address_taken: bool,
+    /// After the module's own merge, this function is a thunk to, or an alias of,
+    /// the function this symbol (an index into [`Summary::symbols`]) names: it is
+    /// equal to it, and references to it count as references to that one. Such a
+    /// function is not compared itself (an alias has no body).
+    pub same_as: Option<u32>,
+    /// The walk could handle it; if not, it is never merged and has no tokens.
+    pub supported: bool,
+    /// Structural hash (the pass's; it skips references).
+    pub hash: u64,
+    /// Reachable instructions.
+    pub instructions: u32,
+    /// The walk's token stream; at each reference position, an index into
+    /// [`Summary::symbols`].
+    pub tokens: Vec<u64>,
+    /// Positions of references in [`Self::tokens`], increasing. The token before
+    /// each is the reference's tag: by equivalence class, or by exact symbol.
+    pub references: Vec<u32>,
+}
+
+impl FunctionSummary {
+    /// Whether the reference at `position` must match by exact symbol.
+    pub fn is_exact(&self, position: u32) -> bool {
+        position > 0 && self.tokens[position as usize - 1] == NAME_EXACT
+    }
+}
+
+/// Everything stage 2 needs to know about one module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The module's name (unique within a program).
+    pub module: String,
+    /// Whether function addresses are significant (`--mode safe`); all summaries
+    /// of a program must agree.
+    pub addresses_significant: bool,
+    /// Every symbol the functions refer to.
+    pub symbols: Vec<SymbolRef>,
+    /// The module's functions after its own merge, in definition order.
+    pub functions: Vec<FunctionSummary>,
+    /// Symbols whose address this module takes (indices into [`Self::symbols`]).
+    pub addresses_taken: Vec<u32>,
+}
+
+/// How a module's functions and data are named for the linker, given the names
+/// they have inside the module's CLIF.
+pub trait SymbolNames: Sync {
+    /// The linker's view of `name`, as defined (or referred to) in this module.
+    fn symbol(&self, name: &UserFuncName, defined_local: Option<bool>) -> SymbolRef;
+}
+
+/// CLIF text naming: a name is its spelling (`u0:5`, `%foo`), the same symbol in
+/// every module; a definition is local to its module when its linkage is.
+pub struct ClifNames;
+
+impl SymbolNames for ClifNames {
+    fn symbol(&self, name: &UserFuncName, defined_local: Option<bool>) -> SymbolRef {
+        SymbolRef {
+            name: name.to_string(),
+            local: defined_local.unwrap_or(false),
+        }
+    }
+}
+
+/// The CLIF name a symbol string spells (`u0:5`, `%foo`), if it is one.
+pub fn clif_name(symbol: &str) -> Option<UserFuncName> {
+    if let Some(rest) = symbol.strip_prefix('%') {
+        return Some(UserFuncName::testcase(rest));
+    }
+    let (namespace, index) = symbol.strip_prefix('u')?.split_once(':')?;
+    Some(UserFuncName::User(UserExternalName::new(
+        namespace.parse().ok()?,
+        index.parse().ok()?,
+    )))
+}
+
+/// A module after its own merge, as every stage sees it.
+pub struct MergedModule {
+    /// The bodies that stayed (kept functions with redirected calls, and thunks),
+    /// with their linkage and address-taken marks, in definition order.
+    pub set: FunctionSet,
+    /// For each function of [`Self::set`] that the module's own merge made a thunk,
+    /// the function of `set` it transfers to.
+    pub thunk_of: SecondaryMap<FuncIndex, Option<FuncIndex>>,
+    /// Aliases the module's own merge made: name, linkage, and the function of
+    /// [`Self::set`] whose code the name now stands for.
+    pub aliases: Vec<(UserFuncName, Linkage, FuncIndex)>,
+}
+
+/// Runs the module's own merge: what every stage starts from.
+pub fn merged_module(module: &FunctionSet, options: &MergeOptions) -> MergedModule {
+    use crate::apply::OutputEntry;
+    use crate::plan::MergeAction;
+    let outcome = merge_functions(module, options);
+    let mut set = FunctionSet::new();
+    let mut index_in_set: SecondaryMap<FuncIndex, Option<FuncIndex>> = SecondaryMap::new();
+    for entry in &outcome.output {
+        let (function, body) = match entry {
+            OutputEntry::Function(f, body) => (*f, &**body),
+            OutputEntry::Thunk { function, body, .. } => (*function, body),
+            OutputEntry::Removed { .. } => continue,
+        };
+        // Names are unique in `module`, hence in any subset of its bodies.
+        if let Ok(index) = set.push(body.clone(), module.get(function).linkage) {
+            index_in_set[function] = Some(index);
+            if module.address_taken_outside(function) {
+                set.mark_address_taken(index);
+            }
+        }
+    }
+    let mut thunk_of = SecondaryMap::new();
+    let mut aliases = Vec::new();
+    for entry in &outcome.output {
+        match entry {
+            OutputEntry::Thunk { function, into, .. } => {
+                if let (Some(f), Some(into)) = (index_in_set[*function], index_in_set[*into]) {
+                    thunk_of[f] = Some(into);
+                }
+            }
+            OutputEntry::Removed {
+                function,
+                into,
+                action: MergeAction::Alias,
+            } => {
+                if let Some(into) = index_in_set[*into] {
+                    let def = module.get(*function);
+                    aliases.push((def.func.name.clone(), def.linkage, into));
+                }
+            }
+            _ => {}
+        }
+    }
+    MergedModule {
+        set,
+        thunk_of,
+        aliases,
+    }
+}
+
+/// `module` with a stub (import linkage, no body) for every user or test-case name
+/// its functions mention but do not define, so that the summary walk can write
+/// every such name as a reference. Returns the set and the number of real
+/// functions (the stubs follow them).
+fn with_stubs(module: &FunctionSet) -> (FunctionSet, usize) {
+    let mut set = module.clone();
+    let real = set.len();
+    let mut missing: Vec<UserFuncName> = Vec::new();
+    let mut seen: HashSet<SymbolName> = HashSet::new();
+    for (_, def) in module.iter() {
+        let func = &def.func;
+        let functions = func.dfg.ext_funcs.values().map(|data| &data.name);
+        let globals = func.global_values.values().filter_map(|gv| match gv {
+            GlobalValueData::Symbol { name, .. } => Some(name),
+            _ => None,
+        });
+        for name in functions.chain(globals) {
+            let user = match name {
+                ExternalName::User(r) => match func.params.user_named_funcs().get(*r) {
+                    Some(user) => UserFuncName::User(user.clone()),
+                    None => continue,
+                },
+                ExternalName::TestCase(t) => UserFuncName::Testcase(t.clone()),
+                ExternalName::LibCall(_) | ExternalName::KnownSymbol(_) => continue,
+            };
+            let symbol = SymbolName::of_user_func_name(&user);
+            if module.lookup(&symbol).is_none() && seen.insert(symbol) {
+                missing.push(user);
+            }
+        }
+    }
+    for name in missing {
+        let stub = Function::with_name_signature(name, Signature::new(CallConv::Fast));
+        // Names are unique: each missing one once, none defined.
+        let _ = set.push(stub, Linkage::Import);
+    }
+    (set, real)
+}
+
+/// Summarizes `module` (named `module_name`), after running its own merge with
+/// `options`, naming symbols as CLIF text does ([`ClifNames`]).
+pub fn summarize(module: &FunctionSet, module_name: &str, options: &MergeOptions) -> Summary {
+    summarize_with(module, module_name, options, &ClifNames)
+}
+
+/// The walk options of summaries.
+pub fn summary_walk(mode: MergeMode) -> WalkOptions {
+    WalkOptions {
+        addresses_significant: mode == MergeMode::Safe,
+        symbols_by_reference: true,
+    }
+}
+
+/// Structural hash of every function of `merged` (a [`merged_module`]) as a
+/// summary records it: stage 3 checks decisions against these.
+pub fn summary_hashes(merged: &FunctionSet, mode: MergeMode) -> Vec<Option<u64>> {
+    // Stubs only for names the bodies mention: the same set the summary walked.
+    let (set, real) = with_stubs(merged);
+    let walk = summary_walk(mode);
+    let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
+    walk_in_parallel(&set, &all, |func, scratch| {
+        hash_function(func, &set, walk, scratch)
+            .ok()
+            .map(|h| h.hash.0)
+    })
+}
+
+/// Like [`summarize`], with the module's own naming of symbols.
+pub fn summarize_with(
+    module: &FunctionSet,
+    module_name: &str,
+    options: &MergeOptions,
+    names: &dyn SymbolNames,
+) -> Summary {
+    let merged = merged_module(module, options);
+    let (set, real) = with_stubs(&merged.set);
+    let walk = summary_walk(options.mode);
+    let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
+    let walked = walk_in_parallel(&set, &all, |func, scratch| {
+        let hashed = hash_function(func, &set, walk, scratch).ok()?;
+        let encoding = encode_function(func, &set, walk, scratch).ok()?;
+        Some((hashed.hash.0, encoding))
+    });
+
+    let mut symbols: Vec<SymbolRef> = Vec::new();
+    let mut symbol_of: HashMap<FuncIndex, u32> = HashMap::new();
+    let mut intern = |f: FuncIndex| -> u32 {
+        *symbol_of.entry(f).or_insert_with(|| {
+            let def = set.get(f);
+            let defined_local = (f.index() < real).then_some(def.linkage == Linkage::Local);
+            symbols.push(names.symbol(&def.func.name, defined_local));
+            (symbols.len() - 1) as u32
+        })
+    };
+    let mut taken: HashSet<FuncIndex> = HashSet::new();
+    let mut functions = Vec::with_capacity(real);
+    for (&f, walked) in all.iter().zip(walked) {
+        let def = set.get(f);
+        let own = names.symbol(&def.func.name, Some(def.linkage == Linkage::Local));
+        let mut summary = FunctionSummary {
+            name: own.name,
+            visibility: Visibility::of(def.linkage),
+            address_taken: false,
+            same_as: None,
+            supported: false,
+            hash: 0,
+            instructions: 0,
+            tokens: Vec::new(),
+            references: Vec::new(),
+        };
+        if let Some(kept) = merged.thunk_of[f] {
+            summary.same_as = Some(intern(kept));
+        }
+        if set.address_taken_outside(f) {
+            taken.insert(f);
+        }
+        if let Some((hash, encoding)) = walked {
+            let mut tokens = encoding.tokens().to_vec();
+            for &p in encoding.callee_positions() {
+                let target = FuncIndex::new(tokens[p as usize] as usize);
+                tokens[p as usize] = u64::from(intern(target));
+            }
+            taken.extend(encoding.address_taken().iter().copied());
+            summary.supported = true;
+            summary.hash = hash;
+            summary.instructions = encoding.instructions();
+            summary.references = encoding.callee_positions().to_vec();
+            summary.tokens = tokens;
+        }
+        functions.push(summary);
+    }
+    for (f, summary) in all.iter().zip(&mut functions) {
+        summary.address_taken = taken.contains(f);
+    }
+    for (name, linkage, kept) in &merged.aliases {
+        functions.push(FunctionSummary {
+            name: names.symbol(name, Some(*linkage == Linkage::Local)).name,
+            visibility: Visibility::of(*linkage),
+            address_taken: false,
+            same_as: Some(intern(*kept)),
+            supported: false,
+            hash: 0,
+            instructions: 0,
+            tokens: Vec::new(),
+            references: Vec::new(),
+        });
+    }
+    let mut taken: Vec<FuncIndex> = taken.into_iter().collect();
+    taken.sort_unstable();
+    let addresses_taken = taken.into_iter().map(&mut intern).collect();
+    Summary {
+        module: module_name.to_string(),
+        addresses_significant: options.mode == MergeMode::Safe,
+        symbols,
+        functions,
+        addresses_taken,
+    }
+}
+
+/// Why a summary or decisions file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    /// The file does not start with the expected magic number.
+    NotThisKind {
+        /// What was expected (`summary`, `decisions`).
+        expected: &'static str,
+    },
+    /// Written by another version of the format.
+    Version {
+        /// The version in the file.
+        found: u32,
+    },
+    /// Truncated or corrupt.
+    Corrupt(String),
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotThisKind { expected } => write!(f, "not a clif-merge {expected} file"),
+            Self::Version { found } => write!(
+                f,
+                "written by format version {found}; this clif-merge reads version {FORMAT_VERSION}"
+            ),
+            Self::Corrupt(why) => write!(f, "truncated or corrupt: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), then the
+/// `postcard` encoding.
+pub fn to_bytes<T: Serialize>(magic: [u8; 8], value: &T) -> Vec<u8> {
+    let mut bytes = magic.to_vec();
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    // Serializing plain data into a growing vector cannot fail.
+    bytes.extend(postcard::to_allocvec(value).unwrap_or_default());
+    bytes
+}
+
+/// Reads what [`to_bytes`] wrote; `kind` names the expected kind in errors.
+pub fn from_bytes<T: for<'de> Deserialize<'de>>(
+    magic: [u8; 8],
+    kind: &'static str,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    if bytes.len() < 12 || bytes[..8] != magic {
+        return Err(FormatError::NotThisKind { expected: kind });
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != FORMAT_VERSION {
+        return Err(FormatError::Version { found: version });
+    }
+    match postcard::take_from_bytes::<T>(&bytes[12..]) {
+        Ok((value, [])) => Ok(value),
+        Ok((_, rest)) => Err(FormatError::Corrupt(format!(
+            "{} bytes after the end",
+            rest.len()
+        ))),
+        Err(e) => Err(FormatError::Corrupt(e.to_string())),
+    }
+}
+
+impl Summary {
+    /// The summary as a file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        to_bytes(SUMMARY_MAGIC, self)
+    }
+
+    /// Reads a summary file's bytes, checking kind, version and consistency.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, FormatError> {
+        let summary: Self = from_bytes(SUMMARY_MAGIC, "summary", bytes)?;
+        summary.check()?;
+        Ok(summary)
+    }
+
+    /// Checks what the rest of the pipeline relies on (references in bounds and
+    /// increasing), so that a crafted file is an error, not a panic.
+    fn check(&self) -> Result<(), FormatError> {
+        let symbols = self.symbols.len() as u64;
+        for f in &self.functions {
+            let mut previous = None;
+            for &p in &f.references {
+                let Some(&token) = f.tokens.get(p as usize) else {
+                    return Err(FormatError::Corrupt(format!(
+                        "{}: reference position {p} beyond its tokens",
+                        f.name
+                    )));
+                };
+                if token >= symbols || previous.is_some_and(|q| q >= p) {
+                    return Err(FormatError::Corrupt(format!(
+                        "{}: bad reference at {p}",
+                        f.name
+                    )));
+                }
+                previous = Some(p);
+            }
+        }
+        if self
+            .functions
+            .iter()
+            .filter_map(|f| f.same_as)
+            .chain(self.addresses_taken.iter().copied())
+            .any(|s| u64::from(s) >= symbols)
+        {
+            return Err(FormatError::Corrupt(
+                "address-taken symbol out of range".into(),
+            ));
+        }
+        Ok(())
+    }
+}

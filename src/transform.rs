@@ -1,0 +1,109 @@
+//! Stage 3 of separate compilation: a module applies its decisions (GCC's "read
+//! optimization summary + transform").
+//!
+//! The module's own merge runs again (it is deterministic, so it gives the bodies
+//! the summary described), every decision is checked against the function it names
+//! (it must exist and have the structural hash it had when summarized, so stale
+//! decisions are refused instead of applied to changed code), and then: a function
+//! decided [`DecisionAction::Thunk`] gets a body that tail-calls (or calls and
+//! returns) its representative, a function decided [`DecisionAction::Redirect`] is
+//! removed, and every call in the module to either goes straight to the
+//! representative (which may live in another module: it is then an import).
+
+use crate::apply::{Redirects, build_thunk};
+use crate::driver::MergeOptions;
+use crate::module::FunctionSet;
+use crate::plan::MergeMode;
+use crate::program::{DecisionAction, ModuleDecisions};
+use crate::summary::{clif_name, merged_module, summary_hashes};
+use crate::symbols::SymbolName;
+use std::collections::HashMap;
+use std::fmt;
+
+/// Why decisions cannot be applied to a module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransformError {
+    /// The decisions were planned for another mode.
+    ModeMismatch,
+    /// A decision names a function the module does not define (after its own
+    /// merge).
+    UnknownFunction(String),
+    /// A function changed since it was summarized.
+    Stale(String),
+    /// A representative's name is not a CLIF name.
+    BadTarget(String),
+}
+
+impl fmt::Display for TransformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ModeMismatch => write!(f, "the decisions were planned in another --mode"),
+            Self::UnknownFunction(name) => write!(
+                f,
+                "the decisions name `{name}`, which this module does not define (after its own merge)"
+            ),
+            Self::Stale(name) => write!(
+                f,
+                "`{name}` changed since it was summarized: summarize and plan again"
+            ),
+            Self::BadTarget(name) => write!(f, "`{name}` is not a CLIF function name"),
+        }
+    }
+}
+
+impl std::error::Error for TransformError {}
+
+/// Applies `decisions` to `module` (CLIF naming): returns the module's functions
+/// after its own merge and the decisions, in definition order.
+pub fn apply_decisions(
+    module: &FunctionSet,
+    options: &MergeOptions,
+    decisions: &ModuleDecisions,
+) -> Result<FunctionSet, TransformError> {
+    if decisions.addresses_significant != (options.mode == MergeMode::Safe) {
+        return Err(TransformError::ModeMismatch);
+    }
+    let merged = merged_module(module, options).set;
+    let hashes = summary_hashes(&merged, options.mode);
+    let by_name: HashMap<String, usize> = merged
+        .iter()
+        .enumerate()
+        .map(|(i, (_, def))| (def.func.name.to_string(), i))
+        .collect();
+    let mut action_of: Vec<Option<(DecisionAction, cranelift_codegen::ir::UserFuncName)>> =
+        vec![None; merged.len()];
+    let (mut all, mut calls) = (Vec::new(), Vec::new());
+    for d in &decisions.decisions {
+        let &i = by_name
+            .get(&d.function)
+            .ok_or_else(|| TransformError::UnknownFunction(d.function.clone()))?;
+        if hashes[i] != Some(d.hash) {
+            return Err(TransformError::Stale(d.function.clone()));
+        }
+        let to = clif_name(&d.to).ok_or_else(|| TransformError::BadTarget(d.to.clone()))?;
+        let name = clif_name(&d.function)
+            .map(|n| SymbolName::of_user_func_name(&n))
+            .ok_or_else(|| TransformError::BadTarget(d.function.clone()))?;
+        match d.action {
+            DecisionAction::Redirect => all.push((name, to.clone())),
+            DecisionAction::Thunk => calls.push((name, to.clone())),
+        }
+        action_of[i] = Some((d.action, to));
+    }
+    let redirects = Redirects::from_maps(all, calls);
+    let mut out = FunctionSet::new();
+    for ((_, def), action) in merged.iter().zip(action_of) {
+        let func = match action {
+            Some((DecisionAction::Redirect, _)) => continue,
+            Some((DecisionAction::Thunk, to)) => build_thunk(&def.func, &to),
+            None => {
+                let mut func = def.func.clone();
+                redirects.rewrite_in_place(&mut func);
+                func
+            }
+        };
+        // Names stay unique: a subset of the merged module's.
+        let _ = out.push(func, def.linkage);
+    }
+    Ok(out)
+}

@@ -1,0 +1,266 @@
+//! Separate compilation (summaries, whole-program plan, per-module transform) finds
+//! exactly what one run over the whole module finds.
+//!
+//! A module is split into K parts round-robin; a function referred to from another
+//! part is given export linkage, in the whole module too (classes do not depend on
+//! linkage). Each part is summarized on its own (after its own merge), the program
+//! is planned from the summaries, and the classes the parts' own merges found,
+//! joined with the classes of the plan, must be exactly the classes of the whole
+//! module. Then every part applies its decisions, every output function passes the
+//! verifier, and the parts put together run like the original program in the
+//! sandboxed interpreter. The plan must not depend on the order of the summaries,
+//! and summaries go through their file format.
+
+#[path = "../benches/merge_bench/generator.rs"]
+#[allow(dead_code)]
+mod generator;
+
+use clif_merge::cli::{expand_inputs, load};
+use clif_merge::program::plan_program;
+use clif_merge::summary::{Summary, summarize};
+use clif_merge::symbols::SymbolName;
+use clif_merge::transform::apply_decisions;
+use clif_merge::validate::validate_program;
+use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{ExternalName, GlobalValueData};
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
+use cranelift_module::Linkage;
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+fn parse(text: &str) -> FunctionSet {
+    let mut set = FunctionSet::new();
+    for f in cranelift_reader::parse_functions(text).expect("parses") {
+        set.push(f, Linkage::Local).expect("unique");
+    }
+    set
+}
+
+/// The functions of `module` each function refers to (calls, addresses, symbols).
+fn references(module: &FunctionSet, f: FuncIndex) -> Vec<FuncIndex> {
+    let func = &module.get(f).func;
+    let functions = func.dfg.ext_funcs.values().map(|d| &d.name);
+    let globals = func.global_values.values().filter_map(|gv| match gv {
+        GlobalValueData::Symbol { name, .. } => Some(name),
+        _ => None,
+    });
+    functions
+        .chain(globals)
+        .filter(|name| !matches!(name, ExternalName::LibCall(_)))
+        .filter_map(|name| SymbolName::of_external(func, name))
+        .filter_map(|symbol| module.lookup(&symbol))
+        .collect()
+}
+
+/// `module` with every function referred to across parts exported, and its K parts
+/// (function i in part i mod K).
+fn split(module: &FunctionSet, k: usize) -> (FunctionSet, Vec<FunctionSet>) {
+    let part = |f: FuncIndex| f.index() % k;
+    let mut whole = module.clone();
+    for (f, _) in module.iter() {
+        for callee in references(module, f) {
+            if part(callee) != part(f) {
+                whole.set_linkage(callee, Linkage::Export);
+            }
+        }
+    }
+    let mut parts: Vec<FunctionSet> = (0..k).map(|_| FunctionSet::new()).collect();
+    for (f, def) in whole.iter() {
+        let index = parts[part(f)]
+            .push(def.func.clone(), def.linkage)
+            .expect("unique");
+        if whole.address_taken_outside(f) {
+            parts[part(f)].mark_address_taken(index);
+        }
+    }
+    (whole, parts)
+}
+
+/// Classes as sets of names.
+type Classes = BTreeSet<BTreeSet<String>>;
+
+/// Joins groups of names into classes (union-find over names).
+fn join(groups: impl IntoIterator<Item = Vec<String>>) -> Classes {
+    let mut parent: HashMap<String, String> = HashMap::new();
+    fn find(parent: &mut HashMap<String, String>, x: &str) -> String {
+        let p = parent.get(x).cloned().unwrap_or_else(|| x.to_string());
+        if p == x {
+            return p;
+        }
+        let root = find(parent, &p);
+        parent.insert(x.to_string(), root.clone());
+        root
+    }
+    for group in groups {
+        for name in &group {
+            parent.entry(name.clone()).or_insert_with(|| name.clone());
+        }
+        for pair in group.windows(2) {
+            let (a, b) = (find(&mut parent, &pair[0]), find(&mut parent, &pair[1]));
+            if a != b {
+                parent.insert(a, b);
+            }
+        }
+    }
+    let names: Vec<String> = parent.keys().cloned().collect();
+    let mut classes: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for name in names {
+        let root = find(&mut parent, &name);
+        classes.entry(root).or_default().insert(name);
+    }
+    classes.into_values().filter(|c| c.len() > 1).collect()
+}
+
+fn class_names(module: &FunctionSet, classes: &[Vec<FuncIndex>]) -> Vec<Vec<String>> {
+    classes
+        .iter()
+        .map(|c| c.iter().map(|&f| module.display_name(f)).collect())
+        .collect()
+}
+
+/// Runs the three stages on `module` split into `k` parts and checks them against
+/// the whole-module run. Returns (classes, cross-module decisions).
+fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usize, usize) {
+    let options = MergeOptions::default();
+    let (whole, parts) = split(module, k);
+    let expected = join(class_names(
+        &whole,
+        &merge_functions(&whole, &options).plan.classes,
+    ));
+
+    let summaries: Vec<Summary> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| summarize(part, &format!("part{i}"), &options))
+        .collect();
+    // Through the file format, as the CLI does.
+    let summaries: Vec<Summary> = summaries
+        .iter()
+        .map(|s| Summary::from_bytes(&s.to_bytes()).expect("round trip"))
+        .collect();
+    let mut reversed = summaries.clone();
+    reversed.reverse();
+    let plan = plan_program(&summaries).expect("plan");
+    let plan_reversed = plan_program(&reversed).expect("plan");
+    assert_eq!(
+        format!("{:?}", plan.decisions),
+        format!("{:?}", plan_reversed.decisions),
+        "{name} K={k}: the plan depends on the order of the summaries"
+    );
+
+    let own = parts
+        .iter()
+        .flat_map(|part| class_names(part, &merge_functions(part, &options).plan.classes));
+    let program = plan
+        .classes
+        .iter()
+        .map(|c| c.iter().map(|q| q.name.clone()).collect::<Vec<_>>());
+    let found = join(own.chain(program));
+    if found != expected {
+        let missing: Vec<_> = expected.difference(&found).take(3).collect();
+        let extra: Vec<_> = found.difference(&expected).take(3).collect();
+        panic!("{name} K={k}: classes differ\n  whole only: {missing:?}\n  split only: {extra:?}");
+    }
+
+    // Stage 3, then the parts together must behave like the original.
+    let flags = Flags::new(settings::builder());
+    let mut program = FunctionSet::new();
+    for (part, decisions) in parts.iter().zip(&plan.decisions) {
+        let out = apply_decisions(part, &options, decisions).expect("apply");
+        for (_, def) in out.iter() {
+            if let Err(e) = verify_function(&def.func, &flags) {
+                panic!("{name} K={k}: {} fails the verifier: {e}", def.func.name);
+            }
+            program
+                .push(def.func.clone(), def.linkage)
+                .expect("unique names");
+        }
+    }
+    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+    if !run {
+        println!(
+            "{name} K={k}: {} classes, {decided} cross-module decisions",
+            expected.len()
+        );
+        return (expected.len(), decided);
+    }
+    let report = validate_program(&whole, &program);
+    assert!(
+        report.mismatches.is_empty(),
+        "{name} K={k}: {:?}",
+        report.mismatches
+    );
+    println!(
+        "{name} K={k}: {} classes, {decided} cross-module decisions; {}",
+        expected.len(),
+        report.summary()
+    );
+    (expected.len(), decided)
+}
+
+#[test]
+fn separate_compilation_finds_the_whole_module_classes_on_generated_modules() {
+    for seed in [1, 2] {
+        let module = parse(
+            &generator::generate(&generator::GenConfig {
+                functions: 300,
+                dup_rate: 0.25,
+                near_rate: 0.2,
+                seed,
+            })
+            .clif,
+        );
+        for k in [1, 2, 4, 8] {
+            // Running is the slow part (loops): once per module.
+            let (classes, decided) =
+                check_separate(&format!("generated seed {seed}"), &module, k, k == 4);
+            assert!(classes >= 15, "{classes}");
+            if k > 1 {
+                assert!(decided > 0, "K={k}: nothing merged across modules");
+            }
+        }
+    }
+}
+
+#[test]
+fn separate_compilation_finds_the_whole_module_classes_on_filetests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests/merge");
+    let mut files = expand_inputs(&[root]).expect("filetests");
+    files.sort();
+    for file in &files {
+        let Ok(loaded) = load(std::slice::from_ref(file)) else {
+            continue;
+        };
+        // Files that set linkage or mode through arguments keep their defaults here.
+        for k in [1, 2, 4] {
+            check_separate(&file.display().to_string(), &loaded.functions, k, true);
+        }
+    }
+}
+
+#[test]
+fn separate_compilation_finds_the_whole_module_classes_on_a_corpus_program() {
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/brotli.tar.xz");
+    if !archive.exists() {
+        eprintln!("../shared/corpus not found: corpus part skipped");
+        return;
+    }
+    let dest = std::env::temp_dir().join(format!("clif-merge-separate-{}", std::process::id()));
+    std::fs::create_dir_all(&dest).expect("temp dir");
+    let status = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&dest)
+        .arg("-xJf")
+        .arg(&archive)
+        .status()
+        .expect("tar");
+    assert!(status.success());
+    let files = expand_inputs(&[dest.join("brotli")]).expect("brotli");
+    let module = load(&files).expect("loads").functions;
+    for k in [1, 2, 4, 8] {
+        check_separate("brotli", &module, k, true);
+    }
+    std::fs::remove_dir_all(&dest).ok();
+}
