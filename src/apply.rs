@@ -166,7 +166,7 @@ impl Redirects {
     }
 
     /// `func` with its references redirected: borrowed when nothing changes.
-    fn rewrite<'f>(&self, func: &'f Function) -> Cow<'f, Function> {
+    pub fn rewrite<'f>(&self, func: &'f Function) -> Cow<'f, Function> {
         if !self.changes(func) {
             return Cow::Borrowed(func);
         }

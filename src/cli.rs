@@ -46,6 +46,12 @@ Examples:
   clif-merge --report json --export %main a.clif b.clif
   clif-merge --stats --mode all corpus/brotli/
 
+Separate compilation (merging across modules compiled apart; see each one's --help):
+  clif-merge summarize a/ -o a.sum        stage 1, per module
+  clif-merge plan a.sum b.sum --out-dir d  stage 2, whole program
+  clif-merge apply --decisions d/a.dec a/  stage 3, per module
+  clif-merge dump d/a.dec                  print a summary or decisions file
+
 Exit status: 0 on success, 1 if --validate found a mismatch, 2 on bad input (parse error with FILE:LINE, a function \
 that fails the Cranelift verifier, unreadable or empty input, duplicate names), 3 on \
 an internal error.";
@@ -143,7 +149,7 @@ pub struct CliError {
 }
 
 impl CliError {
-    fn input(message: impl Into<String>) -> Self {
+    pub(crate) fn input(message: impl Into<String>) -> Self {
         Self {
             code: 2,
             message: message.into(),
@@ -413,10 +419,20 @@ fn header_lines(text: &str) -> String {
 
 /// Sets the linkage of the functions named in the options.
 fn apply_linkage(module: &mut FunctionSet, args: &Args) -> Result<(), CliError> {
+    apply_linkage_lists(module, &args.export, &args.hidden, &args.preemptible)
+}
+
+/// Gives the functions named in `export`, `hidden` and `preemptible` that linkage.
+pub(crate) fn apply_linkage_lists(
+    module: &mut FunctionSet,
+    export: &[String],
+    hidden: &[String],
+    preemptible: &[String],
+) -> Result<(), CliError> {
     let lists = [
-        (&args.export, Linkage::Export),
-        (&args.hidden, Linkage::Hidden),
-        (&args.preemptible, Linkage::Preemptible),
+        (export, Linkage::Export),
+        (hidden, Linkage::Hidden),
+        (preemptible, Linkage::Preemptible),
     ];
     for (names, linkage) in lists {
         for name in names {
@@ -570,6 +586,12 @@ pub fn main_with_args(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
+    let argv: Vec<OsString> = argv.into_iter().collect();
+    if let Some(command) = argv.get(1).and_then(|a| a.to_str())
+        && crate::separate_cli::SUBCOMMANDS.contains(&command)
+    {
+        return crate::separate_cli::main_with_args(argv, stdout, stderr);
+    }
     let args = match Args::try_parse_from(argv) {
         Ok(args) => args,
         Err(e) => {

@@ -34,6 +34,7 @@ pub mod plan;
 pub mod program;
 pub mod report;
 pub mod sandbox;
+pub mod separate_cli;
 pub mod similar;
 pub mod summary;
 pub mod symbols;

@@ -27,11 +27,15 @@
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
-use crate::apply::{OutputEntry, build_thunk_with};
+use crate::apply::{OutputEntry, Redirects, build_thunk_with};
+use cranelift_codegen::entity::EntityRef;
 use crate::driver::{MergeOptions, merge_functions};
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
+use crate::program::{DecisionAction, ModuleDecisions};
 use crate::similar::{SimilarOptions, SimilarPass};
+use crate::summary::{SymbolNames, SymbolRef, Summary, merged_module, summarize_with, summary_hashes};
+use crate::symbols::SymbolName;
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
@@ -40,7 +44,7 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_jit::JITModule;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
-    ModuleRelocTarget, ModuleResult,
+    FuncOrDataId, ModuleRelocTarget, ModuleResult,
 };
 use cranelift_object::{ObjectModule, ObjectProduct};
 use std::collections::{HashMap, HashSet};
@@ -87,6 +91,10 @@ pub struct MergeReport {
     pub bytes_saved: u64,
     /// Groups of similar functions merged (with [`ModuleMergeOptions::similar`]).
     pub similar_groups: usize,
+    /// Decisions of a whole-program plan applied ([`MergingModule::with_decisions`]):
+    /// `(function, representative, action)`, the representative as
+    /// `MODULE::NAME`.
+    pub cross_module: Vec<(String, String, DecisionAction)>,
     /// The report as JSON (`functions`, `merged`, `classes`, `actions`,
     /// `bytes_saved`).
     pub json: serde_json::Value,
@@ -114,6 +122,57 @@ pub struct MergingModule<M: Module> {
     /// Data definitions, held back until the plan is known so that their function
     /// addresses can name the kept function where the duplicate has no code.
     data: Vec<(DataId, DataDescription)>,
+    /// Stage 3 of separate compilation: this module's decisions, if any.
+    decisions: Option<ModuleDecisions>,
+}
+
+/// How a module's functions and data are named for the linker: by their declared
+/// names; anonymous ones are private to the module.
+struct DeclaredNames<'a>(&'a ModuleDeclarations);
+
+impl SymbolNames for DeclaredNames<'_> {
+    fn symbol(&self, name: &UserFuncName, defined_local: Option<bool>) -> SymbolRef {
+        let declared = match name {
+            UserFuncName::User(UserExternalName {
+                namespace: 0,
+                index,
+            }) if (*index as usize) < self.0.get_functions().count() => {
+                let decl = self.0.get_function_decl(FuncId::from_u32(*index));
+                Some((decl.name.clone(), decl.linkage))
+            }
+            UserFuncName::User(UserExternalName {
+                namespace: 1,
+                index,
+            }) if (*index as usize) < self.0.get_data_objects().count() => {
+                let decl = self.0.get_data_decl(DataId::from_u32(*index));
+                Some((decl.name.clone(), decl.linkage))
+            }
+            _ => None,
+        };
+        match declared {
+            Some((Some(name), linkage)) => SymbolRef {
+                name,
+                local: linkage == Linkage::Local,
+            },
+            // Anonymous: only this module can name it.
+            Some((None, _)) => SymbolRef {
+                name: name.to_string(),
+                local: true,
+            },
+            None => SymbolRef {
+                name: name.to_string(),
+                local: defined_local.unwrap_or(true),
+            },
+        }
+    }
+}
+
+/// A decision resolved in the inner module: what happens, and the representative's
+/// `FuncId` (an import when it lives in another module).
+#[derive(Copy, Clone)]
+struct ResolvedDecision {
+    action: DecisionAction,
+    target: FuncId,
 }
 
 impl<M: Module> MergingModule<M> {
@@ -125,6 +184,159 @@ impl<M: Module> MergingModule<M> {
             recorded: Vec::new(),
             address_taken_in_data: HashSet::new(),
             data: Vec::new(),
+            decisions: None,
+        }
+    }
+
+    /// The functions defined so far as a set (named `u0:FuncId`, with their
+    /// declared linkage and address-taken marks), with their ids.
+    fn recorded_set(&self) -> ModuleResult<(FunctionSet, Vec<FuncId>)> {
+        let mut set = FunctionSet::new();
+        let mut ids = Vec::with_capacity(self.recorded.len());
+        for r in &self.recorded {
+            let linkage = self.inner.declarations().get_function_decl(r.id).linkage;
+            let index = set
+                .push(r.func.clone(), linkage)
+                .map_err(|e| ModuleError::Backend(anyhow::Error::new(e)))?;
+            if self.address_taken_in_data.contains(&r.id) {
+                set.mark_address_taken(index);
+            }
+            ids.push(r.id);
+        }
+        Ok((set, ids))
+    }
+
+    /// Stage 1 of separate compilation: the summary of the functions defined so far
+    /// (call it once every function is defined), for [`crate::program::plan_program`].
+    /// Symbols are named by their declared names; anonymous functions and data are
+    /// private to the module.
+    pub fn summarize(&self, module_name: &str) -> ModuleResult<Summary> {
+        let (set, _) = self.recorded_set()?;
+        Ok(summarize_with(
+            &set,
+            module_name,
+            &self.options.merge,
+            &DeclaredNames(self.inner.declarations()),
+        ))
+    }
+
+    /// Stage 3 of separate compilation: apply this module's decisions (from
+    /// [`crate::program::plan_program`]) when finishing. Each decision is checked
+    /// against the function it names (its structural hash when summarized): a
+    /// stale decision is an error at finish, never applied. A duplicate becomes a
+    /// thunk to its representative, imported when it lives in another module; with
+    /// [`MergingModule::finish_object`], a local duplicate whose address is never
+    /// taken is not compiled at all (other finishes make it a thunk too). Calls in
+    /// this module go straight to the representative. Similar-function merging is
+    /// not combined with decisions.
+    pub fn with_decisions(mut self, decisions: ModuleDecisions) -> Self {
+        self.decisions = Some(decisions);
+        self
+    }
+
+    /// Resolves this module's decisions against `set` (the recorded functions):
+    /// checks them and declares every representative that lives elsewhere as an
+    /// import. Indexed like `set`.
+    fn resolve_decisions(
+        &mut self,
+        set: &FunctionSet,
+        allow_redirect: bool,
+    ) -> ModuleResult<Vec<Option<ResolvedDecision>>> {
+        let mut resolved = vec![None; set.len()];
+        let Some(decisions) = self.decisions.take() else {
+            return Ok(resolved);
+        };
+        let error = |message: String| ModuleError::Backend(anyhow::anyhow!(message));
+        let significant = self.options.merge.mode == crate::plan::MergeMode::Safe;
+        if decisions.addresses_significant != significant {
+            return Err(error(format!(
+                "decisions for `{}` were planned in another merge mode",
+                decisions.module
+            )));
+        }
+        let merged = merged_module(set, &self.options.merge);
+        let hashes = summary_hashes(&merged.set, self.options.merge.mode);
+        let names = DeclaredNames(self.inner.declarations());
+        let mut by_symbol: HashMap<String, (FuncIndex, Option<u64>)> = HashMap::new();
+        for ((index, def), hash) in merged.set.iter().zip(&hashes) {
+            let symbol = names.symbol(&def.func.name, Some(def.linkage == Linkage::Local));
+            by_symbol.insert(symbol.name, (index, *hash));
+        }
+        for d in &decisions.decisions {
+            let Some(&(index, hash)) = by_symbol.get(&d.function) else {
+                return Err(error(format!(
+                    "decisions for `{}` name `{}`, which this module does not define",
+                    decisions.module, d.function
+                )));
+            };
+            if hash != Some(d.hash) {
+                return Err(error(format!(
+                    "`{}` changed since it was summarized: summarize and plan again",
+                    d.function
+                )));
+            }
+            let func = &merged.set.get(index).func;
+            let Some(original) = set.lookup(&SymbolName::of_function(func)) else {
+                continue;
+            };
+            let target = if d.to_module == decisions.module {
+                match self.inner.declarations().get_name(&d.to) {
+                    Some(FuncOrDataId::Func(id)) => id,
+                    _ => {
+                        return Err(error(format!(
+                            "the representative `{}` is not a function of `{}`",
+                            d.to, decisions.module
+                        )));
+                    }
+                }
+            } else {
+                self.inner
+                    .declare_function(&d.to, Linkage::Import, &func.signature)?
+            };
+            let action = match d.action {
+                DecisionAction::Redirect if allow_redirect => DecisionAction::Redirect,
+                _ => DecisionAction::Thunk,
+            };
+            resolved[original.index()] = Some(ResolvedDecision { action, target });
+        }
+        Ok(resolved)
+    }
+
+    /// Defines a thunk for `id` (whose CLIF thunk body is `body`) that transfers to
+    /// `target`; returns its code size.
+    fn define_thunk(&mut self, id: FuncId, body: &Function, target: FuncId) -> ModuleResult<u64> {
+        let isa = self.inner.isa();
+        let tail = body.signature.call_conv.supports_tail_calls();
+        let target_name = UserFuncName::user(0, target.as_u32());
+        // Cranelift compiles `return_call` only with frame pointers.
+        if tail && isa.flags().preserve_frame_pointers() {
+            let thunk = build_thunk_with(body, &target_name, true);
+            let bytes = compiled_size(isa, &thunk)?;
+            let mut ctx = Context::for_function(thunk);
+            self.inner.define_function(id, &mut ctx)?;
+            Ok(bytes)
+        } else if let Some((bytes, kind)) = machine_thunk(isa) {
+            // x86_64 `jmp rel32`: the displacement is at byte 1, relative to its own
+            // end; aarch64 `b imm26`: the whole word.
+            let (offset, addend, alignment) = match kind {
+                Reloc::X86CallPCRel4 => (1, -4, 1),
+                _ => (0, 0, 4),
+            };
+            let reloc = ModuleReloc {
+                offset,
+                kind,
+                name: ModuleRelocTarget::user(0, target.as_u32()),
+                addend,
+            };
+            self.inner
+                .define_function_bytes(id, alignment, &bytes, &[reloc])?;
+            Ok(bytes.len() as u64)
+        } else {
+            let thunk = build_thunk_with(body, &target_name, false);
+            let bytes = compiled_size(isa, &thunk)?;
+            let mut ctx = Context::for_function(thunk);
+            self.inner.define_function(id, &mut ctx)?;
+            Ok(bytes)
         }
     }
 
@@ -164,7 +376,10 @@ impl<M: Module> MergingModule<M> {
     /// Runs the pass and defines the kept functions and thunks in the inner module.
     /// Returns the inner module, the report, and the pass's outcome with the
     /// `FuncId` of every function of the pass (for backend-specific finishing).
-    fn merge_and_define(mut self) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
+    fn merge_and_define(
+        mut self,
+        allow_redirect: bool,
+    ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
         if !self.options.enabled {
             for r in std::mem::take(&mut self.recorded) {
                 let mut ctx = Context::for_function(r.func);
@@ -175,28 +390,41 @@ impl<M: Module> MergingModule<M> {
             }
             return Ok((self.inner, MergeReport::default(), None));
         }
-        let mut set = FunctionSet::new();
-        let mut ids = Vec::with_capacity(self.recorded.len());
-        for r in std::mem::take(&mut self.recorded) {
-            let decl = self.inner.declarations().get_function_decl(r.id);
-            let linkage = decl.linkage;
-            let index = set
-                .push(r.func, linkage)
-                .map_err(|e| ModuleError::Backend(anyhow::Error::new(e)))?;
-            if self.address_taken_in_data.contains(&r.id) {
-                set.mark_address_taken(index);
-            }
-            ids.push(r.id);
-        }
+        let (set, ids) = self.recorded_set()?;
+        self.recorded.clear();
+        let resolved = self.resolve_decisions(&set, allow_redirect)?;
+        let set_ref = &set;
+        let resolved_ref = &resolved;
+        let decided = |action: DecisionAction| {
+            resolved_ref
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, r)| {
+                    let r = (*r)?;
+                    (r.action == action).then(|| {
+                        let func = &set_ref.get(FuncIndex::new(i)).func;
+                        (
+                            SymbolName::of_function(func),
+                            UserFuncName::user(0, r.target.as_u32()),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let cross_redirects = Redirects::from_maps(
+            decided(DecisionAction::Redirect),
+            decided(DecisionAction::Thunk),
+        );
+        let has_decisions = resolved.iter().any(Option::is_some);
         let outcome = merge_functions(&set, &self.options.merge);
         let similar = match &self.options.similar {
-            Some(options) => Some(self.declare_merged_bodies(SimilarPass::after_for(
+            Some(options) if !has_decisions => Some(self.declare_merged_bodies(SimilarPass::after_for(
                 &set,
                 &outcome.output,
                 options,
                 Some(self.inner.isa()),
             ))?),
-            None => None,
+            _ => None,
         };
         // What each duplicate would have cost: compile it once, only to measure.
         let mut duplicate_bytes = 0u64;
@@ -226,6 +454,15 @@ impl<M: Module> MergingModule<M> {
                     continue;
                 }
             }
+            // A decision of the whole-program plan.
+            if let Some(r) = resolved[function.index()] {
+                let func = &set.get(function).func;
+                duplicate_bytes += compiled_size(self.inner.isa(), func)?;
+                if r.action == DecisionAction::Thunk {
+                    thunk_bytes += self.define_thunk(id_of(function), func, r.target)?;
+                }
+                continue;
+            }
             let (index, func) = match entry {
                 OutputEntry::Function(index, func) => (*index, &**func),
                 OutputEntry::Thunk {
@@ -233,53 +470,30 @@ impl<M: Module> MergingModule<M> {
                     into,
                     body,
                 } => {
-                    let isa = self.inner.isa();
-                    let tail = body.signature.call_conv.supports_tail_calls();
-                    // Cranelift compiles `return_call` only with frame pointers.
-                    if tail && isa.flags().preserve_frame_pointers() {
-                        thunk_bytes += compiled_size(isa, body)?;
-                        (*function, body)
-                    } else if let Some((bytes, kind)) = machine_thunk(isa) {
-                        thunk_bytes += bytes.len() as u64;
-                        // x86_64 `jmp rel32`: the displacement is at byte 1, relative
-                        // to its own end; aarch64 `b imm26`: the whole word.
-                        let (offset, addend, alignment) = match kind {
-                            Reloc::X86CallPCRel4 => (1, -4, 1),
-                            _ => (0, 0, 4),
-                        };
-                        let reloc = ModuleReloc {
-                            offset,
-                            kind,
-                            name: ModuleRelocTarget::user(0, id_of(*into).as_u32()),
-                            addend,
-                        };
-                        self.inner.define_function_bytes(
-                            id_of(*function),
-                            alignment,
-                            &bytes,
-                            &[reloc],
-                        )?;
-                        continue;
-                    } else if tail {
-                        let kept_name = set.get(*into).func.name.clone();
-                        let fallback = build_thunk_with(body, &kept_name, false);
-                        thunk_bytes += compiled_size(isa, &fallback)?;
-                        let mut ctx = Context::for_function(fallback);
-                        self.inner.define_function(id_of(*function), &mut ctx)?;
-                        continue;
-                    } else {
-                        thunk_bytes += compiled_size(isa, body)?;
-                        (*function, body)
-                    }
+                    // The kept function may itself go to a representative elsewhere.
+                    let target = resolved[into.index()].map_or(id_of(*into), |r| r.target);
+                    thunk_bytes += self.define_thunk(id_of(*function), body, target)?;
+                    continue;
                 }
                 OutputEntry::Removed { .. } => continue,
             };
-            let mut ctx = Context::for_function(func.clone());
+            let func = cross_redirects.rewrite(func);
+            let mut ctx = Context::for_function(func.into_owned());
             self.inner.define_function(id_of(index), &mut ctx)?;
         }
+        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((id_of(FuncIndex::new(i)), (*r)?)))
+            .collect();
         let merged = Merged {
             ids,
             plan: outcome.plan,
+            redirected: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == DecisionAction::Redirect)
+                .map(|(id, _)| *id)
+                .collect(),
         };
         // Function addresses in data: an erased or aliased duplicate has no code of
         // its own, so its address is the kept function's.
@@ -289,6 +503,12 @@ impl<M: Module> MergingModule<M> {
             .iter()
             .filter(|d| d.action != MergeAction::Thunk)
             .map(|d| (merged.id(d.function).as_u32(), merged.id(d.into).as_u32()))
+            .chain(
+                cross_module
+                    .iter()
+                    .filter(|(_, r)| r.action == DecisionAction::Redirect)
+                    .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
+            )
             .collect();
         for (id, mut desc) in std::mem::take(&mut self.data) {
             for target in desc.function_decls.values_mut() {
@@ -316,6 +536,26 @@ impl<M: Module> MergingModule<M> {
             .collect();
         let mut report = report_of(&names, &merged.plan);
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
+        let declared = |id: FuncId| {
+            self.inner
+                .declarations()
+                .get_function_decl(id)
+                .linkage_name(id)
+                .into_owned()
+        };
+        report.cross_module = cross_module
+            .iter()
+            .map(|(id, r)| (declared(*id), declared(r.target), r.action))
+            .collect();
+        if !report.cross_module.is_empty() {
+            report.json["cross_module"] = report
+                .cross_module
+                .iter()
+                .map(|(f, to, action)| {
+                    serde_json::json!({"function": f, "into": to, "action": action.as_str()})
+                })
+                .collect();
+        }
         if let Some(similar) = &similar {
             let groups = &similar.outcome.groups;
             report.similar_groups = groups.len();
@@ -335,7 +575,7 @@ impl<M: Module> MergingModule<M> {
     /// and nothing refers to them any more from merged code; use a backend-specific
     /// finish ([`MergingModule::finish_object`]) to give aliases their symbol.
     pub fn finish(self) -> ModuleResult<(M, MergeReport)> {
-        let (inner, report, _) = self.merge_and_define()?;
+        let (inner, report, _) = self.merge_and_define(false)?;
         Ok((inner, report))
     }
 }
@@ -344,6 +584,8 @@ impl<M: Module> MergingModule<M> {
 struct Merged {
     ids: Vec<FuncId>,
     plan: MergePlan,
+    /// Functions a whole-program decision removed (their calls go elsewhere).
+    redirected: Vec<FuncId>,
 }
 
 impl Merged {
@@ -356,9 +598,27 @@ impl MergingModule<ObjectModule> {
     /// Runs the pass, compiles, finishes the object, and points the symbol of every
     /// erased or aliased duplicate at the kept function's code.
     pub fn finish_object(self) -> ModuleResult<(ObjectProduct, MergeReport)> {
-        let (inner, report, merged) = self.merge_and_define()?;
+        let (inner, report, merged) = self.merge_and_define(true)?;
         let mut product = inner.finish();
         if let Some(merged) = merged {
+            // A function a whole-program decision removed is local and nothing
+            // refers to it any more; its symbol loses its name and points at some
+            // code of the object (an undefined local symbol would not link).
+            let anchor = merged.ids.iter().find_map(|&id| {
+                let symbol = product.object.symbol(product.function_symbol(id));
+                matches!(symbol.section, object::write::SymbolSection::Section(_))
+                    .then_some(symbol.section)
+            });
+            for &id in &merged.redirected {
+                let symbol = product.function_symbol(id);
+                let symbol = product.object.symbol_mut(symbol);
+                symbol.name.clear();
+                if let Some(section) = anchor {
+                    symbol.section = section;
+                    symbol.value = 0;
+                    symbol.size = 0;
+                }
+            }
             for d in &merged.plan.decisions {
                 if d.action == MergeAction::Thunk {
                     continue;
@@ -390,7 +650,7 @@ impl MergingModule<JITModule> {
     /// Runs the pass, compiles and finalizes. In the returned [`MergedJit`], the
     /// `FuncId` of an erased or aliased duplicate resolves to the kept function's code.
     pub fn finish_jit(self) -> ModuleResult<(MergedJit, MergeReport)> {
-        let (mut module, report, merged) = self.merge_and_define()?;
+        let (mut module, report, merged) = self.merge_and_define(false)?;
         module.finalize_definitions()?;
         let redirects = merged
             .map(|m| {
@@ -489,6 +749,7 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         actions,
         bytes_saved: 0,
         similar_groups: 0,
+        cross_module: Vec::new(),
         json,
     }
 }

@@ -1,0 +1,502 @@
+//! The `clif-merge` subcommands for separate compilation: `summarize` (stage 1, per
+//! module), `plan` (stage 2, whole program), `apply` (stage 3, per module) and
+//! `dump` (print a summary or decisions file). See [`crate::summary`],
+//! [`crate::program`] and [`crate::transform`].
+
+use crate::cli::{CliError, ModeArg, apply_linkage_lists, expand_inputs, load};
+use crate::driver::MergeOptions;
+use crate::plan::MergeMode;
+use crate::program::{ModuleDecisions, plan_program};
+use crate::summary::{
+    DECISIONS_MAGIC, FunctionSummary, SUMMARY_MAGIC, Summary, summarize,
+};
+use crate::transform::apply_decisions;
+use clap::{Parser, Subcommand};
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The first arguments that select a subcommand.
+pub const SUBCOMMANDS: [&str; 4] = ["summarize", "plan", "apply", "dump"];
+
+const ABOUT: &str = "Merge identical functions across separately compiled CLIF modules";
+
+const LONG_ABOUT: &str = "\
+Merge identical functions across separately compiled CLIF modules, in the three stages \
+of GCC's WHOPR design:
+
+1. `summarize`, per module (wherever it is compiled): the module's own merge runs, then \
+every function it still defines is summarized: name, linkage, address-taken flag, \
+structural hash and the comparator's view of its body, with references to other \
+functions by symbol name.
+2. `plan`, once for the whole program: reads every summary, finds the classes of equal \
+functions across modules (callees compared by symbol across modules), keeps one \
+representative per class (a visible function, the first by module and name: the order \
+of the summaries does not matter) and writes one decisions file per module.
+3. `apply`, per module: runs the module's own merge again and applies its decisions: a \
+duplicate whose representative lives elsewhere becomes a thunk to it (an object file \
+cannot alias a symbol it does not define), a local one whose address is never taken is \
+removed, and the module's own calls go straight to the representative.
+
+Symbol names are the CLIF names (`%foo`, `u0:12`), one namespace for the whole \
+program; a local function is private to its module. Use the same --mode and linkage \
+options in `summarize` and `apply`: `apply` checks every decision against the function \
+it names (its structural hash) and refuses stale decisions.";
+
+const AFTER_HELP: &str = "\
+Example:
+  clif-merge summarize --export %f a/ -o a.sum
+  clif-merge summarize --export %g b/ -o b.sum
+  clif-merge plan a.sum b.sum --out-dir decisions --report json
+  clif-merge apply --decisions decisions/a.dec --export %f a/ > a.merged.clif
+  clif-merge dump decisions/a.dec
+
+Exit status: 0 on success, 2 on bad input (unreadable, truncated or corrupt files, \
+a summary or decisions file of another format version, two modules defining one \
+symbol, stale decisions), 3 on an internal error.";
+
+/// Command-line arguments of the separate-compilation subcommands.
+#[derive(Parser, Debug)]
+#[command(name = "clif-merge", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct SeparateArgs {
+    /// The stage to run.
+    #[command(subcommand)]
+    pub command: SeparateCommand,
+}
+
+/// Linkage and mode options, the same for `summarize` and `apply`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModuleOptions {
+    /// Give function NAME export linkage (visible to other modules). Repeatable.
+    #[arg(long = "export", value_name = "NAME")]
+    pub export: Vec<String>,
+    /// Give function NAME hidden linkage (visible to the program's other modules).
+    #[arg(long = "hidden", value_name = "NAME")]
+    pub hidden: Vec<String>,
+    /// Give function NAME preemptible linkage (never merged across modules).
+    #[arg(long = "preemptible", value_name = "NAME")]
+    pub preemptible: Vec<String>,
+    /// Whether function addresses are significant, as in the main command.
+    #[arg(long, value_enum, default_value = "safe")]
+    pub mode: ModeArg,
+}
+
+/// A stage.
+#[derive(Subcommand, Debug)]
+pub enum SeparateCommand {
+    /// Stage 1: summarize one module (after its own merge).
+    Summarize {
+        /// CLIF files or directories: one module.
+        #[arg(required = true, value_name = "FILE.clif|DIR")]
+        inputs: Vec<PathBuf>,
+        /// Where to write the summary.
+        #[arg(short = 'o', long = "output", value_name = "M.sum")]
+        output: PathBuf,
+        /// The module's name (unique in the program); by default the output's file
+        /// stem.
+        #[arg(long, value_name = "NAME")]
+        module: Option<String>,
+        /// Linkage and mode.
+        #[command(flatten)]
+        options: ModuleOptions,
+    },
+    /// Stage 2: plan the whole program from all summaries.
+    Plan {
+        /// The summaries of all modules.
+        #[arg(required = true, value_name = "M.sum")]
+        summaries: Vec<PathBuf>,
+        /// Where to write one decisions file per module (`MODULE.dec`).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+        /// Also print the cross-module classes and decisions as JSON on stdout
+        /// (names as `MODULE::NAME`).
+        #[arg(long, value_name = "json")]
+        report: Option<String>,
+    },
+    /// Stage 3: apply a module's decisions and print the module as CLIF.
+    Apply {
+        /// The module's decisions file (from `plan`).
+        #[arg(long, value_name = "M.dec")]
+        decisions: PathBuf,
+        /// CLIF files or directories: the module, as summarized.
+        #[arg(required = true, value_name = "FILE.clif|DIR")]
+        inputs: Vec<PathBuf>,
+        /// Linkage and mode, as given to `summarize`.
+        #[command(flatten)]
+        options: ModuleOptions,
+    },
+    /// Print a summary or decisions file in readable form.
+    Dump {
+        /// The file.
+        #[arg(value_name = "M.sum|M.dec")]
+        file: PathBuf,
+    },
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+}
+
+fn merge_options(options: &ModuleOptions) -> MergeOptions {
+    MergeOptions {
+        mode: match options.mode {
+            ModeArg::Safe => MergeMode::Safe,
+            ModeArg::All => MergeMode::All,
+        },
+    }
+}
+
+fn load_module(
+    inputs: &[PathBuf],
+    options: &ModuleOptions,
+) -> Result<crate::cli::LoadedModule, CliError> {
+    let files = expand_inputs(inputs)?;
+    let mut loaded = load(&files)?;
+    apply_linkage_lists(
+        &mut loaded.functions,
+        &options.export,
+        &options.hidden,
+        &options.preemptible,
+    )?;
+    Ok(loaded)
+}
+
+fn read_summary(path: &Path) -> Result<Summary, CliError> {
+    Summary::from_bytes(&read(path)?)
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+}
+
+fn read_decisions(path: &Path) -> Result<ModuleDecisions, CliError> {
+    ModuleDecisions::from_bytes(&read(path)?)
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    std::fs::write(path, bytes).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+}
+
+/// Runs a subcommand. Returns `(stdout, stderr)` text on success.
+pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
+    match &args.command {
+        SeparateCommand::Summarize {
+            inputs,
+            output,
+            module,
+            options,
+        } => {
+            let loaded = load_module(inputs, options)?;
+            let name = match module {
+                Some(name) => name.clone(),
+                None => output
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().to_string())
+                    .unwrap_or_else(|| "module".into()),
+            };
+            let start = Instant::now();
+            let summary = summarize(&loaded.functions, &name, &merge_options(options));
+            let time = start.elapsed();
+            let bytes = summary.to_bytes();
+            write(output, &bytes)?;
+            let text: usize = loaded
+                .functions
+                .iter()
+                .map(|(_, d)| d.func.display().to_string().len())
+                .sum();
+            let stderr = format!(
+                "summarized module `{name}`: {} functions ({} visible), {} bytes of summary for {} bytes of CLIF text ({:.2}), {:.3} ms\n",
+                summary.functions.len(),
+                summary
+                    .functions
+                    .iter()
+                    .filter(|f| f.visibility != crate::summary::Visibility::Local)
+                    .count(),
+                bytes.len(),
+                text,
+                bytes.len() as f64 / text.max(1) as f64,
+                time.as_secs_f64() * 1e3,
+            );
+            Ok((String::new(), stderr))
+        }
+        SeparateCommand::Plan {
+            summaries,
+            out_dir,
+            report,
+        } => {
+            if let Some(format) = report
+                && format != "json"
+            {
+                return Err(CliError::input(format!(
+                    "unknown report format `{format}` (expected `json`)"
+                )));
+            }
+            let summaries: Vec<Summary> = summaries
+                .iter()
+                .map(|p| read_summary(p))
+                .collect::<Result<_, _>>()?;
+            let plan = plan_program(&summaries).map_err(|e| CliError::input(e.to_string()))?;
+            std::fs::create_dir_all(out_dir)
+                .map_err(|e| CliError::input(format!("{}: {e}", out_dir.display())))?;
+            for decisions in &plan.decisions {
+                if decisions.module.contains(['/', '\\']) || decisions.module.starts_with('.') {
+                    return Err(CliError::input(format!(
+                        "module name `{}` cannot be a file name",
+                        decisions.module
+                    )));
+                }
+                let path = out_dir.join(format!("{}.dec", decisions.module));
+                write(&path, &decisions.to_bytes())?;
+            }
+            let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+            let stderr = format!(
+                "planned {} modules, {} functions: {} classes across modules, {} decisions; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
+                plan.decisions.len(),
+                plan.functions,
+                plan.classes.len(),
+                decided,
+                plan.comparisons,
+                plan.time_resolve.as_secs_f64() * 1e3,
+                plan.time_partition.as_secs_f64() * 1e3,
+            );
+            let stdout = if report.is_some() {
+                let actions: Vec<serde_json::Value> = plan
+                    .decisions
+                    .iter()
+                    .flat_map(|m| {
+                        m.decisions.iter().map(move |d| {
+                            serde_json::json!({
+                                "function": format!("{}::{}", m.module, d.function),
+                                "into": format!("{}::{}", d.to_module, d.to),
+                                "action": d.action.as_str(),
+                            })
+                        })
+                    })
+                    .collect();
+                let classes: Vec<Vec<String>> = plan
+                    .classes
+                    .iter()
+                    .map(|c| c.iter().map(|q| q.to_string()).collect())
+                    .collect();
+                let json = serde_json::json!({
+                    "functions": plan.functions,
+                    "merged": decided,
+                    "classes": classes,
+                    "actions": actions,
+                });
+                format!("{json}\n")
+            } else {
+                String::new()
+            };
+            Ok((stdout, stderr))
+        }
+        SeparateCommand::Apply {
+            decisions,
+            inputs,
+            options,
+        } => {
+            let decisions = read_decisions(decisions)?;
+            let loaded = load_module(inputs, options)?;
+            let out = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
+                .map_err(|e| CliError::input(e.to_string()))?;
+            let flags = Flags::new(settings::builder());
+            let mut text = loaded.header.clone();
+            for (_, def) in out.iter() {
+                if let Err(e) = verify_function(&def.func, &flags) {
+                    return Err(CliError {
+                        code: 3,
+                        message: format!(
+                            "internal error: {} fails the Cranelift verifier: {e}",
+                            def.func.name
+                        ),
+                    });
+                }
+                if let Some(d) = decisions
+                    .decisions
+                    .iter()
+                    .find(|d| d.function == def.func.name.to_string())
+                {
+                    let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
+                }
+                let _ = writeln!(text, "{}", def.func.display());
+            }
+            for d in &decisions.decisions {
+                if d.action == crate::program::DecisionAction::Redirect {
+                    let _ = writeln!(
+                        text,
+                        "; {}: removed, calls go to {}::{}",
+                        d.function, d.to_module, d.to
+                    );
+                }
+            }
+            let stderr = format!(
+                "applied {} decisions to module `{}`\n",
+                decisions.decisions.len(),
+                decisions.module
+            );
+            Ok((text, stderr))
+        }
+        SeparateCommand::Dump { file } => {
+            let bytes = read(file)?;
+            if bytes.starts_with(&SUMMARY_MAGIC) {
+                let summary = read_summary(file)?;
+                Ok((dump_summary(&summary), String::new()))
+            } else if bytes.starts_with(&DECISIONS_MAGIC) {
+                let decisions = read_decisions(file)?;
+                Ok((dump_decisions(&decisions), String::new()))
+            } else {
+                Err(CliError::input(format!(
+                    "{}: not a clif-merge summary or decisions file",
+                    file.display()
+                )))
+            }
+        }
+    }
+}
+
+fn dump_summary(summary: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "summary of module `{}` (addresses {}), {} functions, {} symbols",
+        summary.module,
+        if summary.addresses_significant {
+            "significant"
+        } else {
+            "not significant"
+        },
+        summary.functions.len(),
+        summary.symbols.len()
+    );
+    let symbol = |s: u32| {
+        summary
+            .symbols
+            .get(s as usize)
+            .map(|s| {
+                if s.local {
+                    format!("{} (local)", s.name)
+                } else {
+                    s.name.clone()
+                }
+            })
+            .unwrap_or_default()
+    };
+    for f in &summary.functions {
+        let _ = write!(out, "{} {:?}", f.name, f.visibility);
+        if f.address_taken {
+            out.push_str(" address-taken");
+        }
+        if let Some(s) = f.same_as {
+            let _ = write!(out, " same-as {}", symbol(s));
+        }
+        if !f.supported {
+            out.push_str(" (not comparable)\n");
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            " hash {:016x}, {} instructions, {} tokens",
+            f.hash,
+            f.instructions,
+            f.tokens.len()
+        );
+        let refs = references(f);
+        if !refs.is_empty() {
+            let names: Vec<String> = refs
+                .iter()
+                .map(|&(s, exact)| {
+                    if exact {
+                        format!("={}", symbol(s))
+                    } else {
+                        symbol(s)
+                    }
+                })
+                .collect();
+            let _ = writeln!(out, "    refers to {}", names.join(", "));
+        }
+    }
+    if !summary.addresses_taken.is_empty() {
+        let names: Vec<String> = summary.addresses_taken.iter().map(|&s| symbol(s)).collect();
+        let _ = writeln!(out, "addresses taken: {}", names.join(", "));
+    }
+    out
+}
+
+/// The symbols `f` refers to, with whether by exact name.
+fn references(f: &FunctionSummary) -> Vec<(u32, bool)> {
+    f.references
+        .iter()
+        .map(|&p| (f.tokens[p as usize] as u32, f.is_exact(p)))
+        .collect()
+}
+
+fn dump_decisions(decisions: &ModuleDecisions) -> String {
+    let mut out = format!(
+        "decisions for module `{}` (addresses {}), {} functions\n",
+        decisions.module,
+        if decisions.addresses_significant {
+            "significant"
+        } else {
+            "not significant"
+        },
+        decisions.decisions.len()
+    );
+    for d in &decisions.decisions {
+        let _ = writeln!(
+            out,
+            "{} {} {}::{} (hash {:016x})",
+            d.function,
+            d.action.as_str(),
+            d.to_module,
+            d.to,
+            d.hash
+        );
+    }
+    out
+}
+
+/// Entry point for the subcommands: parses `argv`, runs, prints, returns the exit
+/// code (as [`crate::cli::main_with_args`]).
+pub fn main_with_args(
+    argv: Vec<OsString>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let args = match SeparateArgs::try_parse_from(argv) {
+        Ok(args) => args,
+        Err(e) => {
+            let code = e.exit_code();
+            let text = e.render().to_string();
+            if code == 0 {
+                let _ = write!(stdout, "{text}");
+            } else {
+                let _ = write!(stderr, "{text}");
+            }
+            return code;
+        }
+    };
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&args)))
+        .unwrap_or_else(|_| {
+            Err(CliError {
+                code: 3,
+                message: "internal error: a panic".into(),
+            })
+        });
+    let _ = std::panic::take_hook();
+    match result {
+        Ok((out, err)) => {
+            let _ = stderr.write_all(err.as_bytes());
+            if stdout.write_all(out.as_bytes()).is_err() {
+                return 1;
+            }
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            e.code
+        }
+    }
+}
