@@ -28,23 +28,23 @@
 #![allow(clippy::result_large_err)]
 
 use crate::apply::{OutputEntry, Redirects, build_thunk_with};
-use cranelift_codegen::entity::EntityRef;
 use crate::driver::{MergeOptions, merge_functions};
 use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
 use crate::program::{DecisionAction, ModuleDecisions};
 use crate::similar::{SimilarOptions, SimilarPass};
-use crate::summary::{SymbolNames, SymbolRef, Summary, merged_module, summarize_with, summary_hashes};
+use crate::summary::{Summary, SymbolNames, SymbolRef, merged_module, summarize_with};
 use crate::symbols::SymbolName;
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{self, Function, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_jit::JITModule;
 use cranelift_module::{
-    DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
-    FuncOrDataId, ModuleRelocTarget, ModuleResult,
+    DataDescription, DataId, FuncId, FuncOrDataId, Linkage, Module, ModuleDeclarations,
+    ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
 };
 use cranelift_object::{ObjectModule, ObjectProduct};
 use std::collections::{HashMap, HashSet};
@@ -255,21 +255,23 @@ impl<M: Module> MergingModule<M> {
             )));
         }
         let merged = merged_module(set, &self.options.merge);
-        let hashes = summary_hashes(&merged.set, self.options.merge.mode);
         let names = DeclaredNames(self.inner.declarations());
-        let mut by_symbol: HashMap<String, (FuncIndex, Option<u64>)> = HashMap::new();
-        for ((index, def), hash) in merged.set.iter().zip(&hashes) {
+        let summary = summarize_with(set, &decisions.module, &self.options.merge, &names);
+        let mut by_symbol: HashMap<String, (FuncIndex, u64)> = HashMap::new();
+        for (index, def) in merged.set.iter() {
             let symbol = names.symbol(&def.func.name, Some(def.linkage == Linkage::Local));
-            by_symbol.insert(symbol.name, (index, *hash));
+            if let Some(i) = summary.functions.iter().position(|f| f.name == symbol.name) {
+                by_symbol.insert(symbol.name, (index, summary.fingerprint(i)));
+            }
         }
         for d in &decisions.decisions {
-            let Some(&(index, hash)) = by_symbol.get(&d.function) else {
+            let Some(&(index, fingerprint)) = by_symbol.get(&d.function) else {
                 return Err(error(format!(
                     "decisions for `{}` name `{}`, which this module does not define",
                     decisions.module, d.function
                 )));
             };
-            if hash != Some(d.hash) {
+            if fingerprint != d.fingerprint {
                 return Err(error(format!(
                     "`{}` changed since it was summarized: summarize and plan again",
                     d.function
@@ -418,12 +420,9 @@ impl<M: Module> MergingModule<M> {
         let has_decisions = resolved.iter().any(Option::is_some);
         let outcome = merge_functions(&set, &self.options.merge);
         let similar = match &self.options.similar {
-            Some(options) if !has_decisions => Some(self.declare_merged_bodies(SimilarPass::after_for(
-                &set,
-                &outcome.output,
-                options,
-                Some(self.inner.isa()),
-            ))?),
+            Some(options) if !has_decisions => Some(self.declare_merged_bodies(
+                SimilarPass::after_for(&set, &outcome.output, options, Some(self.inner.isa())),
+            )?),
             _ => None,
         };
         // What each duplicate would have cost: compile it once, only to measure.

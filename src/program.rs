@@ -57,9 +57,9 @@ impl DecisionAction {
 pub struct Decision {
     /// The function, by symbol name.
     pub function: String,
-    /// Its structural hash when summarized: stage 3 refuses decisions about a
-    /// function that changed since.
-    pub hash: u64,
+    /// Its [`Summary::fingerprint`] when summarized: stage 3 refuses decisions
+    /// about a function that changed since (or whose local callees did).
+    pub fingerprint: u64,
     /// What becomes of it.
     pub action: DecisionAction,
     /// The representative's symbol name.
@@ -382,7 +382,7 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
             };
             per_module[nodes[member].module].push(Decision {
                 function: f.name.clone(),
-                hash: f.hash,
+                fingerprint: order[nodes[member].module].fingerprint(nodes[member].function),
                 action,
                 to: function(rep).name.clone(),
                 to_module: order[nodes[rep].module].module.clone(),

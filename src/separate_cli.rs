@@ -7,9 +7,7 @@ use crate::cli::{CliError, ModeArg, apply_linkage_lists, expand_inputs, load};
 use crate::driver::MergeOptions;
 use crate::plan::MergeMode;
 use crate::program::{ModuleDecisions, plan_program};
-use crate::summary::{
-    DECISIONS_MAGIC, FunctionSummary, SUMMARY_MAGIC, Summary, summarize,
-};
+use crate::summary::{DECISIONS_MAGIC, FunctionSummary, SUMMARY_MAGIC, Summary, summarize};
 use crate::transform::apply_decisions;
 use clap::{Parser, Subcommand};
 use cranelift_codegen::settings::{self, Flags};
@@ -446,12 +444,12 @@ fn dump_decisions(decisions: &ModuleDecisions) -> String {
     for d in &decisions.decisions {
         let _ = writeln!(
             out,
-            "{} {} {}::{} (hash {:016x})",
+            "{} {} {}::{} (fingerprint {:016x})",
             d.function,
             d.action.as_str(),
             d.to_module,
             d.to,
-            d.hash
+            d.fingerprint
         );
     }
     out
@@ -459,11 +457,7 @@ fn dump_decisions(decisions: &ModuleDecisions) -> String {
 
 /// Entry point for the subcommands: parses `argv`, runs, prints, returns the exit
 /// code (as [`crate::cli::main_with_args`]).
-pub fn main_with_args(
-    argv: Vec<OsString>,
-    stdout: &mut dyn Write,
-    stderr: &mut dyn Write,
-) -> i32 {
+pub fn main_with_args(argv: Vec<OsString>, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     let args = match SeparateArgs::try_parse_from(argv) {
         Ok(args) => args,
         Err(e) => {

@@ -274,20 +274,6 @@ pub fn summary_walk(mode: MergeMode) -> WalkOptions {
     }
 }
 
-/// Structural hash of every function of `merged` (a [`merged_module`]) as a
-/// summary records it: stage 3 checks decisions against these.
-pub fn summary_hashes(merged: &FunctionSet, mode: MergeMode) -> Vec<Option<u64>> {
-    // Stubs only for names the bodies mention: the same set the summary walked.
-    let (set, real) = with_stubs(merged);
-    let walk = summary_walk(mode);
-    let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
-    walk_in_parallel(&set, &all, |func, scratch| {
-        hash_function(func, &set, walk, scratch)
-            .ok()
-            .map(|h| h.hash.0)
-    })
-}
-
 /// Like [`summarize`], with the module's own naming of symbols.
 pub fn summarize_with(
     module: &FunctionSet,
@@ -378,6 +364,108 @@ pub fn summarize_with(
         functions,
         addresses_taken,
     }
+}
+
+impl Summary {
+    /// A fingerprint of everything the equality of function `index` was decided
+    /// on: its tokens with each reference spelled as the symbol it names (and
+    /// whether exactly), its linkage and address-taken flag, and the same for every
+    /// local function it reaches through local references (their bodies are part
+    /// of what it computes). Stage 3 recomputes it from the module as it is and
+    /// refuses a decision whose fingerprint changed. Functions in other modules are
+    /// covered by their names only: every module must be summarized and planned
+    /// from the same build.
+    pub fn fingerprint(&self, index: usize) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = rustc_hash::FxHasher::default();
+        let by_name: HashMap<&str, usize> = self
+            .functions
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.visibility == Visibility::Local)
+            .map(|(i, f)| (f.name.as_str(), i))
+            .collect();
+        let mut pending = vec![index];
+        let mut seen: HashSet<usize> = HashSet::new();
+        while let Some(i) = pending.pop() {
+            let Some(f) = self.functions.get(i) else {
+                continue;
+            };
+            if !seen.insert(i) {
+                continue;
+            }
+            (&f.name, f.visibility, f.address_taken, f.supported).hash(&mut hasher);
+            let mut references = f.references.iter().peekable();
+            for (position, &token) in f.tokens.iter().enumerate() {
+                if references.next_if(|&&p| p as usize == position).is_some() {
+                    let symbol = self.symbols.get(token as usize);
+                    symbol.hash(&mut hasher);
+                    if let Some(symbol) = symbol.filter(|s| s.local)
+                        && let Some(&callee) = by_name.get(symbol.name.as_str())
+                    {
+                        pending.push(callee);
+                    }
+                } else {
+                    token.hash(&mut hasher);
+                }
+            }
+            f.same_as
+                .and_then(|s| self.symbols.get(s as usize))
+                .hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+}
+
+/// Summarizes several modules (name, functions) at once, in parallel over the
+/// modules on the current `rayon` pool (each module's own walk is parallel too).
+/// The summaries are in the order of `modules`.
+pub fn summarize_modules(
+    modules: &[(String, FunctionSet)],
+    options: &MergeOptions,
+) -> Vec<Summary> {
+    use rayon::prelude::*;
+    modules
+        .par_iter()
+        .map(|(name, module)| summarize(module, name, options))
+        .collect()
+}
+
+/// Splits `module` into `parts` modules, function `i` into part `i mod parts`, the
+/// way a compiler splits a crate into codegen units; every function referred to
+/// from another part (called, or its address taken) gets export linkage. Returns
+/// the module with those linkages and the parts (for tests and benchmarks of
+/// separate compilation: the parts together are the module).
+pub fn split_module(module: &FunctionSet, parts: usize) -> (FunctionSet, Vec<FunctionSet>) {
+    let parts = parts.max(1);
+    let part = |f: FuncIndex| f.index() % parts;
+    let mut whole = module.clone();
+    for (f, def) in module.iter() {
+        let func = &def.func;
+        let functions = func.dfg.ext_funcs.values().map(|d| &d.name);
+        let globals = func.global_values.values().filter_map(|gv| match gv {
+            GlobalValueData::Symbol { name, .. } => Some(name),
+            _ => None,
+        });
+        for name in functions.chain(globals) {
+            if let Some(callee) =
+                SymbolName::of_external(func, name).and_then(|symbol| module.lookup(&symbol))
+                && part(callee) != part(f)
+                && module.get(callee).linkage == Linkage::Local
+            {
+                whole.set_linkage(callee, Linkage::Export);
+            }
+        }
+    }
+    let mut split: Vec<FunctionSet> = (0..parts).map(|_| FunctionSet::new()).collect();
+    for (f, def) in whole.iter() {
+        if let Ok(index) = split[part(f)].push(def.func.clone(), def.linkage)
+            && whole.address_taken_outside(f)
+        {
+            split[part(f)].mark_address_taken(index);
+        }
+    }
+    (whole, split)
 }
 
 /// Why a summary or decisions file could not be read.

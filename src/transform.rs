@@ -3,8 +3,10 @@
 //!
 //! The module's own merge runs again (it is deterministic, so it gives the bodies
 //! the summary described), every decision is checked against the function it names
-//! (it must exist and have the structural hash it had when summarized, so stale
-//! decisions are refused instead of applied to changed code), and then: a function
+//! (it must exist and have the [`crate::summary::Summary::fingerprint`] it had when
+//! summarized, which covers its body, the names it refers to and its local callees,
+//! so stale decisions are refused instead of applied to changed code), and then: a
+//! function
 //! decided [`DecisionAction::Thunk`] gets a body that tail-calls (or calls and
 //! returns) its representative, a function decided [`DecisionAction::Redirect`] is
 //! removed, and every call in the module to either goes straight to the
@@ -15,7 +17,7 @@ use crate::driver::MergeOptions;
 use crate::module::FunctionSet;
 use crate::plan::MergeMode;
 use crate::program::{DecisionAction, ModuleDecisions};
-use crate::summary::{clif_name, merged_module, summary_hashes};
+use crate::summary::{clif_name, merged_module, summarize};
 use crate::symbols::SymbolName;
 use std::collections::HashMap;
 use std::fmt;
@@ -64,7 +66,13 @@ pub fn apply_decisions(
         return Err(TransformError::ModeMismatch);
     }
     let merged = merged_module(module, options).set;
-    let hashes = summary_hashes(&merged, options.mode);
+    let summary = summarize(module, &decisions.module, options);
+    let fingerprints: HashMap<&str, u64> = summary
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.as_str(), summary.fingerprint(i)))
+        .collect();
     let by_name: HashMap<String, usize> = merged
         .iter()
         .enumerate()
@@ -77,7 +85,7 @@ pub fn apply_decisions(
         let &i = by_name
             .get(&d.function)
             .ok_or_else(|| TransformError::UnknownFunction(d.function.clone()))?;
-        if hashes[i] != Some(d.hash) {
+        if fingerprints.get(d.function.as_str()) != Some(&d.fingerprint) {
             return Err(TransformError::Stale(d.function.clone()));
         }
         let to = clif_name(&d.to).ok_or_else(|| TransformError::BadTarget(d.to.clone()))?;

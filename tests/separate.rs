@@ -17,13 +17,10 @@ mod generator;
 
 use clif_merge::cli::{expand_inputs, load};
 use clif_merge::program::plan_program;
-use clif_merge::summary::{Summary, summarize};
-use clif_merge::symbols::SymbolName;
+use clif_merge::summary::{Summary, split_module, summarize};
 use clif_merge::transform::apply_decisions;
 use clif_merge::validate::validate_program;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
-use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{ExternalName, GlobalValueData};
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use cranelift_module::Linkage;
@@ -36,46 +33,6 @@ fn parse(text: &str) -> FunctionSet {
         set.push(f, Linkage::Local).expect("unique");
     }
     set
-}
-
-/// The functions of `module` each function refers to (calls, addresses, symbols).
-fn references(module: &FunctionSet, f: FuncIndex) -> Vec<FuncIndex> {
-    let func = &module.get(f).func;
-    let functions = func.dfg.ext_funcs.values().map(|d| &d.name);
-    let globals = func.global_values.values().filter_map(|gv| match gv {
-        GlobalValueData::Symbol { name, .. } => Some(name),
-        _ => None,
-    });
-    functions
-        .chain(globals)
-        .filter(|name| !matches!(name, ExternalName::LibCall(_)))
-        .filter_map(|name| SymbolName::of_external(func, name))
-        .filter_map(|symbol| module.lookup(&symbol))
-        .collect()
-}
-
-/// `module` with every function referred to across parts exported, and its K parts
-/// (function i in part i mod K).
-fn split(module: &FunctionSet, k: usize) -> (FunctionSet, Vec<FunctionSet>) {
-    let part = |f: FuncIndex| f.index() % k;
-    let mut whole = module.clone();
-    for (f, _) in module.iter() {
-        for callee in references(module, f) {
-            if part(callee) != part(f) {
-                whole.set_linkage(callee, Linkage::Export);
-            }
-        }
-    }
-    let mut parts: Vec<FunctionSet> = (0..k).map(|_| FunctionSet::new()).collect();
-    for (f, def) in whole.iter() {
-        let index = parts[part(f)]
-            .push(def.func.clone(), def.linkage)
-            .expect("unique");
-        if whole.address_taken_outside(f) {
-            parts[part(f)].mark_address_taken(index);
-        }
-    }
-    (whole, parts)
 }
 
 /// Classes as sets of names.
@@ -124,7 +81,7 @@ fn class_names(module: &FunctionSet, classes: &[Vec<FuncIndex>]) -> Vec<Vec<Stri
 /// the whole-module run. Returns (classes, cross-module decisions).
 fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usize, usize) {
     let options = MergeOptions::default();
-    let (whole, parts) = split(module, k);
+    let (whole, parts) = split_module(module, k);
     let expected = join(class_names(
         &whole,
         &merge_functions(&whole, &options).plan.classes,

@@ -5,6 +5,7 @@
 //! cargo bench --bench merge_bench -- gen --functions 10000 --out DIR
 //! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
+//! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -16,7 +17,13 @@
 //! clock starts), as a compiler that owns its functions runs it and as LLVM's
 //! MergeFunctions works; `--copying` measures `merge_functions` instead, which
 //! leaves the input untouched and copies every function it rewrites.
-//! `compile` reports Cranelift's own compile time for the same functions. The
+//! `compile` reports Cranelift's own compile time for the same functions.
+//! `separate` measures separate compilation (issue 7): the inputs, split into `K`
+//! parts (`summary::split_module`), are summarized (in parallel over the parts),
+//! written and read back, and planned; it reports the parse time of the CLIF text
+//! (the yardstick for the plan), summarize time, summary bytes against CLIF text
+//! bytes, plan time split into resolve and partition, and the cross-module classes
+//! and decisions. The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
 //! them, and the corpus programs when `../shared/corpus` can be unpacked.
 //!
@@ -57,6 +64,7 @@ struct Options {
     out: Option<PathBuf>,
     json: bool,
     rewrite: Rewrite,
+    parts: Vec<usize>,
 }
 
 fn parse_options(args: &[String]) -> anyhow::Result<Options> {
@@ -71,6 +79,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         out: None,
         json: false,
         rewrite: Rewrite::InPlace,
+        parts: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -89,6 +98,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--dup-rate" => o.dup_rate = value("--dup-rate")?.parse()?,
             "--near-rate" => o.near_rate = value("--near-rate")?.parse()?,
             "--seed" => o.seed = value("--seed")?.parse()?,
+            "--parts" => o.parts.push(value("--parts")?.parse()?),
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             flag if flag.starts_with("--") => bail!("unknown option {flag}"),
             input => o.inputs.push(PathBuf::from(input)),
@@ -107,7 +117,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
 fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (command, rest) = match args.first().map(String::as_str) {
-        Some(c @ ("gen" | "pass" | "compile" | "suite")) => (c, &args[1..]),
+        Some(c @ ("gen" | "pass" | "compile" | "separate" | "suite")) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
     let options = parse_options(rest)?;
@@ -117,6 +127,7 @@ fn run() -> anyhow::Result<()> {
             let (module, parsed_bytes) = load_inputs(&options.inputs)?;
             report_pass(&label(&options.inputs), &module, parsed_bytes, &options)
         }
+        "separate" => separate(&options),
         "compile" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let (time, bytes) = compile_all(&module)?;
@@ -300,5 +311,81 @@ fn suite(o: &Options) -> anyhow::Result<()> {
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// `separate`: summarize, write, read and plan the inputs split into parts.
+fn separate(o: &Options) -> anyhow::Result<()> {
+    use clif_merge::program::plan_program;
+    use clif_merge::summary::{Summary, split_module, summarize_modules};
+    use std::time::Instant;
+    if o.inputs.is_empty() {
+        bail!("no inputs given");
+    }
+    let files = expand_inputs(&o.inputs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text_bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let start = Instant::now();
+    let module = load(&files).map_err(|e| anyhow::anyhow!("{e}"))?.functions;
+    let parse = start.elapsed();
+    let options = MergeOptions::default();
+    let parts = if o.parts.is_empty() {
+        vec![4]
+    } else {
+        o.parts.clone()
+    };
+    for k in parts {
+        let (_, split) = split_module(&module, k);
+        let named: Vec<(String, FunctionSet)> = split
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| (format!("part{i}"), part))
+            .collect();
+        let start = Instant::now();
+        let summaries = summarize_modules(&named, &options);
+        let summarize = start.elapsed();
+        let bytes: Vec<Vec<u8>> = summaries.iter().map(Summary::to_bytes).collect();
+        let summary_bytes: usize = bytes.iter().map(Vec::len).sum();
+        let start = Instant::now();
+        let read: Vec<Summary> = bytes
+            .iter()
+            .map(|b| Summary::from_bytes(b))
+            .collect::<Result<_, _>>()?;
+        let read_time = start.elapsed();
+        let start = Instant::now();
+        let plan = plan_program(&read).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let plan_time = start.elapsed();
+        let decisions: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+        let line = format!(
+            "{}: {} functions in {k} parts: parse {:.1} ms; summarize {:.1} ms; summaries {summary_bytes} bytes for {text_bytes} bytes of CLIF text ({:.3}); read {:.1} ms; plan {:.1} ms (resolve {:.1}, partition {:.1}), {} comparisons; {} classes across modules, {decisions} decisions",
+            label(&o.inputs),
+            module.len(),
+            ms(parse),
+            ms(summarize),
+            summary_bytes as f64 / text_bytes.max(1) as f64,
+            ms(read_time),
+            ms(plan_time),
+            ms(plan.time_resolve),
+            ms(plan.time_partition),
+            plan.comparisons,
+            plan.classes.len(),
+        );
+        if o.json {
+            println!(
+                "{{\"input\":{:?},\"functions\":{},\"parts\":{k},\"parse_ms\":{:.3},\"summarize_ms\":{:.3},\"summary_bytes\":{summary_bytes},\"text_bytes\":{text_bytes},\"read_ms\":{:.3},\"plan_ms\":{:.3},\"classes\":{},\"decisions\":{decisions}}}",
+                label(&o.inputs),
+                module.len(),
+                ms(parse),
+                ms(summarize),
+                ms(read_time),
+                ms(plan_time),
+                plan.classes.len(),
+            );
+        } else {
+            println!("{line}");
+        }
+    }
     Ok(())
 }
