@@ -175,6 +175,17 @@ struct ResolvedDecision {
     target: FuncId,
 }
 
+/// A module's decisions resolved in the inner module.
+struct ResolvedDecisions {
+    /// Per recorded function (indexed like the set), its decision.
+    per_function: Vec<Option<ResolvedDecision>>,
+    /// Imports whose direct calls go to another import (a function of another
+    /// module that became a thunk, and its representative).
+    calls: Vec<(FuncId, FuncId)>,
+    /// Each representative's `MODULE::NAME`.
+    qualified: HashMap<FuncId, String>,
+}
+
 impl<M: Module> MergingModule<M> {
     /// Wraps `inner`.
     pub fn new(inner: M, options: ModuleMergeOptions) -> Self {
@@ -241,10 +252,15 @@ impl<M: Module> MergingModule<M> {
         &mut self,
         set: &FunctionSet,
         allow_redirect: bool,
-    ) -> ModuleResult<Vec<Option<ResolvedDecision>>> {
+    ) -> ModuleResult<ResolvedDecisions> {
         let mut resolved = vec![None; set.len()];
+        let mut qualified = HashMap::new();
         let Some(decisions) = self.decisions.take() else {
-            return Ok(resolved);
+            return Ok(ResolvedDecisions {
+                per_function: resolved,
+                calls: Vec::new(),
+                qualified,
+            });
         };
         let error = |message: String| ModuleError::Backend(anyhow::anyhow!(message));
         let significant = self.options.merge.mode == crate::plan::MergeMode::Safe;
@@ -300,8 +316,34 @@ impl<M: Module> MergingModule<M> {
                 _ => DecisionAction::Thunk,
             };
             resolved[original.index()] = Some(ResolvedDecision { action, target });
+            qualified.insert(target, format!("{}::{}", d.to_module, d.to));
         }
-        Ok(resolved)
+        // Direct calls to other modules' functions that became thunks.
+        let mut calls = Vec::new();
+        for c in &decisions.calls {
+            let Some(FuncOrDataId::Func(import)) = self.inner.declarations().get_name(&c.symbol)
+            else {
+                continue;
+            };
+            let signature = self
+                .inner
+                .declarations()
+                .get_function_decl(import)
+                .signature
+                .clone();
+            let target = match self.inner.declarations().get_name(&c.to) {
+                Some(FuncOrDataId::Func(id)) => id,
+                _ => self
+                    .inner
+                    .declare_function(&c.to, Linkage::Import, &signature)?,
+            };
+            calls.push((import, target));
+        }
+        Ok(ResolvedDecisions {
+            per_function: resolved,
+            calls,
+            qualified,
+        })
     }
 
     /// Defines a thunk for `id` (whose CLIF thunk body is `body`) that transfers to
@@ -394,7 +436,11 @@ impl<M: Module> MergingModule<M> {
         }
         let (set, ids) = self.recorded_set()?;
         self.recorded.clear();
-        let resolved = self.resolve_decisions(&set, allow_redirect)?;
+        let ResolvedDecisions {
+            per_function: resolved,
+            calls: call_redirects,
+            qualified,
+        } = self.resolve_decisions(&set, allow_redirect)?;
         let set_ref = &set;
         let resolved_ref = &resolved;
         let decided = |action: DecisionAction| {
@@ -413,9 +459,18 @@ impl<M: Module> MergingModule<M> {
                 })
                 .collect::<Vec<_>>()
         };
+        let imports = call_redirects.iter().map(|&(import, target)| {
+            (
+                SymbolName::User {
+                    namespace: 0,
+                    index: import.as_u32(),
+                },
+                UserFuncName::user(0, target.as_u32()),
+            )
+        });
         let cross_redirects = Redirects::from_maps(
             decided(DecisionAction::Redirect),
-            decided(DecisionAction::Thunk),
+            decided(DecisionAction::Thunk).into_iter().chain(imports),
         );
         let has_decisions = resolved.iter().any(Option::is_some);
         let outcome = merge_functions(&set, &self.options.merge);
@@ -544,7 +599,13 @@ impl<M: Module> MergingModule<M> {
         };
         report.cross_module = cross_module
             .iter()
-            .map(|(id, r)| (declared(*id), declared(r.target), r.action))
+            .map(|(id, r)| {
+                let into = qualified
+                    .get(&r.target)
+                    .cloned()
+                    .unwrap_or_else(|| declared(r.target));
+                (declared(*id), into, r.action)
+            })
             .collect();
         if !report.cross_module.is_empty() {
             report.json["cross_module"] = report

@@ -16,7 +16,8 @@
 //! address is never taken is removed and its calls go to the representative
 //! ([`DecisionAction::Redirect`]); any other becomes a thunk to it
 //! ([`DecisionAction::Thunk`]; an object file cannot alias a symbol it does not
-//! define), and its module's own calls go straight to the representative.
+//! define), and its module's own calls go straight to the representative, as do
+//! the direct calls other modules make to it ([`CallRedirect`]).
 
 use crate::adapter::FunctionEncoding;
 use crate::compare::EncodedFunctions;
@@ -68,6 +69,18 @@ pub struct Decision {
     pub to_module: String,
 }
 
+/// Calls a module makes to a function of another module that became a thunk: they
+/// may go straight to its representative.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRedirect {
+    /// The called symbol (a thunk now).
+    pub symbol: String,
+    /// Its representative's symbol.
+    pub to: String,
+    /// The representative's module.
+    pub to_module: String,
+}
+
 /// Stage 2's output for one module (its "optimization summary").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleDecisions {
@@ -77,6 +90,9 @@ pub struct ModuleDecisions {
     pub addresses_significant: bool,
     /// One per function that does not stay as it is, by function name.
     pub decisions: Vec<Decision>,
+    /// Direct calls to functions of other modules that became thunks, to send
+    /// straight to the representative (addresses stay as they are), by symbol.
+    pub calls: Vec<CallRedirect>,
 }
 
 impl ModuleDecisions {
@@ -427,15 +443,60 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
         }
     }
     classes.sort();
+    // Visible functions that became thunks: other modules may call their
+    // representative directly.
+    let mut thunked: HashMap<&str, (usize, &Decision)> = HashMap::new();
+    for (m, decisions) in per_module.iter().enumerate() {
+        for d in decisions
+            .iter()
+            .filter(|d| d.action == DecisionAction::Thunk)
+        {
+            if global.contains_key(d.function.as_str()) {
+                thunked.insert(&d.function, (m, d));
+            }
+        }
+    }
+    let calls: Vec<Vec<CallRedirect>> = order
+        .iter()
+        .enumerate()
+        .map(|(m, summary)| {
+            let mut called = vec![false; summary.symbols.len()];
+            for f in &summary.functions {
+                for &p in f.references.iter().filter(|&&p| !f.is_exact(p)) {
+                    if let Some(c) = called.get_mut(f.tokens[p as usize] as usize) {
+                        *c = true;
+                    }
+                }
+            }
+            let mut calls: Vec<CallRedirect> = summary
+                .symbols
+                .iter()
+                .zip(called)
+                .filter(|(symbol, called)| *called && !symbol.local)
+                .filter_map(|(symbol, _)| {
+                    let &(owner, d) = thunked.get(symbol.name.as_str())?;
+                    (owner != m).then(|| CallRedirect {
+                        symbol: symbol.name.clone(),
+                        to: d.to.clone(),
+                        to_module: d.to_module.clone(),
+                    })
+                })
+                .collect();
+            calls.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+            calls
+        })
+        .collect();
     let decisions = order
         .iter()
-        .zip(per_module)
-        .map(|(summary, mut decisions)| {
+        .zip(per_module.clone())
+        .zip(calls)
+        .map(|((summary, mut decisions), calls)| {
             decisions.sort_by(|a, b| a.function.cmp(&b.function));
             ModuleDecisions {
                 module: summary.module.clone(),
                 addresses_significant: summary.addresses_significant,
                 decisions,
+                calls,
             }
         })
         .collect();

@@ -452,6 +452,9 @@ fn dump_decisions(decisions: &ModuleDecisions) -> String {
             d.fingerprint
         );
     }
+    for c in &decisions.calls {
+        let _ = writeln!(out, "calls to {} go to {}::{}", c.symbol, c.to_module, c.to);
+    }
     out
 }
 

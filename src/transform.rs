@@ -98,6 +98,14 @@ pub fn apply_decisions(
         }
         action_of[i] = Some((d.action, to));
     }
+    // Calls to other modules' functions that became thunks.
+    for c in &decisions.calls {
+        let to = clif_name(&c.to).ok_or_else(|| TransformError::BadTarget(c.to.clone()))?;
+        let name = clif_name(&c.symbol)
+            .map(|n| SymbolName::of_user_func_name(&n))
+            .ok_or_else(|| TransformError::BadTarget(c.symbol.clone()))?;
+        calls.push((name, to));
+    }
     let redirects = Redirects::from_maps(all, calls);
     let mut out = FunctionSet::new();
     for ((_, def), action) in merged.iter().zip(action_of) {

@@ -11,6 +11,8 @@
 mod aot;
 #[path = "../examples/jit.rs"]
 mod jit;
+#[path = "../examples/multi_object.rs"]
+mod multi_object;
 #[path = "../examples/toylang/main.rs"]
 mod toylang;
 
@@ -27,4 +29,9 @@ fn jit_example_program_behaves_the_same_merged() {
 #[test]
 fn toylang_program_behaves_the_same_merged() {
     toylang::main().expect("toylang example");
+}
+
+#[test]
+fn multi_object_example_links_and_behaves_the_same_merged() {
+    multi_object::main().expect("multi_object example");
 }

@@ -17,27 +17,48 @@ pub struct Run {
 /// Links `object_file` with `c_source` using `cc` in a fresh temporary directory
 /// named after `tag`, runs the executable and removes the directory.
 pub fn link_and_run(object_file: &[u8], c_source: &str, tag: &str) -> Result<Run, Box<dyn Error>> {
+    link_all_and_run(&[object_file], c_source, tag)
+}
+
+/// Links several object files with `c_source` using `cc` in a fresh temporary
+/// directory named after `tag`, runs the executable and removes the directory.
+pub fn link_all_and_run(
+    object_files: &[&[u8]],
+    c_source: &str,
+    tag: &str,
+) -> Result<Run, Box<dyn Error>> {
     let dir = std::env::temp_dir().join(format!("clif-merge-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let (obj, main, exe) = (dir.join("code.o"), dir.join("main.c"), dir.join("program"));
-    std::fs::write(&obj, object_file)?;
-    std::fs::write(&main, c_source)?;
-    let linked = Command::new("cc")
-        .arg(&main)
-        .arg(&obj)
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .map_err(|e| format!("cannot run the system C compiler `cc`: {e}"))?;
-    if !linked.success() {
-        return Err("linking with cc failed".into());
-    }
-    let output = Command::new(&exe).output()?;
+    let result = (|| -> Result<Run, Box<dyn Error>> {
+        let (main, exe) = (dir.join("main.c"), dir.join("program"));
+        std::fs::write(&main, c_source)?;
+        let mut cc = Command::new("cc");
+        cc.arg(&main);
+        for (i, object_file) in object_files.iter().enumerate() {
+            let path = dir.join(format!("code{i}.o"));
+            std::fs::write(&path, object_file)?;
+            cc.arg(path);
+        }
+        let linked = cc
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .map_err(|e| format!("cannot run the system C compiler `cc`: {e}"))?;
+        if !linked.status.success() {
+            return Err(format!(
+                "linking with cc failed:\n{}",
+                String::from_utf8_lossy(&linked.stderr)
+            )
+            .into());
+        }
+        let output = Command::new(&exe).output()?;
+        Ok(Run {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            code: output.status.code().unwrap_or(-1),
+        })
+    })();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Run {
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        code: output.status.code().unwrap_or(-1),
-    })
+    result
 }
 
 /// Bytes of code (all text sections) in an object file.
