@@ -13,9 +13,9 @@
 //! they decide whether two visible functions that call them are equal.
 //!
 //! Summaries and the decisions of stage 2 ([`crate::program`]) are written in a
-//! compact binary format (`postcard`) behind a magic number and a format version;
-//! reading a file of another kind or version, or a truncated or corrupt one, is an
-//! [`FormatError`], never a panic.
+//! compact binary format (`postcard`) behind a magic number, a format version and a
+//! checksum of the contents; reading a file of another kind or version, or a
+//! truncated or corrupt one, is a [`FormatError`], never a panic or a wrong merge.
 
 use crate::adapter::{NAME_EXACT, WalkOptions, encode_function, hash_function, walk_in_parallel};
 use crate::driver::{MergeOptions, merge_functions};
@@ -500,13 +500,26 @@ impl fmt::Display for FormatError {
 
 impl std::error::Error for FormatError {}
 
-/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), then the
-/// `postcard` encoding.
+/// A checksum of a file's payload (64-bit FNV-1a): a corrupted file is refused
+/// even where the corruption still decodes.
+fn checksum(payload: &[u8]) -> u64 {
+    payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The length of the header: magic, version, checksum.
+const HEADER: usize = 8 + 4 + 8;
+
+/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), a checksum
+/// of the payload (little-endian `u64`), then the payload: the `postcard` encoding.
 pub fn to_bytes<T: Serialize>(magic: [u8; 8], value: &T) -> Vec<u8> {
+    // Serializing plain data into a growing vector cannot fail.
+    let payload = postcard::to_allocvec(value).unwrap_or_default();
     let mut bytes = magic.to_vec();
     bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    // Serializing plain data into a growing vector cannot fail.
-    bytes.extend(postcard::to_allocvec(value).unwrap_or_default());
+    bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
+    bytes.extend(payload);
     bytes
 }
 
@@ -523,7 +536,18 @@ pub fn from_bytes<T: for<'de> Deserialize<'de>>(
     if version != FORMAT_VERSION {
         return Err(FormatError::Version { found: version });
     }
-    match postcard::take_from_bytes::<T>(&bytes[12..]) {
+    let Some((sum, payload)) = bytes[12..].split_first_chunk::<8>() else {
+        return Err(FormatError::Corrupt(format!(
+            "{} bytes, shorter than the {HEADER}-byte header",
+            bytes.len()
+        )));
+    };
+    if u64::from_le_bytes(*sum) != checksum(payload) {
+        return Err(FormatError::Corrupt(
+            "the checksum does not match the contents".into(),
+        ));
+    }
+    match postcard::take_from_bytes::<T>(payload) {
         Ok((value, [])) => Ok(value),
         Ok((_, rest)) => Err(FormatError::Corrupt(format!(
             "{} bytes after the end",

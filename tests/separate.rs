@@ -221,3 +221,46 @@ fn separate_compilation_finds_the_whole_module_classes_on_a_corpus_program() {
     }
     std::fs::remove_dir_all(&dest).ok();
 }
+
+/// Flipping any single byte of a summary or decisions file is caught (the
+/// checksum), so a corrupted file can never make a wrong merge.
+#[test]
+fn every_corrupted_byte_of_a_summary_is_refused() {
+    let module = parse(
+        "
+function %f(i32) -> i32 {
+block0(v0: i32):
+    v1 = iconst.i32 7
+    v2 = imul v0, v1
+    return v2
+}
+function %g(i32) -> i32 {
+    fn0 = %f(i32) -> i32
+block0(v0: i32):
+    v1 = call fn0(v0)
+    return v1
+}
+",
+    );
+    let summary = summarize(&module, "m", &MergeOptions::default());
+    let bytes = summary.to_bytes();
+    assert_eq!(Summary::from_bytes(&bytes).as_ref(), Ok(&summary));
+    for i in 0..bytes.len() {
+        for flip in [1u8, 0x80] {
+            let mut corrupt = bytes.clone();
+            corrupt[i] ^= flip;
+            assert!(
+                Summary::from_bytes(&corrupt).is_err(),
+                "flipping bit {flip:#x} of byte {i} went unnoticed"
+            );
+        }
+    }
+    let plan = plan_program(&[summary]).expect("plan");
+    let decisions = &plan.decisions[0];
+    let bytes = decisions.to_bytes();
+    for i in 0..bytes.len() {
+        let mut corrupt = bytes.clone();
+        corrupt[i] ^= 1;
+        assert!(clif_merge::program::ModuleDecisions::from_bytes(&corrupt).is_err());
+    }
+}
