@@ -159,7 +159,7 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
 
 #[test]
 fn separate_compilation_finds_the_whole_module_classes_on_generated_modules() {
-    for seed in [1, 2] {
+    for seed in [1] {
         let module = parse(
             &generator::generate(&generator::GenConfig {
                 functions: 300,
