@@ -183,6 +183,7 @@ pub fn merge_similar_for(
 
     // Groups: equal encodings with the constants blanked out.
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
+    let mut outcome_rejections = Vec::new();
     for bucket in buckets {
         let mut keyed: Vec<(Vec<u64>, FuncIndex)> = bucket
             .iter()
@@ -195,12 +196,33 @@ pub fn merge_similar_for(
             }
         }
     }
+    // A group with more differing holes than allowed is split into subgroups that
+    // agree on enough of them.
+    let mut within_limit = Vec::new();
+    for members in groups {
+        let parts = split_to_limit(members.clone(), &encodings, options.max_holes);
+        if parts.is_empty() {
+            let differing = differing_positions(&members, &encodings).len();
+            outcome_rejections.push((
+                members,
+                format!(
+                    "{differing} constants or callees differ (at most {}), and no two members agree on enough of them",
+                    options.max_holes
+                ),
+            ));
+        }
+        within_limit.extend(parts);
+    }
+    let mut groups = within_limit;
     groups.sort_by_key(|g| g[0]);
 
     let pointer_type = isa.map_or(types::I64, |isa| isa.pointer_type());
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module);
-    let mut outcome = SimilarOutcome::default();
+    let mut outcome = SimilarOutcome {
+        rejected: outcome_rejections,
+        ..SimilarOutcome::default()
+    };
     for members in groups {
         let Some(first) = encodings[members[0]].as_ref() else {
             continue;
@@ -302,6 +324,9 @@ pub fn merge_similar_for(
         });
     }
     outcome
+        .rejected
+        .sort_by_key(|(members, _)| members.first().copied());
+    outcome
 }
 
 /// The token stream with every constant and direct callee blanked. Which positions
@@ -350,6 +375,73 @@ fn build_merged_body(first: &Function, name: UserFuncName, differing: &[(Slot, T
         }
     }
     func
+}
+
+/// Positions (in the first member's tokens; the layout is the same in every
+/// member) of the constants and direct callees whose values differ between
+/// `members`.
+fn differing_positions(
+    members: &[FuncIndex],
+    encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+) -> Vec<u32> {
+    let Some(first) = members.first().and_then(|&m| encodings[m].as_ref()) else {
+        return Vec::new();
+    };
+    let mut positions: Vec<u32> = first
+        .holes()
+        .iter()
+        .map(|h| h.position)
+        .chain(first.call_sites().iter().map(|c| c.position))
+        .filter(|&p| {
+            let value = first.tokens()[p as usize];
+            members
+                .iter()
+                .filter_map(|&m| encodings[m].as_ref())
+                .any(|e| e.tokens()[p as usize] != value)
+        })
+        .collect();
+    positions.sort_unstable();
+    positions
+}
+
+/// `members` split into subgroups in which at most `max_holes` constants or callees
+/// differ: split by the differing hole with the fewest distinct values (the one
+/// most members agree on), recursively; members left alone drop out. A group
+/// already within the limit is returned as it is; an empty result means no two
+/// members agree on enough.
+fn split_to_limit(
+    members: Vec<FuncIndex>,
+    encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+    max_holes: usize,
+) -> Vec<Vec<FuncIndex>> {
+    let differing = differing_positions(&members, encodings);
+    if differing.len() <= max_holes {
+        return vec![members];
+    }
+    let value = |m: FuncIndex, p: u32| encodings[m].as_ref().map(|e| e.tokens()[p as usize]);
+    let distinct = |p: u32| {
+        let mut values: Vec<Option<u64>> = members.iter().map(|&m| value(m, p)).collect();
+        values.sort_unstable();
+        values.dedup();
+        values.len()
+    };
+    let Some(&split_at) = differing.iter().min_by_key(|&&p| (distinct(p), p)) else {
+        return Vec::new();
+    };
+    // Parts in order of their first member, members in input order.
+    let mut parts: Vec<(Option<u64>, Vec<FuncIndex>)> = Vec::new();
+    for &m in &members {
+        let v = value(m, split_at);
+        match parts.iter_mut().find(|(key, _)| *key == v) {
+            Some((_, part)) => part.push(m),
+            None => parts.push((v, vec![m])),
+        }
+    }
+    parts
+        .into_iter()
+        .filter(|(_, part)| part.len() > 1)
+        .flat_map(|(_, part)| split_to_limit(part, encodings, max_holes))
+        .collect()
 }
 
 /// The host ISA at `opt_level=speed` (with frame pointers, which `return_call`
