@@ -15,7 +15,16 @@
 //! 5. [`apply`] rewrites the CLIF: redirected calls, thunks, removed functions.
 //!
 //! [`validate`] checks the result independently of the comparator, by running each
-//! duplicate and its replacement in `cranelift-interpreter`.
+//! duplicate and its replacement in `cranelift-interpreter`, inside a [`sandbox`]
+//! where memory, calls leaving the module and indirect calls are defined.
+//!
+//! [`similar`] merges functions that differ only in a few constants or callees into
+//! one parameterized body with thin entry points.
+//!
+//! Separate compilation follows GCC's WHOPR stages: [`summary`] summarizes a module,
+//! [`program`] plans the whole program from all summaries, and [`transform`] (or
+//! [`merging_module::MergingModule::with_decisions`]) applies a module's decisions;
+//! [`separate_cli`] is the command line for them.
 //!
 //! [`driver`] runs the whole pipeline over a [`module::FunctionSet`], [`cli`] is the
 //! `clif-merge` command-line tool built on top of it, and [`merging_module`] is the
