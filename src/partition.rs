@@ -1,6 +1,6 @@
 //! Equivalence classes of functions: hash filter, `BTreeMap` of uniques, refinement.
 //!
-//! 1. Functions whose [`StructuralHash`] no other function shares are singletons and
+//! 1. Functions whose [`StructuralHash`](crate::hash::StructuralHash) no other function shares are singletons and
 //!    never enter the tree.
 //! 2. The rest are inserted into a `BTreeMap` keyed by the [`FunctionComparator`]
 //!    (LLVM's `FnTree`), reading every reference to a module function as "some module
