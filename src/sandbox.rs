@@ -59,6 +59,10 @@ const CALLEE_REGISTER: u64 = 0xffff_fff0_0000_0000;
 /// The word synthetic callees fold every call into.
 const CALL_TRACE: u64 = 0xffff_fff0_0000_0010;
 
+/// The most stack all frames of a run may take together: a larger frame makes the
+/// run inconclusive instead of allocating it.
+const STACK_LIMIT: usize = 64 << 20;
+
 /// A libcall the sandbox cannot run: the run is inconclusive.
 const UNSUPPORTED_LIBCALL: CraneliftTrap = CraneliftTrap::Debug;
 
@@ -303,6 +307,12 @@ impl<'a> Sandbox<'a> {
         let params = function.dfg.block_params(entry);
         if params.len() != args.len() {
             return Ok(ControlFlow::Trap(CraneliftTrap::BadSignature));
+        }
+        if self.stack.len() + function.fixed_stack_size() as usize > STACK_LIMIT {
+            return Err(Inconclusive::Unsupported(format!(
+                "more than {} MiB of stack frames",
+                STACK_LIMIT >> 20
+            )));
         }
         self.push_frame(function);
         self.current_frame_mut().set_all(params, args.to_vec());

@@ -304,3 +304,31 @@ fn the_sandbox_validates_right_merges_through_memory_calls_and_symbols() {
         }
     }
 }
+
+/// A 4 GB stack slot is not allocated by the validator: the pair is unvalidated.
+#[test]
+fn a_huge_stack_frame_is_not_allocated() {
+    let report = validate_forced_merge(
+        "
+function %f(i32) -> i32 {
+    ss0 = explicit_slot 4000000000
+block0(v0: i32):
+    v1 = stack_addr.i64 ss0
+    store v0, v1
+    v2 = load.i32 v1
+    return v2
+}
+function %g(i32) -> i32 {
+    ss0 = explicit_slot 4000000000
+block0(v0: i32):
+    v1 = stack_addr.i64 ss0
+    store v0, v1
+    v2 = load.i32 v1
+    return v2
+}",
+        MergeAction::Erase,
+    );
+    assert_eq!(report.validated, 0, "{}", report.summary());
+    assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
+    assert!(report.mismatches.is_empty());
+}
