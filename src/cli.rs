@@ -592,7 +592,22 @@ pub fn main_with_args(
     {
         return crate::separate_cli::main_with_args(argv, stdout, stderr);
     }
-    let args = match Args::try_parse_from(argv) {
+    run_command::<Args>(argv, stdout, stderr, run)
+}
+
+/// Parses `argv` as `A`, runs `run` on it and prints: clap's own output for usage
+/// errors and `--help`; on success the run's stdout and stderr text; on failure
+/// `error: MESSAGE` and the error's exit code. A panic (in a Cranelift crate or
+/// here) does not reach the user as a crash: it becomes an internal error (exit 3),
+/// and its default report is not printed. Shared by the main command and the
+/// separate-compilation subcommands.
+pub(crate) fn run_command<A: Parser>(
+    argv: Vec<OsString>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    run: impl FnOnce(&A) -> Result<(String, String), CliError>,
+) -> i32 {
+    let args = match A::try_parse_from(argv) {
         Ok(args) => args,
         Err(e) => {
             let code = e.exit_code();
@@ -605,8 +620,6 @@ pub fn main_with_args(
             return code;
         }
     };
-    // A panic (in a Cranelift crate or here) must not reach the user as a crash:
-    // it becomes an error message, and its default report is not printed.
     std::panic::set_hook(Box::new(|_| {}));
     let result = catch_panic(|| run(&args)).unwrap_or_else(|panic| {
         Err(CliError {

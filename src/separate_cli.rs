@@ -3,7 +3,7 @@
 //! `dump` (print a summary or decisions file). See [`crate::summary`],
 //! [`crate::program`] and [`crate::transform`].
 
-use crate::cli::{CliError, ModeArg, apply_linkage_lists, expand_inputs, load};
+use crate::cli::{CliError, ModeArg, apply_linkage_lists, expand_inputs, load, run_command};
 use crate::driver::MergeOptions;
 use crate::plan::MergeMode;
 use crate::program::{ModuleDecisions, plan_program};
@@ -459,41 +459,7 @@ fn dump_decisions(decisions: &ModuleDecisions) -> String {
 }
 
 /// Entry point for the subcommands: parses `argv`, runs, prints, returns the exit
-/// code (as [`crate::cli::main_with_args`]).
+/// code (as [`crate::cli::main_with_args`], through the same runner).
 pub fn main_with_args(argv: Vec<OsString>, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    let args = match SeparateArgs::try_parse_from(argv) {
-        Ok(args) => args,
-        Err(e) => {
-            let code = e.exit_code();
-            let text = e.render().to_string();
-            if code == 0 {
-                let _ = write!(stdout, "{text}");
-            } else {
-                let _ = write!(stderr, "{text}");
-            }
-            return code;
-        }
-    };
-    std::panic::set_hook(Box::new(|_| {}));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&args)))
-        .unwrap_or_else(|_| {
-            Err(CliError {
-                code: 3,
-                message: "internal error: a panic".into(),
-            })
-        });
-    let _ = std::panic::take_hook();
-    match result {
-        Ok((out, err)) => {
-            let _ = stderr.write_all(err.as_bytes());
-            if stdout.write_all(out.as_bytes()).is_err() {
-                return 1;
-            }
-            0
-        }
-        Err(e) => {
-            let _ = writeln!(stderr, "error: {e}");
-            e.code
-        }
-    }
+    run_command::<SeparateArgs>(argv, stdout, stderr, run)
 }
