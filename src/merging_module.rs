@@ -33,7 +33,9 @@ use crate::module::{FuncIndex, FunctionSet};
 use crate::plan::{MergeAction, MergePlan};
 use crate::program::{DecisionAction, ModuleDecisions};
 use crate::similar::{SimilarOptions, SimilarPass};
-use crate::summary::{Summary, SymbolNames, SymbolRef, merged_module, summarize_with};
+use crate::summary::{
+    Summary, SymbolNames, SymbolRef, merged_module, summarize_merged, summarize_with,
+};
 use crate::symbols::SymbolName;
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
@@ -272,7 +274,7 @@ impl<M: Module> MergingModule<M> {
         }
         let merged = merged_module(set, &self.options.merge);
         let names = DeclaredNames(self.inner.declarations());
-        let summary = summarize_with(set, &decisions.module, &self.options.merge, &names);
+        let summary = summarize_merged(&merged, &decisions.module, self.options.merge.mode, &names);
         let mut by_symbol: HashMap<String, (FuncIndex, u64)> = HashMap::new();
         for (index, def) in merged.set.iter() {
             let symbol = names.symbol(&def.func.name, Some(def.linkage == Linkage::Local));

@@ -488,7 +488,7 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
         .collect();
     let decisions = order
         .iter()
-        .zip(per_module.clone())
+        .zip(per_module)
         .zip(calls)
         .map(|((summary, mut decisions), calls)| {
             decisions.sort_by(|a, b| a.function.cmp(&b.function));

@@ -282,8 +282,19 @@ pub fn summarize_with(
     names: &dyn SymbolNames,
 ) -> Summary {
     let merged = merged_module(module, options);
+    summarize_merged(&merged, module_name, options.mode, names)
+}
+
+/// Summarizes a module whose own merge already ran ([`merged_module`]): stage 3
+/// needs both the merged module and its summary, and runs the merge once.
+pub fn summarize_merged(
+    merged: &MergedModule,
+    module_name: &str,
+    mode: MergeMode,
+    names: &dyn SymbolNames,
+) -> Summary {
     let (set, real) = with_stubs(&merged.set);
-    let walk = summary_walk(options.mode);
+    let walk = summary_walk(mode);
     let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
     let walked = walk_in_parallel(&set, &all, |func, scratch| {
         let hashed = hash_function(func, &set, walk, scratch).ok()?;
@@ -359,7 +370,7 @@ pub fn summarize_with(
     let addresses_taken = taken.into_iter().map(&mut intern).collect();
     Summary {
         module: module_name.to_string(),
-        addresses_significant: options.mode == MergeMode::Safe,
+        addresses_significant: mode == MergeMode::Safe,
         symbols,
         functions,
         addresses_taken,

@@ -17,7 +17,7 @@ use crate::driver::MergeOptions;
 use crate::module::FunctionSet;
 use crate::plan::MergeMode;
 use crate::program::{DecisionAction, ModuleDecisions};
-use crate::summary::{clif_name, merged_module, summarize};
+use crate::summary::{ClifNames, clif_name, merged_module, summarize_merged};
 use crate::symbols::SymbolName;
 use std::collections::HashMap;
 use std::fmt;
@@ -65,8 +65,9 @@ pub fn apply_decisions(
     if decisions.addresses_significant != (options.mode == MergeMode::Safe) {
         return Err(TransformError::ModeMismatch);
     }
-    let merged = merged_module(module, options).set;
-    let summary = summarize(module, &decisions.module, options);
+    let merged = merged_module(module, options);
+    let summary = summarize_merged(&merged, &decisions.module, options.mode, &ClifNames);
+    let merged = merged.set;
     let fingerprints: HashMap<&str, u64> = summary
         .functions
         .iter()
