@@ -11,6 +11,8 @@
 //! encodes only functions sharing a hash) gives the same hashes, candidates and
 //! classes as encoding every function (`EncodedFunctions::from_module`).
 
+#[path = "support/corpus_program.rs"]
+mod corpus_program;
 #[path = "../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
@@ -25,6 +27,7 @@ use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{
     FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
 };
+use corpus_program::load_corpus_program;
 use cranelift_codegen::entity::EntityRef;
 use std::path::{Path, PathBuf};
 
@@ -209,28 +212,13 @@ fn filetests_are_merged_identically_on_any_number_of_threads() {
 
 #[test]
 fn corpus_program_is_merged_identically_on_any_number_of_threads() {
-    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/brotli.tar.xz");
-    if !archive.exists() {
-        eprintln!("../shared/corpus not found: corpus part skipped");
+    let Some(module) = load_corpus_program("brotli", "parallel-corpus") else {
         return;
-    }
-    let dest =
-        std::env::temp_dir().join(format!("clif-merge-parallel-corpus-{}", std::process::id()));
-    std::fs::create_dir_all(&dest).expect("temp dir");
-    let status = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&dest)
-        .arg("-xJf")
-        .arg(&archive)
-        .status()
-        .expect("tar");
-    assert!(status.success(), "unpacking brotli failed");
-    let module = load_paths(&[dest.join("brotli")]);
+    };
     let merged = check_threads("brotli", &module);
     // The corpus README's two pairs.
     assert_eq!(merged, 2);
     assert!(check_similar_threads("brotli", &module) > 0);
     check_hash_first("brotli", &module);
     check_in_place("brotli", &module);
-    std::fs::remove_dir_all(&dest).ok();
 }

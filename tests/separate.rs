@@ -11,6 +11,8 @@
 //! sandboxed interpreter. The plan must not depend on the order of the summaries,
 //! and summaries go through their file format.
 
+#[path = "support/corpus_program.rs"]
+mod corpus_program;
 #[path = "../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
@@ -21,6 +23,7 @@ use clif_merge::summary::{Summary, split_module, summarize};
 use clif_merge::transform::apply_decisions;
 use clif_merge::validate::validate_program;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
+use corpus_program::load_corpus_program;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use cranelift_module::Linkage;
@@ -199,27 +202,12 @@ fn separate_compilation_finds_the_whole_module_classes_on_filetests() {
 
 #[test]
 fn separate_compilation_finds_the_whole_module_classes_on_a_corpus_program() {
-    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/brotli.tar.xz");
-    if !archive.exists() {
-        eprintln!("../shared/corpus not found: corpus part skipped");
+    let Some(module) = load_corpus_program("brotli", "separate") else {
         return;
-    }
-    let dest = std::env::temp_dir().join(format!("clif-merge-separate-{}", std::process::id()));
-    std::fs::create_dir_all(&dest).expect("temp dir");
-    let status = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&dest)
-        .arg("-xJf")
-        .arg(&archive)
-        .status()
-        .expect("tar");
-    assert!(status.success());
-    let files = expand_inputs(&[dest.join("brotli")]).expect("brotli");
-    let module = load(&files).expect("loads").functions;
+    };
     for k in [1, 2, 4, 8] {
         check_separate("brotli", &module, k, true);
     }
-    std::fs::remove_dir_all(&dest).ok();
 }
 
 /// Flipping any single byte of a summary or decisions file is caught (the

@@ -15,121 +15,18 @@ use cranelift_interpreter::step::ControlFlow;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------
-// Helpers (copied from tests/cli.rs)
+// Helpers
 // ---------------------------------------------------------------------------------
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+#[path = "support/process.rs"]
+mod process;
 
-impl TempDir {
-    fn new(test: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "clif-merge-sep-{}-{test}-{n}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
+use process::{Run, TempDir, bad_input, clif_merge, ok};
 
-    fn path(&self) -> &Path {
-        &self.0
-    }
-
-    fn join(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-
-    /// Writes `contents` to `rel` (creating parent directories) and returns its path.
-    fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.0.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("create parent dir");
-        }
-        std::fs::write(&path, contents).expect("write temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// What one run of the binary produced.
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `clif-merge` with `args`.
-fn clif_merge<I, S>(args: I) -> Run
-where
-    I: IntoIterator<Item = S>,
-    S: Into<OsString>,
-{
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
-        .args(&args)
-        .output()
-        .expect("run clif-merge");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Asserts a successful run and returns it.
-fn ok(run: Run) -> Run {
-    assert_eq!(
-        run.code,
-        Some(0),
-        "expected exit 0\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        run.stdout,
-        run.stderr
-    );
-    run
-}
-
-/// Asserts a run that failed on bad input: exit code 2, nothing on stdout, stderr
-/// starting with `error: `, and no panic.
-fn bad_input(run: &Run) {
-    assert_eq!(
-        run.code,
-        Some(2),
-        "expected exit 2\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        run.stdout,
-        run.stderr
-    );
-    assert!(
-        run.stdout.is_empty(),
-        "stdout must be empty on failure, got:\n{}",
-        run.stdout
-    );
-    assert!(
-        run.stderr.starts_with("error: "),
-        "stderr must start with `error: `, got:\n{}",
-        run.stderr
-    );
-    assert!(
-        !run.stderr.contains("panicked"),
-        "the tool panicked:\n{}",
-        run.stderr
-    );
-}
+// ---------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------
 
 /// Asserts a bad-input failure whose message mentions every one of `needles`.
 fn bad_input_mentioning(run: &Run, needles: &[&str]) {

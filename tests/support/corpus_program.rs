@@ -1,0 +1,33 @@
+//! One program of `../shared/corpus`, unpacked and loaded for a test. Shared by the
+//! tests that need a real program but not the whole corpus (`#[path]`-included).
+
+use clif_merge::FunctionSet;
+use clif_merge::cli::{expand_inputs, load};
+use std::path::Path;
+
+/// Unpacks `../shared/corpus/PROGRAM.tar.xz` into a temporary directory named after
+/// `test`, loads every function of it as one module (local linkage) and removes the
+/// directory. `None` (with a note on stderr) when the corpus is not there.
+pub fn load_corpus_program(program: &str, test: &str) -> Option<FunctionSet> {
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus")
+        .join(format!("{program}.tar.xz"));
+    if !archive.exists() {
+        eprintln!("../shared/corpus not found: corpus part skipped");
+        return None;
+    }
+    let dest = std::env::temp_dir().join(format!("clif-merge-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dest).expect("temp dir");
+    let status = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&dest)
+        .arg("-xJf")
+        .arg(&archive)
+        .status()
+        .expect("tar");
+    assert!(status.success(), "unpacking {program} failed");
+    let files = expand_inputs(&[dest.join(program)]).expect("unpacked program");
+    let module = load(&files).expect("loads").functions;
+    std::fs::remove_dir_all(&dest).ok();
+    Some(module)
+}
