@@ -3,6 +3,7 @@
 
 use clif_merge::driver::{MergeOptions, MergeStats, merge_functions, merge_functions_in_place};
 use clif_merge::module::FunctionSet;
+use clif_merge::plan::MergePlan;
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::settings::{self, Configurable};
@@ -100,43 +101,29 @@ pub fn run_pass(
     count_heap: bool,
     rewrite: Rewrite,
 ) -> PassRun {
-    if rewrite == Rewrite::InPlace {
-        let mut copy = module.clone();
-        return run_in_place(&mut copy, options, threads, count_heap);
+    match rewrite {
+        Rewrite::InPlace => {
+            let mut copy = module.clone();
+            measure(threads, count_heap, || {
+                let (plan, stats) = merge_functions_in_place(&mut copy, options);
+                (plan, stats, ())
+            })
+        }
+        Rewrite::Copying => measure(threads, count_heap, || {
+            let outcome = merge_functions(module, options);
+            (outcome.plan, outcome.stats, outcome.output)
+        }),
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a thread pool");
-    pool.install(|| {
-        let before = live_bytes();
-        reset_peak();
-        // Everything the pass allocates is freed inside this closure, so switching
-        // counting off and on around it keeps the live count right.
-        COUNTING.store(count_heap, Ordering::SeqCst);
-        let start = Instant::now();
-        let outcome = merge_functions(module, options);
-        let total = start.elapsed();
-        let peak_extra = peak_bytes().saturating_sub(before);
-        let run = PassRun {
-            merged: outcome.plan.decisions.len(),
-            classes: outcome.plan.classes.len(),
-            stats: outcome.stats,
-            total,
-            peak_extra: if count_heap { peak_extra } else { 0 },
-        };
-        drop(outcome.output);
-        drop(outcome.plan);
-        COUNTING.store(true, Ordering::SeqCst);
-        run
-    })
 }
 
-fn run_in_place(
-    module: &mut FunctionSet,
-    options: &MergeOptions,
+/// Times `pass` on a pool of `threads`, with the peak heap it adds when
+/// `count_heap`. `pass` returns the plan, the stats and whatever else it allocated;
+/// all of it is freed inside the measurement, so switching counting off and on
+/// around it keeps the live count right.
+fn measure<T>(
     threads: usize,
     count_heap: bool,
+    pass: impl FnOnce() -> (MergePlan, MergeStats, T) + Send,
 ) -> PassRun {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -147,7 +134,7 @@ fn run_in_place(
         reset_peak();
         COUNTING.store(count_heap, Ordering::SeqCst);
         let start = Instant::now();
-        let (plan, stats) = merge_functions_in_place(module, options);
+        let (plan, stats, rest) = pass();
         let total = start.elapsed();
         let peak_extra = peak_bytes().saturating_sub(before);
         let run = PassRun {
@@ -157,6 +144,7 @@ fn run_in_place(
             total,
             peak_extra: if count_heap { peak_extra } else { 0 },
         };
+        drop(rest);
         drop(plan);
         COUNTING.store(true, Ordering::SeqCst);
         run
