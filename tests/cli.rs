@@ -15,7 +15,7 @@ use std::process::Command;
 #[path = "support/process.rs"]
 mod process;
 
-use process::{Run, TempDir, bad_input, clif_merge, ok, s};
+use process::{Run, TempDir, bad_input, clif_merge, ok, reparse_and_verify, s};
 
 // ---------------------------------------------------------------------------------
 // ---------------------------------------------------------------------------------
@@ -50,22 +50,6 @@ fn action(function: &str, into: &str, action: &str) -> Value {
 /// The actions of a report, for comparison.
 fn actions(report: &Value) -> &Value {
     &report["actions"]
-}
-
-/// Parses CLIF output again and checks every function with the verifier.
-fn reparse_and_verify(text: &str) -> Vec<cranelift_codegen::ir::Function> {
-    let funcs = cranelift_reader::parse_functions(text)
-        .unwrap_or_else(|e| panic!("output does not re-parse: {e}\n--- output ---\n{text}"));
-    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
-    for f in &funcs {
-        if let Err(errors) = cranelift_codegen::verify_function(f, &flags) {
-            panic!(
-                "output function {} fails the verifier:\n{errors}\n--- output ---\n{text}",
-                f.name
-            );
-        }
-    }
-    funcs
 }
 
 /// Names of the external functions a function declares (`fnN = NAME ...`).

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 #[path = "support/process.rs"]
 mod process;
 
-use process::{Run, TempDir, bad_input, clif_merge, ok};
+use process::{Run, TempDir, bad_input, clif_merge, ok, reparse_and_verify};
 
 // ---------------------------------------------------------------------------------
 // ---------------------------------------------------------------------------------
@@ -38,22 +38,6 @@ fn bad_input_mentioning(run: &Run, needles: &[&str]) {
             run.stderr
         );
     }
-}
-
-/// Parses CLIF output again and checks every function with the verifier.
-fn reparse_and_verify(text: &str) -> Vec<Function> {
-    let funcs = cranelift_reader::parse_functions(text)
-        .unwrap_or_else(|e| panic!("output does not re-parse: {e}\n--- output ---\n{text}"));
-    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
-    for f in &funcs {
-        if let Err(errors) = cranelift_codegen::verify_function(f, &flags) {
-            panic!(
-                "output function {} fails the verifier:\n{errors}\n--- output ---\n{text}",
-                f.name
-            );
-        }
-    }
-    funcs
 }
 
 // ---------------------------------------------------------------------------------

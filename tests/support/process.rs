@@ -121,3 +121,19 @@ pub fn bad_input(run: &Run) {
         run.stderr
     );
 }
+
+/// Parses CLIF output again and checks every function with the verifier.
+pub fn reparse_and_verify(text: &str) -> Vec<cranelift_codegen::ir::Function> {
+    let funcs = cranelift_reader::parse_functions(text)
+        .unwrap_or_else(|e| panic!("output does not re-parse: {e}\n--- output ---\n{text}"));
+    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
+    for f in &funcs {
+        if let Err(errors) = cranelift_codegen::verify_function(f, &flags) {
+            panic!(
+                "output function {} fails the verifier:\n{errors}\n--- output ---\n{text}",
+                f.name
+            );
+        }
+    }
+    funcs
+}
