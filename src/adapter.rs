@@ -936,7 +936,15 @@ impl<S: TokenSink> Walker<'_, S> {
             InstructionData::Call { args, func_ref, .. } => {
                 let callees = self.out.callees_written();
                 self.func_ref(func_ref, false)?;
-                if self.out.callees_written() > callees {
+                // A patchable call keeps its callee: the embedder patches that call
+                // site, which an indirect call through a parameter would not be.
+                let patchable = self
+                    .func
+                    .dfg
+                    .ext_funcs
+                    .get(func_ref)
+                    .is_some_and(|d| d.patchable);
+                if self.out.callees_written() > callees && !patchable {
                     self.out.note_call_site(inst);
                 }
                 self.values(args.as_slice(pool));

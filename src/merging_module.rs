@@ -282,19 +282,60 @@ impl<M: Module> MergingModule<M> {
                 by_symbol.insert(symbol.name, (index, summary.fingerprint(i)));
             }
         }
+        // Every decision names a function of this module as it was summarized.
         for d in &decisions.decisions {
-            let Some(&(index, fingerprint)) = by_symbol.get(&d.function) else {
-                return Err(error(format!(
-                    "decisions for `{}` name `{}`, which this module does not define",
-                    decisions.module, d.function
-                )));
+            match by_symbol.get(&d.function) {
+                None => {
+                    return Err(error(format!(
+                        "decisions for `{}` name `{}`, which this module does not define",
+                        decisions.module, d.function
+                    )));
+                }
+                Some(&(_, fingerprint)) if fingerprint != d.fingerprint => {
+                    return Err(error(format!(
+                        "`{}` changed since it was summarized: summarize and plan again",
+                        d.function
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        // Every function, with a decision or without (a representative other
+        // modules' thunks rely on), must be as it was summarized.
+        if summary.digest() != decisions.module_digest {
+            return Err(error(format!(
+                "this is not the module the decisions for `{}` were planned for: it changed since it was summarized, or the decisions belong to another module (summarize and plan again)",
+                decisions.module
+            )));
+        }
+        // A representative of another module is reached by its name: a function of
+        // this module declared under that name (a local, or one defined here) would
+        // take the call instead.
+        let binds_here =
+            |declarations: &ModuleDeclarations, name: &str| match declarations.get_name(name) {
+                Some(FuncOrDataId::Func(id)) => {
+                    declarations.get_function_decl(id).linkage != Linkage::Import
+                }
+                Some(FuncOrDataId::Data(id)) => {
+                    declarations.get_data_decl(id).linkage != Linkage::Import
+                }
+                None => false,
             };
-            if fingerprint != d.fingerprint {
+        let decision_targets = decisions.decisions.iter().map(|d| (&d.to, &d.to_module));
+        let call_targets = decisions.calls.iter().map(|c| (&c.to, &c.to_module));
+        for (to, to_module) in decision_targets.chain(call_targets) {
+            if *to_module != decisions.module && binds_here(self.inner.declarations(), to) {
                 return Err(error(format!(
-                    "`{}` changed since it was summarized: summarize and plan again",
-                    d.function
+                    "the representative `{to_module}::{to}` has the name of a function or data object `{}` declares itself: the decisions would bind to it",
+                    decisions.module
                 )));
             }
+        }
+        for d in &decisions.decisions {
+            // Checked above: every decision names a function of `by_symbol`.
+            let Some(&(index, _)) = by_symbol.get(&d.function) else {
+                continue;
+            };
             let func = &merged.set.get(index).func;
             let Some(original) = set.lookup(&SymbolName::of_function(func)) else {
                 continue;

@@ -29,7 +29,7 @@ use crate::summary::{
 };
 use cranelift_codegen::entity::EntityRef;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,10 @@ pub struct CallRedirect {
 pub struct ModuleDecisions {
     /// The module.
     pub module: String,
+    /// The [`Summary::digest`] of the module's summary: stage 3 refuses to apply
+    /// the decisions to a module whose summary differs (another module, or this
+    /// one changed since it was summarized).
+    pub module_digest: u64,
     /// Whether addresses were significant when summarized.
     pub addresses_significant: bool,
     /// One per function that does not stay as it is, by function name.
@@ -134,6 +138,10 @@ pub struct ProgramPlan {
     pub functions: usize,
     /// Comparisons the partition made.
     pub comparisons: u64,
+    /// Members left as they are because their module uses their representative's
+    /// name for a local symbol of its own, so a decision naming the representative
+    /// would bind to that local instead (member, representative).
+    pub shadowed: Vec<(QualifiedName, QualifiedName)>,
     /// Time to resolve symbols and build the encodings.
     pub time_resolve: Duration,
     /// Time of the partition.
@@ -443,6 +451,48 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
         }
     }
     classes.sort();
+    // A decision names its representative by symbol, bound in the applying module:
+    // where that module has a local of the same name, the name would mean the local
+    // (or the member itself). Such members stay as they are.
+    let local_names: Vec<HashSet<&str>> = order
+        .iter()
+        .map(|summary| {
+            let functions = summary
+                .functions
+                .iter()
+                .filter(|f| f.visibility == Visibility::Local)
+                .map(|f| f.name.as_str());
+            let symbols = summary
+                .symbols
+                .iter()
+                .filter(|s| s.local)
+                .map(|s| s.name.as_str());
+            functions.chain(symbols).collect()
+        })
+        .collect();
+    let binds_elsewhere = |m: usize, to: &str, to_module: &str| {
+        to_module != order[m].module && local_names[m].contains(to)
+    };
+    let mut shadowed = Vec::new();
+    for (m, decisions) in per_module.iter_mut().enumerate() {
+        decisions.retain(|d| {
+            let refused = binds_elsewhere(m, &d.to, &d.to_module);
+            if refused {
+                shadowed.push((
+                    QualifiedName {
+                        module: order[m].module.clone(),
+                        name: d.function.clone(),
+                    },
+                    QualifiedName {
+                        module: d.to_module.clone(),
+                        name: d.to.clone(),
+                    },
+                ));
+            }
+            !refused
+        });
+    }
+    shadowed.sort();
     // Visible functions that became thunks: other modules may call their
     // representative directly.
     let mut thunked: HashMap<&str, (usize, &Decision)> = HashMap::new();
@@ -475,7 +525,7 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
                 .filter(|(symbol, called)| *called && !symbol.local)
                 .filter_map(|(symbol, _)| {
                     let &(owner, d) = thunked.get(symbol.name.as_str())?;
-                    (owner != m).then(|| CallRedirect {
+                    (owner != m && !binds_elsewhere(m, &d.to, &d.to_module)).then(|| CallRedirect {
                         symbol: symbol.name.clone(),
                         to: d.to.clone(),
                         to_module: d.to_module.clone(),
@@ -494,6 +544,7 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
             decisions.sort_by(|a, b| a.function.cmp(&b.function));
             ModuleDecisions {
                 module: summary.module.clone(),
+                module_digest: summary.digest(),
                 addresses_significant: summary.addresses_significant,
                 decisions,
                 calls,
@@ -504,6 +555,7 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
         decisions,
         classes,
         functions: nodes.len(),
+        shadowed,
         comparisons: partition.stats.comparisons,
         time_resolve,
         time_partition,

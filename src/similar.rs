@@ -28,14 +28,14 @@ use crate::apply::{ForwardedArgument, build_forwarding_body};
 use crate::hash::StructuralHash;
 use crate::merging_module::compiled_size;
 use crate::module::{FuncIndex, FunctionSet};
-use crate::symbols::SymbolName;
+use crate::symbols::{NameAuthority, SymbolName};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
-    AbiParam, Function, InstBuilder, InstructionData, Type, UserExternalName, UserFuncName, types,
+    AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName, types,
 };
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Options of the similar-function merge.
 #[derive(Clone, Debug)]
@@ -152,6 +152,17 @@ pub fn merge_similar_for(
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
 ) -> SimilarOutcome {
+    merge_similar_reserving(module, options, isa, NameAuthority::new())
+}
+
+/// Like [`merge_similar_for`], never naming a merged body with a name `authority`
+/// knows (besides every name `module` defines or mentions).
+pub fn merge_similar_reserving(
+    module: &FunctionSet,
+    options: &SimilarOptions,
+    isa: Option<&dyn TargetIsa>,
+    authority: NameAuthority,
+) -> SimilarOutcome {
     let walk = WalkOptions {
         addresses_significant: true,
         ..WalkOptions::default()
@@ -218,7 +229,7 @@ pub fn merge_similar_for(
 
     let pointer_type = isa.map_or(types::I64, |isa| isa.pointer_type());
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
-    let mut names = MergedNames::new(module);
+    let mut names = MergedNames::new(module, authority);
     let mut outcome = SimilarOutcome {
         rejected: outcome_rejections,
         ..SimilarOutcome::default()
@@ -369,8 +380,15 @@ fn build_merged_body(first: &Function, name: UserFuncName, differing: &[(Slot, T
                 };
                 let signature = func.dfg.ext_funcs[func_ref].signature;
                 let args = func.dfg.inst_args(call.inst).to_vec();
-                func.replace(call.inst)
-                    .call_indirect(signature, param, &args);
+                // A tail call stays a tail call: `return_call_indirect` ends the block
+                // as `return_call` did.
+                if func.dfg.insts[call.inst].opcode() == Opcode::ReturnCall {
+                    func.replace(call.inst)
+                        .return_call_indirect(signature, param, &args);
+                } else {
+                    func.replace(call.inst)
+                        .call_indirect(signature, param, &args);
+                }
             }
         }
     }
@@ -489,26 +507,27 @@ fn sizes(
     (before, after, false)
 }
 
-/// Fresh names for merged bodies: `%NAME_merged` for a test-case name, the next free
-/// index of the namespace for a `uN:M` name.
-struct MergedNames<'a> {
-    module: &'a FunctionSet,
-    taken: HashSet<SymbolName>,
+/// Fresh names for merged bodies: `%NAME_merged` for a test-case name, the next
+/// free index of the namespace (after the largest one the module defines) for a
+/// `uN:M` name. Free means unknown to the module's [`NameAuthority`]: no function
+/// defines, declares or refers to it.
+struct MergedNames {
+    authority: NameAuthority,
     next_index: HashMap<u32, u32>,
 }
 
-impl<'a> MergedNames<'a> {
-    fn new(module: &'a FunctionSet) -> Self {
+impl MergedNames {
+    fn new(module: &FunctionSet, mut authority: NameAuthority) -> Self {
         let mut next_index: HashMap<u32, u32> = HashMap::new();
         for (_, def) in module.iter() {
+            authority.reserve_function(&def.func);
             if let UserFuncName::User(user) = &def.func.name {
                 let next = next_index.entry(user.namespace).or_default();
-                *next = (*next).max(user.index.saturating_add(1));
+                *next = (*next).max(user.index.wrapping_add(1));
             }
         }
         Self {
-            module,
-            taken: HashSet::new(),
+            authority,
             next_index,
         }
     }
@@ -516,31 +535,23 @@ impl<'a> MergedNames<'a> {
     fn next(&mut self, base: &UserFuncName) -> UserFuncName {
         match base {
             UserFuncName::Testcase(t) => {
-                let base = String::from_utf8_lossy(t.raw()).into_owned();
-                for k in 0.. {
-                    let name = match k {
-                        0 => format!("{base}_merged"),
-                        k => format!("{base}_merged{k}"),
-                    };
-                    let symbol = SymbolName::Testcase(name.as_bytes().into());
-                    if self.module.lookup(&symbol).is_none() && self.taken.insert(symbol) {
-                        return UserFuncName::testcase(name);
-                    }
-                }
-                unreachable!("some suffix is free")
+                let base = String::from_utf8_lossy(t.raw());
+                self.authority.fresh_testcase(&base, "_merged")
             }
             UserFuncName::User(user) => {
                 let next = self.next_index.entry(user.namespace).or_default();
-                let index = *next;
-                *next = next.saturating_add(1);
-                UserFuncName::User(UserExternalName::new(user.namespace, index))
+                let name = self.authority.fresh_user(user.namespace, *next);
+                if let UserFuncName::User(fresh) = &name {
+                    *next = fresh.index.wrapping_add(1);
+                }
+                name
             }
         }
     }
 
-    /// Gives back a name that was not used (only the test-case kind is remembered).
+    /// Gives back a name that was not used.
     fn release(&mut self, name: &UserFuncName) {
-        self.taken.remove(&SymbolName::of_user_func_name(name));
+        self.authority.release(&SymbolName::of_user_func_name(name));
     }
 }
 
@@ -591,7 +602,13 @@ impl SimilarPass {
                 index_of[function] = Some(index);
             }
         }
-        let outcome = merge_similar_for(&set, options, isa);
+        // Names the first pass removed (erased duplicates, aliases) still mean
+        // something in the output: reserve every name of the original module.
+        let mut authority = NameAuthority::new();
+        for (_, def) in module.iter() {
+            authority.reserve_function(&def.func);
+        }
+        let outcome = merge_similar_reserving(&set, options, isa, authority);
         Self {
             module: set,
             index_of,

@@ -33,7 +33,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// The version of the summary and decision formats; bumped on every change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The first bytes of a summary file.
 pub const SUMMARY_MAGIC: [u8; 8] = *b"CLIFMSUM";
 /// The first bytes of a decisions file.
@@ -569,6 +569,26 @@ pub fn from_bytes<T: for<'de> Deserialize<'de>>(
 }
 
 impl Summary {
+    /// A digest of everything the summary says about the module's functions (its
+    /// symbols, every function's tokens, linkage and address marks, and the
+    /// module's own thunks and aliases; not the module's name): stage 2 writes it
+    /// into the module's decisions, and stage 3 applies them only to a module whose
+    /// summary has the same digest. So decisions are never applied to another
+    /// module, nor to one that changed since it was summarized, in a function that
+    /// has a decision or in one that has none (a representative that other modules'
+    /// thunks rely on). 64-bit FNV-1a of the `postcard` encoding: fixed by this
+    /// crate's format, not by any `Hash` implementation.
+    pub fn digest(&self) -> u64 {
+        let contents = (
+            self.addresses_significant,
+            &self.symbols,
+            &self.functions,
+            &self.addresses_taken,
+        );
+        // Serializing plain data into a growing vector cannot fail.
+        checksum(&postcard::to_allocvec(&contents).unwrap_or_default())
+    }
+
     /// The summary as a file's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         to_bytes(SUMMARY_MAGIC, self)

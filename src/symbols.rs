@@ -7,9 +7,9 @@
 //! usable to search that table).
 
 use cranelift_codegen::ir::{
-    ExternalName, Function, KnownSymbol, LibCall, UserExternalName, UserFuncName,
+    ExternalName, Function, GlobalValueData, KnownSymbol, LibCall, UserExternalName, UserFuncName,
 };
-use hashbrown::Equivalent;
+use hashbrown::{Equivalent, HashSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -141,6 +141,98 @@ impl fmt::Display for SymbolName {
             Self::Testcase(raw) => write!(f, "%{}", String::from_utf8_lossy(raw)),
             Self::LibCall(l) => write!(f, "%{l}"),
             Self::Known(k) => write!(f, "%{k}"),
+        }
+    }
+}
+
+/// Every external name `func` mentions: the names of the functions it imports (for
+/// calls and `func_addr`) and of the symbols its global values refer to, in table
+/// order. The one place that knows where a function can mention a name.
+pub fn mentioned_names(func: &Function) -> impl Iterator<Item = &ExternalName> {
+    let functions = func.dfg.ext_funcs.values().map(|data| &data.name);
+    let globals = func.global_values.values().filter_map(|gv| match gv {
+        GlobalValueData::Symbol { name, .. } => Some(name),
+        _ => None,
+    });
+    functions.chain(globals)
+}
+
+/// The names a module uses, so that a pass that invents a name (the merged body of
+/// similar functions) never picks one that already means something: a function the
+/// module defines, a function or symbol it only declares (an import), a name an
+/// earlier pass left behind (an alias), or a name the caller reserves. Invented
+/// names are reserved as they are handed out, and the search for a free `uN:M`
+/// index wraps around instead of saturating, so it always ends on a free one.
+#[derive(Clone, Debug, Default)]
+pub struct NameAuthority {
+    taken: HashSet<SymbolName>,
+}
+
+impl NameAuthority {
+    /// An authority that knows no name yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reserves `name`; returns whether it was free.
+    pub fn reserve(&mut self, name: SymbolName) -> bool {
+        self.taken.insert(name)
+    }
+
+    /// Reserves the name `func` defines and every name it mentions, including
+    /// entries of its user-name table that nothing refers to.
+    pub fn reserve_function(&mut self, func: &Function) {
+        self.reserve(SymbolName::of_function(func));
+        for name in mentioned_names(func) {
+            if let Some(key) = SymbolKey::of_external(func, name) {
+                self.reserve(key.to_name());
+            }
+        }
+        for (_, user) in func.params.user_named_funcs().iter() {
+            self.reserve(SymbolName::User {
+                namespace: user.namespace,
+                index: user.index,
+            });
+        }
+    }
+
+    /// Whether `name` is in use.
+    pub fn is_taken(&self, name: &SymbolName) -> bool {
+        self.taken.contains(name)
+    }
+
+    /// Gives back a name handed out by [`Self::fresh_testcase`] or
+    /// [`Self::fresh_user`] that ended up unused.
+    pub fn release(&mut self, name: &SymbolName) {
+        self.taken.remove(name);
+    }
+
+    /// The first free test-case name of `base_merged`, `base_merged1`, ...,
+    /// reserved.
+    pub fn fresh_testcase(&mut self, base: &str, suffix: &str) -> UserFuncName {
+        for k in 0u64.. {
+            let name = match k {
+                0 => format!("{base}{suffix}"),
+                k => format!("{base}{suffix}{k}"),
+            };
+            if self.reserve(SymbolName::Testcase(name.as_bytes().into())) {
+                return UserFuncName::testcase(name);
+            }
+        }
+        unreachable!("the module uses finitely many names")
+    }
+
+    /// The first free `namespace:index` at or after `start` (wrapping around past
+    /// the largest index), reserved.
+    pub fn fresh_user(&mut self, namespace: u32, start: u32) -> UserFuncName {
+        let mut index = start;
+        loop {
+            if self.reserve(SymbolName::User { namespace, index }) {
+                return UserFuncName::User(UserExternalName::new(namespace, index));
+            }
+            index = index.wrapping_add(1);
+            // A namespace has 2^32 indices and a module uses far fewer names.
+            debug_assert_ne!(index, start, "namespace {namespace} is full");
         }
     }
 }

@@ -34,6 +34,12 @@ pub enum TransformError {
     Stale(String),
     /// A representative's name is not a CLIF name.
     BadTarget(String),
+    /// The module is not the one the decisions were planned for: its summary
+    /// differs from the one the plan read (another module, or this one changed).
+    NotPlannedModule(String),
+    /// A representative of another module has the name of a function this module
+    /// defines, so the name would bind to this module's own function.
+    Shadowed(String),
 }
 
 impl fmt::Display for TransformError {
@@ -49,6 +55,14 @@ impl fmt::Display for TransformError {
                 "`{name}` changed since it was summarized: summarize and plan again"
             ),
             Self::BadTarget(name) => write!(f, "`{name}` is not a CLIF function name"),
+            Self::NotPlannedModule(module) => write!(
+                f,
+                "this is not the module the decisions for `{module}` were planned for: it changed since it was summarized, or the decisions belong to another module (summarize and plan again)"
+            ),
+            Self::Shadowed(name) => write!(
+                f,
+                "the representative `{name}` lives in another module, but this module defines a function of that name: the decisions would bind to it"
+            ),
         }
     }
 }
@@ -67,17 +81,18 @@ pub fn apply_decisions(
     }
     let merged = merged_module(module, options);
     let summary = summarize_merged(&merged, &decisions.module, options.mode, &ClifNames);
+    let merged_aliases: Vec<_> = merged.aliases.iter().map(|(name, _, _)| name).collect();
     let merged = merged.set;
+    let by_name: HashMap<String, usize> = merged
+        .iter()
+        .enumerate()
+        .map(|(i, (_, def))| (def.func.name.to_string(), i))
+        .collect();
     let fingerprints: HashMap<&str, u64> = summary
         .functions
         .iter()
         .enumerate()
         .map(|(i, f)| (f.name.as_str(), summary.fingerprint(i)))
-        .collect();
-    let by_name: HashMap<String, usize> = merged
-        .iter()
-        .enumerate()
-        .map(|(i, (_, def))| (def.func.name.to_string(), i))
         .collect();
     let mut action_of: Vec<Option<(DecisionAction, cranelift_codegen::ir::UserFuncName)>> =
         vec![None; merged.len()];
@@ -98,6 +113,26 @@ pub fn apply_decisions(
             DecisionAction::Thunk => calls.push((name, to.clone())),
         }
         action_of[i] = Some((d.action, to));
+    }
+    // Every function, with a decision or without (a representative other modules'
+    // thunks rely on), must be as it was summarized.
+    if summary.digest() != decisions.module_digest {
+        return Err(TransformError::NotPlannedModule(decisions.module.clone()));
+    }
+    // Names this module gives its own functions, aliases of its own merge included.
+    let own_name = |name: &str| {
+        by_name.contains_key(name) || merged_aliases.iter().any(|a| a.to_string() == name)
+    };
+    let decision_targets = decisions.decisions.iter().map(|d| (&d.to, &d.to_module));
+    let call_targets = decisions.calls.iter().map(|c| (&c.to, &c.to_module));
+    let cross_module_targets = decision_targets
+        .chain(call_targets)
+        .filter(|(_, module)| **module != decisions.module)
+        .map(|(to, _)| to);
+    for to in cross_module_targets {
+        if own_name(to) {
+            return Err(TransformError::Shadowed(to.clone()));
+        }
     }
     // Calls to other modules' functions that became thunks.
     for c in &decisions.calls {

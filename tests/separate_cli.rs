@@ -725,9 +725,30 @@ fn stale_decisions_are_refused() {
     let run = apply(&out_dir.join("c.dec"), &modules[2].0, &modules[2].1);
     bad_input_mentioning(&run, &["%k", "changed since it was summarized"]);
 
-    // A change to a function no decision names is not stale: b has no decisions.
-    let text = std::fs::read_to_string(dir.join("b/b.clif")).expect("read");
-    dir.write("b/b.clif", text.replace("iconst.i32 9", "iconst.i32 11"));
+    // b has no decisions of its own, but b::%g is the representative that a's
+    // redirect and c's thunk rely on: b with another %g is refused, though no
+    // decision of b names it (a thunk elsewhere would compute the new %g).
+    let original_b = std::fs::read_to_string(dir.join("b/b.clif")).expect("read");
+    let (g, h) = original_b.split_at(original_b.find("function %h").expect("%h in b"));
+    assert!(g.contains("iconst.i32 7"));
+    dir.write(
+        "b/b.clif",
+        format!("{}{h}", g.replacen("iconst.i32 7", "iconst.i32 8", 1)),
+    );
+    let run = apply(&out_dir.join("b.dec"), &modules[1].0, &modules[1].1);
+    bad_input_mentioning(&run, &["`b`", "changed since it was summarized"]);
+
+    // Any other change to b is refused too: decisions apply only to the module
+    // that was summarized.
+    dir.write(
+        "b/b.clif",
+        original_b.replace("iconst.i32 9", "iconst.i32 11"),
+    );
+    let run = apply(&out_dir.join("b.dec"), &modules[1].0, &modules[1].1);
+    bad_input_mentioning(&run, &["`b`", "changed since it was summarized"]);
+
+    // The module as summarized applies.
+    dir.write("b/b.clif", original_b);
     let run = ok(apply(&out_dir.join("b.dec"), &modules[1].0, &modules[1].1));
     reparse_and_verify(&run.stdout);
 }
