@@ -501,7 +501,13 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
             .iter()
             .filter(|d| d.action == DecisionAction::Thunk)
         {
-            if global.contains_key(d.function.as_str()) {
+            // The visible symbol of that name must be this very function: a local
+            // of module `m` may share its name with another module's visible one,
+            // whose callers must not be sent to the local's representative.
+            if global
+                .get(d.function.as_str())
+                .is_some_and(|&n| nodes[n].module == m)
+            {
                 thunked.insert(&d.function, (m, d));
             }
         }
