@@ -25,9 +25,20 @@ use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    dir.join("unpack").exists().then_some(dir)
+#[path = "support/skip.rs"]
+mod skip;
+
+/// `../shared/corpus` (or `$CLIF_MERGE_CORPUS`), or `None` after
+/// [`skip::skip_or_fail`] (a failure under CI).
+fn corpus_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("CLIF_MERGE_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
+    if dir.join("unpack").exists() {
+        return Some(dir);
+    }
+    skip::skip_or_fail(test, "../shared/corpus not found");
+    None
 }
 
 /// Unpacks the corpus into a directory of this test's own (tests run in parallel).
@@ -60,8 +71,7 @@ fn programs(root: &Path) -> Vec<PathBuf> {
 /// order, and a module holding them all as local functions. `None` (and a note)
 /// when the corpus is not there.
 fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet)>> {
-    let Some(corpus) = corpus_dir() else {
-        eprintln!("../shared/corpus not found: corpus test skipped");
+    let Some(corpus) = corpus_dir(test) else {
         return None;
     };
     let root = unpack(&corpus, test);
@@ -98,8 +108,7 @@ fn clif_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn corpus_programs_merge_and_verify() {
-    let Some(corpus) = corpus_dir() else {
-        eprintln!("../shared/corpus not found: corpus test skipped");
+    let Some(corpus) = corpus_dir("corpus_programs_merge_and_verify") else {
         return;
     };
     let root = unpack(&corpus, "verify");
@@ -510,7 +519,10 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         return;
     };
     let Some(isa) = host_isa() else {
-        eprintln!("no Cranelift backend for this host: similar corpus test skipped");
+        skip::skip_or_fail(
+            "corpus_similar_merges_shrink_code_and_validate",
+            "no Cranelift backend for this host",
+        );
         return;
     };
     let flags = Flags::new(settings::builder());
@@ -600,4 +612,24 @@ fn corpus_similar_merges_shrink_code_and_validate() {
             caught.mismatches.len()
         );
     }
+}
+
+/// Under CI a missing corpus fails the corpus tests instead of skipping them: this
+/// test runs one of them again, in a child process of this test binary, with `CI`
+/// set and the corpus pointed at a directory that does not exist.
+#[test]
+fn a_missing_corpus_fails_under_ci() {
+    let exe = std::env::current_exe().expect("the test binary");
+    let nowhere = std::env::temp_dir().join("clif-merge-no-corpus-here");
+    let output = Command::new(exe)
+        .args(["corpus_programs_merge_and_verify", "--exact"])
+        .env("CI", "true")
+        .env("CLIF_MERGE_CORPUS", &nowhere)
+        .output()
+        .expect("run the test binary");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "passed without a corpus:\n{text}");
+    assert!(text.contains("../shared/corpus not found"), "{text}");
+    assert!(text.contains("1 failed"), "{text}");
 }

@@ -16,6 +16,8 @@ mod corpus_program;
 #[path = "../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
+#[path = "support/skip.rs"]
+mod skip;
 
 use clif_merge::adapter::WalkOptions;
 use clif_merge::apply::OutputEntry;
