@@ -71,9 +71,7 @@ fn programs(root: &Path) -> Vec<PathBuf> {
 /// order, and a module holding them all as local functions. `None` (and a note)
 /// when the corpus is not there.
 fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet)>> {
-    let Some(corpus) = corpus_dir(test) else {
-        return None;
-    };
+    let corpus = corpus_dir(test)?;
     let root = unpack(&corpus, test);
     let loaded = programs(&root)
         .into_iter()

@@ -265,11 +265,10 @@ fn check_names(input: &[Function], output_text: &str) -> Result<(), String> {
             Some(kept) if kept != signature => {
                 return Err(format!("{name} changed its signature"));
             }
-            Some(_) => {
-                if removed.contains(name) {
-                    return Err(format!("{name} is reported removed but still defined"));
-                }
+            Some(_) if removed.contains(name) => {
+                return Err(format!("{name} is reported removed but still defined"));
             }
+            Some(_) => {}
             None if !removed.contains(name) => {
                 return Err(format!("{name} vanished without being reported"));
             }
