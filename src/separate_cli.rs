@@ -297,8 +297,9 @@ pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
         } => {
             let decisions = read_decisions(decisions)?;
             let loaded = load_module(inputs, options)?;
-            let out = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
+            let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
                 .map_err(|e| CliError::input(e.to_string()))?;
+            let out = &applied.functions;
             let flags = Flags::new(settings::builder());
             let mut text = loaded.header.clone();
             for (_, def) in out.iter() {
@@ -319,6 +320,9 @@ pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
                     let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
                 }
                 let _ = writeln!(text, "{}", def.func.display());
+            }
+            for alias in &applied.aliases {
+                let _ = writeln!(text, "; {}: alias of {}", alias.name, alias.of);
             }
             for d in &decisions.decisions {
                 if d.action == crate::program::DecisionAction::Redirect {

@@ -60,8 +60,8 @@
 //! with `cranelift-module`, whose object files cannot give one body two names. Its
 //! address differs from the kept function's, which is never observable: in mode all
 //! addresses are not compared, and in safe mode clif-merge makes an alias only where
-//! the kept function's address matters to no one. `apply_decisions` returns no
-//! aliases of a module's own merge, so they are taken from `summary::merged_module`.
+//! the kept function's address matters to no one. `apply_decisions` returns the
+//! aliases of a module's own merge beside its functions.
 //!
 //! Environment: `ORACLE_SEED=N` runs only seed N of the generated programs and
 //! modules (and prints its CLIF and outputs), `ORACLE_PROGRAMS=N` sets how many
@@ -84,11 +84,11 @@ mod oracle_programs;
 use clif_merge::apply::OutputEntry;
 use clif_merge::program::plan_program;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
-use clif_merge::summary::{Summary, merged_module, split_module, summarize};
+use clif_merge::summary::{Summary, split_module, summarize};
 use clif_merge::transform::apply_decisions;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::Function;
+use cranelift_codegen::ir::{Function, Signature};
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use cranelift_module::Linkage;
@@ -98,7 +98,7 @@ use oracle_native::{
 };
 use oracle_programs::{Program, generate_program, generate_similar_module};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -261,22 +261,28 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
                 return Merged::Broken(format!("apply_decisions({name}) panicked: {panic}"));
             }
         };
-        let merged = match catch(|| merged_module(set, &options)) {
-            Ok(m) => m,
-            Err(panic) => {
-                return Merged::Broken(format!("merged_module({name}) panicked: {panic}"));
-            }
-        };
-        let mut object = as_object(&out);
+        let mut object = as_object(&out.functions);
         let defined: HashSet<String> = object.iter().map(|(f, _)| symbol_of(&f.name)).collect();
-        for (alias, linkage, kept) in &merged.aliases {
-            if defined.contains(&symbol_of(alias)) {
-                continue;
+        let signatures: HashMap<String, Signature> = object
+            .iter()
+            .map(|(f, _)| (symbol_of(&f.name), f.signature.clone()))
+            .collect();
+        for alias in &out.aliases {
+            if defined.contains(&symbol_of(&alias.name)) {
+                return Merged::Broken(format!(
+                    "apply_decisions({name}): alias {} is also defined",
+                    alias.name
+                ));
             }
-            let kept = &merged.set.get(*kept).func;
+            let Some(signature) = signatures.get(&symbol_of(&alias.of)) else {
+                return Merged::Broken(format!(
+                    "apply_decisions({name}): alias {} of {}, which is not defined here",
+                    alias.name, alias.of
+                ));
+            };
             object.push((
-                forwarding_function(alias.clone(), &kept.signature, &kept.name),
-                *linkage,
+                forwarding_function(alias.name.clone(), signature, &alias.of),
+                alias.linkage,
             ));
         }
         let before: Vec<String> = set

@@ -130,7 +130,9 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
     let flags = Flags::new(settings::builder());
     let mut program = FunctionSet::new();
     for (part, decisions) in parts.iter().zip(&plan.decisions) {
-        let out = apply_decisions(part, &options, decisions).expect("apply");
+        let out = apply_decisions(part, &options, decisions)
+            .expect("apply")
+            .functions;
         for (_, def) in out.iter() {
             if let Err(e) = verify_function(&def.func, &flags) {
                 panic!("{name} K={k}: {} fails the verifier: {e}", def.func.name);

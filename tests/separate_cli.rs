@@ -1135,3 +1135,29 @@ fn summary_is_smaller_than_the_clif_text() {
     );
     assert!(line.contains("4 functions"), "{line}");
 }
+
+/// In `--mode all` a module's own merge makes an exported duplicate an alias: `apply`
+/// must still name it (as the main command does), or whatever links against it
+/// finds nothing.
+#[test]
+fn apply_keeps_the_aliases_of_the_module_own_merge() {
+    let dir = TempDir::new("aliases");
+    dir.write(
+        "m/m.clif",
+        format!(
+            "{}\n{}",
+            branchy("%f", 7, 0, false),
+            branchy("%g", 7, 10, false)
+        ),
+    );
+    let options = ["--mode", "all", "--export", "%f", "--export", "%g"];
+    let module = dir.join("m");
+    let summary = dir.join("m.sum");
+    summarize(&module, &summary, &options);
+    let out_dir = dir.join("d");
+    ok(plan(&[summary], &out_dir, false));
+    let run = ok(apply(&out_dir.join("m.dec"), &module, &options));
+    assert!(run.stdout.contains("function %f("), "{}", run.stdout);
+    assert!(run.stdout.contains("; %g: alias of %f"), "{}", run.stdout);
+    reparse_and_verify(&run.stdout);
+}

@@ -138,7 +138,8 @@ fn check(tag: &str, modules: &[ModuleText], entries: &[&str]) -> usize {
         .map(|((name, set), decisions)| {
             assert_eq!(*name, decisions.module);
             let out = apply_decisions(set, &options, decisions)
-                .unwrap_or_else(|e| panic!("{tag}: applying {name}'s decisions: {e}"));
+                .unwrap_or_else(|e| panic!("{tag}: applying {name}'s decisions: {e}"))
+                .functions;
             (name.clone(), out)
         })
         .collect();
