@@ -10,7 +10,7 @@ mod native;
 #[path = "shared/program.rs"]
 mod program;
 
-use clif_merge::merging_module::{MergeReport, MergingModule, ModuleMergeOptions};
+use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 

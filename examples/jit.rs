@@ -8,7 +8,7 @@
 #[path = "shared/program.rs"]
 mod program;
 
-use clif_merge::merging_module::{MergedJit, MergingModule, ModuleMergeOptions};
+use clif_merge::module::{MergedJit, MergingModule, ModuleMergeOptions};
 use cranelift_codegen::settings;
 use cranelift_jit::{JITBuilder, JITModule};
 

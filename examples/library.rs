@@ -2,7 +2,7 @@
 //!
 //! Run with `cargo run --example library`.
 
-use clif_merge::report::clif_text;
+use clif_merge::cli::report::clif_text;
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
 use cranelift_module::Linkage;
 

@@ -32,9 +32,9 @@
 // returns everywhere.
 #![allow(clippy::result_large_err)]
 
-use clif_merge::merging_module::{MergeReport, MergingModule, ModuleMergeOptions};
-use clif_merge::program::{ModuleDecisions, ProgramPlan, plan_program};
-use clif_merge::summary::Summary;
+use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
+use clif_merge::separate::program::{ModuleDecisions, ProgramPlan, plan_program};
+use clif_merge::separate::summary::Summary;
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;

@@ -9,9 +9,10 @@
 //! do not count (it finds none more today, which is printed).
 
 use clif_merge::cli::load;
-use clif_merge::merging_module::compiled_size;
-use clif_merge::plan::MergeAction;
-use clif_merge::similar::{SimilarOptions, SimilarOutcome, host_isa, merge_similar_for};
+use clif_merge::identical::plan::MergeAction;
+use clif_merge::similar::cost::compiled_size;
+use clif_merge::similar::cost::host_isa;
+use clif_merge::similar::{SimilarOptions, SimilarOutcome, merge_similar_for};
 use clif_merge::validate::{validate, validate_similar};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;

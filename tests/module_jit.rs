@@ -5,7 +5,7 @@
 
 mod common;
 
-use clif_merge::merging_module::{MergedJit, MergingModule, ModuleMergeOptions};
+use clif_merge::module::{MergedJit, MergingModule, ModuleMergeOptions};
 use clif_merge::{MergeAction, MergeMode, MergeOptions};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};

@@ -3,7 +3,7 @@
 //! similar-function merge, in memory (`JITModule`), and run on the CPU: every
 //! function returns what the unmerged build returns, and the merge saved code.
 
-use clif_merge::merging_module::{MergedJit, MergingModule, ModuleMergeOptions};
+use clif_merge::module::{MergedJit, MergingModule, ModuleMergeOptions};
 use clif_merge::similar::SimilarOptions;
 use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, UserFuncName, types};
 use cranelift_codegen::isa::CallConv;

@@ -3,7 +3,7 @@
 //! pointer (JIT), and on an ISA without a machine-level jump thunk the `call` +
 //! `return` fallback compiles (riscv64, not run).
 
-use clif_merge::merging_module::{MergingModule, ModuleMergeOptions};
+use clif_merge::module::{MergingModule, ModuleMergeOptions};
 use clif_merge::{MergeAction, MergeMode, MergeOptions};
 use cranelift_codegen::Context;
 use cranelift_codegen::settings::{self, Configurable};

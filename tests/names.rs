@@ -24,7 +24,7 @@
 
 use clap::Parser;
 use clif_merge::cli::{Args, run};
-use clif_merge::symbols::{SymbolKey, SymbolName, mentioned_names};
+use clif_merge::ir::symbols::{SymbolKey, SymbolName, mentioned_names};
 use cranelift_codegen::ir::{Function, Signature};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;

@@ -19,12 +19,12 @@ mod generator;
 #[path = "support/skip.rs"]
 mod skip;
 
-use clif_merge::adapter::WalkOptions;
-use clif_merge::apply::OutputEntry;
+use clif_merge::cli::report::{clif_text, json_report, similar_json};
 use clif_merge::cli::{expand_inputs, load};
-use clif_merge::compare::EncodedFunctions;
-use clif_merge::partition::partition;
-use clif_merge::report::{clif_text, json_report};
+use clif_merge::identical::compare::EncodedFunctions;
+use clif_merge::identical::encode::WalkOptions;
+use clif_merge::identical::partition::partition;
+use clif_merge::identical::rewrite::OutputEntry;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{
     FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
@@ -93,7 +93,7 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
             let similar = SimilarPass::after(module, &outcome.output, &SimilarOptions::default());
             (
                 clif_text(module, &outcome, Some(&similar), ""),
-                similar.json().to_string(),
+                similar_json(&similar.group_reports()).to_string(),
                 similar.outcome.groups.len(),
             )
         })
@@ -130,7 +130,8 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
         let (pf, pl) = (partition(&full), partition(&lazy));
         for i in 0..module.len() {
             let f = FuncIndex::new(i);
-            let members = |p: &clif_merge::partition::Partition| p.members(p.class_of(f)).to_vec();
+            let members =
+                |p: &clif_merge::identical::partition::Partition| p.members(p.class_of(f)).to_vec();
             assert_eq!(members(&pf), members(&pl), "{name}: class of {f:?}");
         }
     }

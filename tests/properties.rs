@@ -11,8 +11,8 @@
 //!   the comparator calls Equal must give the same results in
 //!   `cranelift-interpreter` on every sampled input.
 
-use clif_merge::adapter::WalkOptions;
-use clif_merge::compare::{CalleeView, EncodedFunctions, FunctionComparator};
+use clif_merge::identical::compare::{CalleeView, EncodedFunctions, FunctionComparator};
+use clif_merge::identical::encode::WalkOptions;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
@@ -636,8 +636,8 @@ proptest! {
         prop_assert_eq!(class_names(&forward, &a.plan.classes), class_names(&reordered, &b.plan.classes));
         let again = merge_functions(&forward, &options);
         prop_assert_eq!(
-            clif_merge::report::clif_text(&forward, &a, None, ""),
-            clif_merge::report::clif_text(&forward, &again, None, "")
+            clif_merge::cli::report::clif_text(&forward, &a, None, ""),
+            clif_merge::cli::report::clif_text(&forward, &again, None, "")
         );
     }
 }

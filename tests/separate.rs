@@ -20,9 +20,9 @@ mod generator;
 mod skip;
 
 use clif_merge::cli::{expand_inputs, load};
-use clif_merge::program::plan_program;
-use clif_merge::summary::{Summary, split_module, summarize};
-use clif_merge::transform::apply_decisions;
+use clif_merge::separate::program::plan_program;
+use clif_merge::separate::summary::{Summary, split_module, summarize};
+use clif_merge::separate::transform::apply_decisions;
 use clif_merge::validate::validate_program;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use corpus_program::load_corpus_program;
@@ -254,6 +254,6 @@ block0(v0: i32):
     for i in 0..bytes.len() {
         let mut corrupt = bytes.clone();
         corrupt[i] ^= 1;
-        assert!(clif_merge::program::ModuleDecisions::from_bytes(&corrupt).is_err());
+        assert!(clif_merge::separate::program::ModuleDecisions::from_bytes(&corrupt).is_err());
     }
 }

@@ -36,8 +36,8 @@ mod measure;
 
 use anyhow::{Context as _, bail};
 use clif_merge::cli::{expand_inputs, load};
-use clif_merge::driver::MergeOptions;
-use clif_merge::module::FunctionSet;
+use clif_merge::identical::MergeOptions;
+use clif_merge::ir::FunctionSet;
 use measure::{CountingAllocator, PassRun, Rewrite, compile_all, live_bytes, run_pass};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -316,8 +316,8 @@ fn suite(o: &Options) -> anyhow::Result<()> {
 
 /// `separate`: summarize, write, read and plan the inputs split into parts.
 fn separate(o: &Options) -> anyhow::Result<()> {
-    use clif_merge::program::plan_program;
-    use clif_merge::summary::{Summary, split_module, summarize_modules};
+    use clif_merge::separate::program::plan_program;
+    use clif_merge::separate::summary::{Summary, split_module, summarize_modules};
     use std::time::Instant;
     if o.inputs.is_empty() {
         bail!("no inputs given");

@@ -9,7 +9,7 @@
 //!
 //! Run with `cargo run --example toylang`.
 
-use clif_merge::merging_module::{MergeReport, MergingModule, ModuleMergeOptions};
+use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
 use cranelift_codegen::ir::{AbiParam, InstBuilder, Type, Value, condcodes::IntCC, types};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{Context, ir};

@@ -4,8 +4,8 @@
 
 #![no_main]
 
-use clif_merge::apply::OutputEntry;
-use clif_merge::report::clif_text;
+use clif_merge::identical::rewrite::OutputEntry;
+use clif_merge::cli::report::clif_text;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{FunctionSet, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::settings::{self, Flags};

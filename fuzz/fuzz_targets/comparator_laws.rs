@@ -5,8 +5,8 @@
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
-use clif_merge::adapter::WalkOptions;
-use clif_merge::compare::{CalleeView, EncodedFunctions, FunctionComparator};
+use clif_merge::identical::encode::WalkOptions;
+use clif_merge::identical::compare::{CalleeView, EncodedFunctions, FunctionComparator};
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_module::Linkage;

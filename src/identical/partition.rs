@@ -1,6 +1,6 @@
 //! Equivalence classes of functions: hash filter, `BTreeMap` of uniques, refinement.
 //!
-//! 1. Functions whose [`StructuralHash`](crate::hash::StructuralHash) no other function shares are singletons and
+//! 1. Functions whose [`StructuralHash`](super::hash::StructuralHash) no other function shares are singletons and
 //!    never enter the tree.
 //! 2. The rest are inserted into a `BTreeMap` keyed by the [`FunctionComparator`]
 //!    (LLVM's `FnTree`), reading every reference to a module function as "some module
@@ -16,19 +16,14 @@
 //!    not depend on the order of work. Self recursion, mutual recursion and transitive
 //!    chains of equal callees all end up merged.
 
-use crate::compare::{CalleeView, EncodedFunctions, FunctionComparator};
-use crate::module::FuncIndex;
-use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
+use super::compare::{CalleeView, ClassId, EncodedFunctions, FunctionComparator};
+use crate::ir::FuncIndex;
+use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-/// An equivalence class of functions.
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct ClassId(u32);
-entity_impl!(ClassId, "class");
 
 /// Counters describing the work done.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -18,8 +18,8 @@
 //! addresses matter end up at one address; in `--mode all` addresses are not
 //! significant (like LLVM's `unnamed_addr`).
 
-use crate::module::{FuncIndex, FunctionSet};
-use crate::partition::Partition;
+use super::partition::Partition;
+use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_module::Linkage;
 use std::fmt;

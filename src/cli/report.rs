@@ -1,11 +1,12 @@
 //! What the pass prints: the merged module as CLIF text, the JSON report, and the
 //! human summary of `--stats`.
 
-use crate::apply::OutputEntry;
-use crate::driver::MergeOutcome;
-use crate::module::FunctionSet;
-use crate::plan::MergeAction;
-use crate::similar::SimilarPass;
+use crate::identical::MergeOutcome;
+use crate::identical::plan::MergeAction;
+use crate::identical::rewrite::OutputEntry;
+use crate::ir::FunctionSet;
+use crate::module::MergeReport;
+use crate::similar::{SimilarGroupReport, SimilarPass};
 use crate::validate::ValidationReport;
 use serde_json::json;
 use std::fmt::Write;
@@ -215,4 +216,86 @@ pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) ->
         ms(s.time_apply)
     );
     out
+}
+
+/// The JSON list of merged groups of similar functions: members, number of
+/// parameters (holes), the merged body's name, and sizes before and after.
+pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
+    let groups: Vec<serde_json::Value> = groups
+        .iter()
+        .map(|g| {
+            let unit = if g.sizes_in_bytes {
+                "bytes"
+            } else {
+                "instructions"
+            };
+            json!({
+                "members": g.members,
+                "holes": g.holes,
+                "merged_into": g.merged_into,
+                format!("{unit}_before"): g.size_before,
+                format!("{unit}_after"): g.size_after,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(groups)
+}
+
+/// The `--stats` line of the similar merge, and up to five groups not merged with
+/// the reason.
+pub fn similar_stats_line(similar: &SimilarPass) -> String {
+    let groups = &similar.outcome.groups;
+    let members: usize = groups.iter().map(|g| g.members.len()).sum();
+    let holes: usize = groups.iter().map(|g| g.parameters.len()).sum();
+    let before: u64 = groups.iter().map(|g| g.size_before).sum();
+    let after: u64 = groups.iter().map(|g| g.size_after).sum();
+    let unit = match groups.first() {
+        Some(g) if !g.sizes_in_bytes => "instructions",
+        _ => "code bytes",
+    };
+    let mut line = format!(
+        "  similar: {} groups ({members} functions, {holes} parameters), {before} -> {after} {unit}; {} groups not merged\n",
+        groups.len(),
+        similar.outcome.rejected.len()
+    );
+    for (members, reason) in similar.outcome.rejected.iter().take(5) {
+        let names: Vec<String> = members
+            .iter()
+            .map(|&m| similar.module.display_name(m))
+            .collect();
+        line.push_str(&format!("    not merged: {}: {reason}\n", names.join(", ")));
+    }
+    line
+}
+
+impl MergeReport {
+    /// The report as JSON, as the CLI's `--report json` spells it: `functions`,
+    /// `merged`, `classes`, `actions`, then `cross_module` (when decisions were
+    /// applied), `similar` (when the similar merge ran) and `bytes_saved`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut json = json!({
+            "functions": self.functions,
+            "merged": self.actions.len(),
+            "classes": self.classes,
+            "actions": self
+                .actions
+                .iter()
+                .map(|(f, k, a)| json!({"function": f, "into": k, "action": a.as_str()}))
+                .collect::<Vec<_>>(),
+        });
+        if !self.cross_module.is_empty() {
+            json["cross_module"] = self
+                .cross_module
+                .iter()
+                .map(
+                    |(f, to, action)| json!({"function": f, "into": to, "action": action.as_str()}),
+                )
+                .collect();
+        }
+        if let Some(similar) = &self.similar {
+            json["similar"] = similar_json(similar);
+        }
+        json["bytes_saved"] = self.bytes_saved.into();
+        json
+    }
 }

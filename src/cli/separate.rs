@@ -1,20 +1,18 @@
 //! The `clif-merge` subcommands for separate compilation: `summarize` (stage 1, per
 //! module), `plan` (stage 2, whole program), `apply` (stage 3, per module) and
-//! `dump` (print a summary or decisions file). See [`crate::summary`],
-//! [`crate::program`] and [`crate::transform`].
+//! `dump` (print a summary or decisions file). See [`crate::separate`].
 
-use crate::cli::{CliError, ModeArg, apply_linkage_lists, expand_inputs, load, run_command};
-use crate::driver::MergeOptions;
-use crate::plan::MergeMode;
-use crate::program::{ModuleDecisions, plan_program};
-use crate::summary::{DECISIONS_MAGIC, FunctionSummary, SUMMARY_MAGIC, Summary, summarize};
-use crate::transform::apply_decisions;
+use super::error::CliError;
+use super::load::{LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
+use crate::identical::MergeOptions;
+use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
+use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
+use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
+use crate::separate::transform::apply_decisions;
 use clap::{Parser, Subcommand};
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
-use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -141,17 +139,11 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
 
 fn merge_options(options: &ModuleOptions) -> MergeOptions {
     MergeOptions {
-        mode: match options.mode {
-            ModeArg::Safe => MergeMode::Safe,
-            ModeArg::All => MergeMode::All,
-        },
+        mode: options.mode.into(),
     }
 }
 
-fn load_module(
-    inputs: &[PathBuf],
-    options: &ModuleOptions,
-) -> Result<crate::cli::LoadedModule, CliError> {
+fn load_module(inputs: &[PathBuf], options: &ModuleOptions) -> Result<LoadedModule, CliError> {
     let files = expand_inputs(inputs)?;
     let mut loaded = load(&files)?;
     apply_linkage_lists(
@@ -210,7 +202,7 @@ pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
                 summary
                     .functions
                     .iter()
-                    .filter(|f| f.visibility != crate::summary::Visibility::Local)
+                    .filter(|f| f.visibility != Visibility::Local)
                     .count(),
                 bytes.len(),
                 text,
@@ -325,7 +317,7 @@ pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
                 let _ = writeln!(text, "; {}: alias of {}", alias.name, alias.of);
             }
             for d in &decisions.decisions {
-                if d.action == crate::program::DecisionAction::Redirect {
+                if d.action == DecisionAction::Redirect {
                     let _ = writeln!(
                         text,
                         "; {}: removed, calls go to {}::{}",
@@ -460,10 +452,4 @@ fn dump_decisions(decisions: &ModuleDecisions) -> String {
         let _ = writeln!(out, "calls to {} go to {}::{}", c.symbol, c.to_module, c.to);
     }
     out
-}
-
-/// Entry point for the subcommands: parses `argv`, runs, prints, returns the exit
-/// code (as [`crate::cli::main_with_args`], through the same runner).
-pub fn main_with_args(argv: Vec<OsString>, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    run_command::<SeparateArgs>(argv, stdout, stderr, run)
 }

@@ -6,7 +6,8 @@
 //! symbols first, then the program's visible definitions; a symbol defined nowhere,
 //! a preemptible one, or a reference that must match by exact name becomes a node
 //! of its own that equals only itself), and runs the same partition the
-//! single-module pass runs ([`crate::partition`]) over the summaries' encodings.
+//! single-module pass runs ([`crate::identical::partition`]) over the summaries'
+//! encodings.
 //!
 //! Per class it keeps one *representative*: a visible (export, then hidden),
 //! non-preemptible member, the first by module and name, so the choice does not
@@ -19,14 +20,13 @@
 //! define), and its module's own calls go straight to the representative, as do
 //! the direct calls other modules make to it ([`CallRedirect`]).
 
-use crate::adapter::FunctionEncoding;
-use crate::compare::EncodedFunctions;
-use crate::hash::StructuralHash;
-use crate::module::FuncIndex;
-use crate::partition::partition;
-use crate::summary::{
-    DECISIONS_MAGIC, FormatError, FunctionSummary, Summary, Visibility, from_bytes, to_bytes,
-};
+use super::format::{DECISIONS_MAGIC, FormatError, from_bytes, to_bytes};
+use super::summary::{FunctionSummary, Summary, SymbolRef, Visibility};
+use crate::identical::compare::EncodedFunctions;
+use crate::identical::encode::FunctionEncoding;
+use crate::identical::hash::StructuralHash;
+use crate::identical::partition::partition;
+use crate::ir::FuncIndex;
 use cranelift_codegen::entity::EntityRef;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -239,7 +239,7 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
         &order[node.module].functions[node.function]
     };
     // The function a symbol of module `m` names, if summarized.
-    let lookup = |m: usize, symbol: &crate::summary::SymbolRef| -> Option<usize> {
+    let lookup = |m: usize, symbol: &SymbolRef| -> Option<usize> {
         if symbol.local {
             local.get(&(m, symbol.name.as_str())).copied()
         } else {

@@ -3,7 +3,7 @@
 //!
 //! The module's own merge runs again (it is deterministic, so it gives the bodies
 //! the summary described), every decision is checked against the function it names
-//! (it must exist and have the [`crate::summary::Summary::fingerprint`] it had when
+//! (it must exist and have the [`super::summary::Summary::fingerprint`] it had when
 //! summarized, which covers its body, the names it refers to and its local callees,
 //! so stale decisions are refused instead of applied to changed code), and then: a
 //! function
@@ -12,13 +12,13 @@
 //! removed, and every call in the module to either goes straight to the
 //! representative (which may live in another module: it is then an import).
 
-use crate::apply::{Redirects, build_thunk};
-use crate::driver::MergeOptions;
-use crate::module::FunctionSet;
-use crate::plan::MergeMode;
-use crate::program::{DecisionAction, ModuleDecisions};
-use crate::summary::{ClifNames, clif_name, merged_module, summarize_merged};
-use crate::symbols::SymbolName;
+use super::program::{DecisionAction, ModuleDecisions};
+use super::summary::{ClifNames, clif_name, merged_module, summarize_merged};
+use crate::identical::MergeOptions;
+use crate::identical::plan::MergeMode;
+use crate::identical::rewrite::Redirects;
+use crate::identical::thunks::build_thunk;
+use crate::ir::{FunctionSet, SymbolName};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::UserFuncName;
 use cranelift_module::Linkage;

@@ -7,15 +7,20 @@
 //! since the token grammar is deterministic, `Equal` means the two functions have
 //! the same structure with callees in the same classes.
 
-use crate::adapter::{
-    FunctionEncoding, Unsupported, WalkOptions, encode_function, hash_function, walk_in_parallel,
+use super::encode::{
+    FunctionEncoding, Unsupported, WalkOptions, encode_function, walk_in_parallel,
 };
-use crate::hash::StructuralHash;
-use crate::module::{FuncIndex, FunctionSet};
-use crate::partition::ClassId;
-use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use super::hash::{StructuralHash, hash_function};
+use crate::ir::{FuncIndex, FunctionSet};
+use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
+
+/// An equivalence class of functions: how the comparator reads a reference to a
+/// module function once classes are known ([`CalleeView::Classes`]).
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ClassId(u32);
+entity_impl!(ClassId, "class");
 
 /// How references to module-defined functions are read.
 #[derive(Copy, Clone)]

@@ -1,7 +1,7 @@
 //! `StructuralHash`: a cheap fingerprint that agrees with the comparator.
 //!
 //! It is computed by the same walk that writes the comparator's encoding
-//! ([`crate::adapter::hash_function`]), with a [`StructuralHasher`] as the
+//! ([`hash_function`]), with a [`StructuralHasher`] as the
 //! [`TokenSink`]: nothing is stored, and the walk leaves out value operands and
 //! result types (`TokenSink::OPERANDS`), reading only the instructions themselves,
 //! like LLVM's `FunctionHash`. The tokens it does write are exactly those the
@@ -10,7 +10,9 @@
 //! `compare(f, g) == Equal` implies `hash(f) == hash(g)` whatever the classes are,
 //! and a function whose hash no other function shares can be left out of the tree.
 
-use crate::adapter::{Hole, TokenSink};
+use super::encode::{Hole, TokenSink, Unsupported, WalkOptions, WalkScratch, walk};
+use crate::ir::{FuncIndex, FunctionSet};
+use cranelift_codegen::ir::Function;
 
 /// A 64-bit structural fingerprint of a function. Deterministic: no random seed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -101,4 +103,44 @@ impl TokenSink for HoleBlindHasher {
     }
 
     const OPERANDS: bool = false;
+}
+
+/// What a hashing walk learns about a function without storing its encoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashedFunction {
+    /// The hash of the function's encoding.
+    pub hash: StructuralHash,
+    /// As [`FunctionEncoding::address_taken`](super::encode::FunctionEncoding::address_taken).
+    pub address_taken: Vec<FuncIndex>,
+    /// As [`FunctionEncoding::instructions`](super::encode::FunctionEncoding::instructions).
+    pub instructions: u32,
+}
+
+/// Walks `func` like [`encode_function`](super::encode::encode_function) but keeps only the hash, the address uses
+/// and the instruction count: the cheap first look at every function.
+pub fn hash_function(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    scratch: &mut WalkScratch,
+) -> Result<HashedFunction, Unsupported> {
+    let (hasher, address_taken, instructions) =
+        walk(func, module, options, scratch, StructuralHasher::new())?;
+    Ok(HashedFunction {
+        hash: hasher.finish(),
+        address_taken,
+        instructions,
+    })
+}
+
+/// Walks `func` like [`hash_function`], leaving the constants that may become
+/// parameters out of the hash: the bucket key of the similar-function merge.
+pub fn hole_blind_hash(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    scratch: &mut WalkScratch,
+) -> Result<StructuralHash, Unsupported> {
+    let (hasher, _, _) = walk(func, module, options, scratch, HoleBlindHasher::default())?;
+    Ok(hasher.finish())
 }

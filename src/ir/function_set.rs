@@ -1,8 +1,8 @@
 //! The unit the pass works on: a set of CLIF function definitions with their linkage.
 
-use crate::symbols::{SymbolKey, SymbolName};
+use super::symbols::{SymbolKey, SymbolName, mentioned_names};
 use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
-use cranelift_codegen::ir::{ExternalName, Function, GlobalValueData, UserFuncName};
+use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
 use cranelift_module::Linkage;
 use hashbrown::HashMap;
 use rayon::prelude::*;
@@ -51,19 +51,10 @@ fn non_utf8_name(func: &Function) -> Option<String> {
         UserFuncName::Testcase(t) => Some(t.raw()),
         UserFuncName::User(_) => None,
     };
-    let referenced = func
-        .dfg
-        .ext_funcs
-        .values()
-        .map(|d| &d.name)
-        .chain(func.global_values.values().filter_map(|gv| match gv {
-            GlobalValueData::Symbol { name, .. } => Some(name),
-            _ => None,
-        }))
-        .filter_map(|name| match name {
-            ExternalName::TestCase(t) => Some(t.raw()),
-            _ => None,
-        });
+    let referenced = mentioned_names(func).filter_map(|name| match name {
+        ExternalName::TestCase(t) => Some(t.raw()),
+        _ => None,
+    });
     own.into_iter()
         .chain(referenced)
         .find(|raw| std::str::from_utf8(raw).is_err())

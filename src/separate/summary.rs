@@ -12,32 +12,22 @@
 //! functions are summarized too, marked local: other modules cannot call them, but
 //! they decide whether two visible functions that call them are equal.
 //!
-//! Summaries and the decisions of stage 2 ([`crate::program`]) are written in a
-//! compact binary format (`postcard`) behind a magic number, a format version and a
-//! checksum of the contents; reading a file of another kind or version, or a
-//! truncated or corrupt one, is a [`FormatError`], never a panic or a wrong merge.
+//! Summaries and the decisions of stage 2 ([`super::program`]) are written in the
+//! file format of [`super::format`].
 
-use crate::adapter::{NAME_EXACT, WalkOptions, encode_function, hash_function, walk_in_parallel};
-use crate::driver::{MergeOptions, merge_functions};
-use crate::module::{FuncIndex, FunctionSet};
-use crate::plan::MergeMode;
-use crate::symbols::SymbolName;
+use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
+use crate::identical::encode::{NAME_EXACT, WalkOptions, encode_function, walk_in_parallel};
+use crate::identical::hash::hash_function;
+use crate::identical::plan::{MergeAction, MergeMode};
+use crate::identical::rewrite::OutputEntry;
+use crate::identical::{MergeOptions, merge_functions};
+use crate::ir::{FuncIndex, FunctionSet, SymbolName, mentioned_names};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
-use cranelift_codegen::ir::{
-    ExternalName, Function, GlobalValueData, Signature, UserExternalName, UserFuncName,
-};
+use cranelift_codegen::ir::{ExternalName, Function, Signature, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::CallConv;
 use cranelift_module::Linkage;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use std::fmt;
-
-/// The version of the summary and decision formats; bumped on every change.
-pub const FORMAT_VERSION: u32 = 2;
-/// The first bytes of a summary file.
-pub const SUMMARY_MAGIC: [u8; 8] = *b"CLIFMSUM";
-/// The first bytes of a decisions file.
-pub const DECISIONS_MAGIC: [u8; 8] = *b"CLIFMDEC";
 
 /// How visible a summarized function is: its linkage.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -173,8 +163,6 @@ pub struct MergedModule {
 
 /// Runs the module's own merge: what every stage starts from.
 pub fn merged_module(module: &FunctionSet, options: &MergeOptions) -> MergedModule {
-    use crate::apply::OutputEntry;
-    use crate::plan::MergeAction;
     let outcome = merge_functions(module, options);
     let mut set = FunctionSet::new();
     let mut index_in_set: SecondaryMap<FuncIndex, Option<FuncIndex>> = SecondaryMap::new();
@@ -232,12 +220,7 @@ fn with_stubs(module: &FunctionSet) -> (FunctionSet, usize) {
     let mut seen: HashSet<SymbolName> = HashSet::new();
     for (_, def) in module.iter() {
         let func = &def.func;
-        let functions = func.dfg.ext_funcs.values().map(|data| &data.name);
-        let globals = func.global_values.values().filter_map(|gv| match gv {
-            GlobalValueData::Symbol { name, .. } => Some(name),
-            _ => None,
-        });
-        for name in functions.chain(globals) {
+        for name in mentioned_names(func) {
             let user = match name {
                 ExternalName::User(r) => match func.params.user_named_funcs().get(*r) {
                     Some(user) => UserFuncName::User(user.clone()),
@@ -453,12 +436,7 @@ pub fn split_module(module: &FunctionSet, parts: usize) -> (FunctionSet, Vec<Fun
     let mut whole = module.clone();
     for (f, def) in module.iter() {
         let func = &def.func;
-        let functions = func.dfg.ext_funcs.values().map(|d| &d.name);
-        let globals = func.global_values.values().filter_map(|gv| match gv {
-            GlobalValueData::Symbol { name, .. } => Some(name),
-            _ => None,
-        });
-        for name in functions.chain(globals) {
+        for name in mentioned_names(func) {
             if let Some(callee) =
                 SymbolName::of_external(func, name).and_then(|symbol| module.lookup(&symbol))
                 && part(callee) != part(f)
@@ -477,95 +455,6 @@ pub fn split_module(module: &FunctionSet, parts: usize) -> (FunctionSet, Vec<Fun
         }
     }
     (whole, split)
-}
-
-/// Why a summary or decisions file could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FormatError {
-    /// The file does not start with the expected magic number.
-    NotThisKind {
-        /// What was expected (`summary`, `decisions`).
-        expected: &'static str,
-    },
-    /// Written by another version of the format.
-    Version {
-        /// The version in the file.
-        found: u32,
-    },
-    /// Truncated or corrupt.
-    Corrupt(String),
-}
-
-impl fmt::Display for FormatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotThisKind { expected } => write!(f, "not a clif-merge {expected} file"),
-            Self::Version { found } => write!(
-                f,
-                "written by format version {found}; this clif-merge reads version {FORMAT_VERSION}"
-            ),
-            Self::Corrupt(why) => write!(f, "truncated or corrupt: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for FormatError {}
-
-/// A checksum of a file's payload (64-bit FNV-1a): a corrupted file is refused
-/// even where the corruption still decodes.
-fn checksum(payload: &[u8]) -> u64 {
-    payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// The length of the header: magic, version, checksum.
-const HEADER: usize = 8 + 4 + 8;
-
-/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), a checksum
-/// of the payload (little-endian `u64`), then the payload: the `postcard` encoding.
-pub fn to_bytes<T: Serialize>(magic: [u8; 8], value: &T) -> Vec<u8> {
-    // Serializing plain data into a growing vector cannot fail.
-    let payload = postcard::to_allocvec(value).unwrap_or_default();
-    let mut bytes = magic.to_vec();
-    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
-    bytes.extend(payload);
-    bytes
-}
-
-/// Reads what [`to_bytes`] wrote; `kind` names the expected kind in errors.
-pub fn from_bytes<T: for<'de> Deserialize<'de>>(
-    magic: [u8; 8],
-    kind: &'static str,
-    bytes: &[u8],
-) -> Result<T, FormatError> {
-    if bytes.len() < 12 || bytes[..8] != magic {
-        return Err(FormatError::NotThisKind { expected: kind });
-    }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version != FORMAT_VERSION {
-        return Err(FormatError::Version { found: version });
-    }
-    let Some((sum, payload)) = bytes[12..].split_first_chunk::<8>() else {
-        return Err(FormatError::Corrupt(format!(
-            "{} bytes, shorter than the {HEADER}-byte header",
-            bytes.len()
-        )));
-    };
-    if u64::from_le_bytes(*sum) != checksum(payload) {
-        return Err(FormatError::Corrupt(
-            "the checksum does not match the contents".into(),
-        ));
-    }
-    match postcard::take_from_bytes::<T>(payload) {
-        Ok((value, [])) => Ok(value),
-        Ok((_, rest)) => Err(FormatError::Corrupt(format!(
-            "{} bytes after the end",
-            rest.len()
-        ))),
-        Err(e) => Err(FormatError::Corrupt(e.to_string())),
-    }
 }
 
 impl Summary {

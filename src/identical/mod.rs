@@ -1,11 +1,37 @@
-//! The whole pass over a [`FunctionSet`]: encode, hash, partition, plan, apply.
+//! The core pass: merging identical functions of a [`FunctionSet`].
+//!
+//! 1. [`encode`] walks every function once, in CFG order from the entry block, and
+//!    writes the comparator's view of it as a token stream
+//!    ([`encode::FunctionEncoding`]); the same walk feeds [`hash`]'s
+//!    [`hash::StructuralHasher`], so the hash cannot drift from the comparator.
+//! 2. [`compare`] defines the total order [`compare::FunctionComparator`] over
+//!    encodings.
+//! 3. [`partition`] drops functions with a unique hash, puts the rest in a
+//!    `BTreeMap` keyed by the comparator, and refines the classes until calls
+//!    between module functions agree (GCC ipa-icf style optimistic refinement).
+//! 4. [`plan`] decides, per duplicate, whether it is erased, aliased or thunked.
+//! 5. [`rewrite`] rewrites the CLIF: redirected references, and [`thunks`].
+//!
+//! This file runs the whole pipeline ([`merge_functions`],
+//! [`merge_functions_in_place`]). Imports point downward only: `hash` uses
+//! `encode`, `compare` uses both, `partition` uses `compare`, `plan` uses
+//! `partition`, `rewrite` uses `plan` and `thunks`; nothing here imports a folder
+//! above `ir`.
 
-use crate::adapter::WalkOptions;
-use crate::apply::{OutputEntry, apply, apply_in_place};
-use crate::compare::EncodedFunctions;
-use crate::module::{FuncIndex, FunctionSet};
-use crate::partition::{PartitionStats, partition};
-use crate::plan::{MergeMode, MergePlan, plan};
+pub mod compare;
+pub mod encode;
+pub mod hash;
+pub mod partition;
+pub mod plan;
+pub mod rewrite;
+pub mod thunks;
+
+use crate::ir::{FuncIndex, FunctionSet};
+use compare::EncodedFunctions;
+use encode::WalkOptions;
+use partition::{PartitionStats, partition};
+use plan::{MergeMode, MergePlan, plan};
+use rewrite::{OutputEntry, apply, apply_in_place};
 use std::time::{Duration, Instant};
 
 /// Options of the pass.

@@ -29,13 +29,13 @@
 //! structure.
 //!
 //! The walk writes into a [`TokenSink`]. [`encode_function`] stores the stream for
-//! the comparator; [`hash_function`] feeds a [`StructuralHasher`] instead and skips
-//! value operands and types, so the first look at every function stores nothing.
-//! Both are the same generic walk, so the hash cannot drift from the comparator.
+//! the comparator; [`hash_function`](super::hash::hash_function) feeds a
+//! [`StructuralHasher`](super::hash::StructuralHasher) instead and skips value
+//! operands and types, so the first look at every function stores nothing. Both
+//! are the same generic walk, so the hash cannot drift from the comparator. (The
+//! hasher depends on the walk, never the reverse.)
 
-use crate::hash::{HoleBlindHasher, StructuralHash, StructuralHasher};
-use crate::module::{FuncIndex, FunctionSet};
-use crate::symbols::SymbolKey;
+use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -140,7 +140,7 @@ pub struct CallSite {
 }
 
 /// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a
-/// [`StructuralHasher`] that keeps only a fingerprint. The walk is the same for both,
+/// [`StructuralHasher`](super::hash::StructuralHasher) that keeps only a fingerprint. The walk is the same for both,
 /// so the hash of a function's encoding and the hash of its hashing walk are equal.
 pub trait TokenSink {
     /// Appends a token.
@@ -201,17 +201,6 @@ impl TokenSink for FunctionEncoding {
     fn position(&self) -> u32 {
         self.tokens.len() as u32
     }
-}
-
-/// What a hashing walk learns about a function without storing its encoding.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HashedFunction {
-    /// Equal to `StructuralHash::of` the function's encoding.
-    pub hash: StructuralHash,
-    /// As [`FunctionEncoding::address_taken`].
-    pub address_taken: Vec<FuncIndex>,
-    /// As [`FunctionEncoding::instructions`].
-    pub instructions: u32,
 }
 
 /// Why a function was not encoded. Such a function is never merged with anything.
@@ -317,38 +306,9 @@ pub fn encode_function(
     Ok(out)
 }
 
-/// Walks `func` like [`encode_function`] but keeps only the hash, the address uses
-/// and the instruction count: the cheap first look at every function.
-pub fn hash_function(
-    func: &Function,
-    module: &FunctionSet,
-    options: WalkOptions,
-    scratch: &mut WalkScratch,
-) -> Result<HashedFunction, Unsupported> {
-    let (hasher, address_taken, instructions) =
-        walk(func, module, options, scratch, StructuralHasher::new())?;
-    Ok(HashedFunction {
-        hash: hasher.finish(),
-        address_taken,
-        instructions,
-    })
-}
-
-/// Walks `func` like [`hash_function`], leaving the constants that may become
-/// parameters out of the hash: the bucket key of the similar-function merge.
-pub fn hole_blind_hash(
-    func: &Function,
-    module: &FunctionSet,
-    options: WalkOptions,
-    scratch: &mut WalkScratch,
-) -> Result<StructuralHash, Unsupported> {
-    let (hasher, _, _) = walk(func, module, options, scratch, HoleBlindHasher::default())?;
-    Ok(hasher.finish())
-}
-
 /// The one walk: writes `func` into `sink`, and returns it with the sorted, deduped
 /// functions whose address `func` takes and its number of reachable instructions.
-fn walk<S: TokenSink>(
+pub(super) fn walk<S: TokenSink>(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,

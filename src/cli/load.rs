@@ -1,0 +1,299 @@
+//! Reading the inputs of a command into one module: files and directories,
+//! parsing and verifying, linkage options.
+
+use super::error::{CliError, catch_panic, indent};
+use crate::identical::plan::MergeMode;
+use crate::ir::{DefinitionError, FunctionSet};
+use clap::ValueEnum;
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
+use cranelift_module::Linkage;
+use cranelift_reader::{IsaSpec, ParseOptions, parse_test};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Whether function addresses are significant (see `--mode`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Functions whose addresses can be observed keep distinct addresses (thunks).
+    Safe,
+    /// Addresses are not significant: duplicates that stay symbols become aliases.
+    All,
+}
+
+impl From<ModeArg> for MergeMode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Safe => MergeMode::Safe,
+            ModeArg::All => MergeMode::All,
+        }
+    }
+}
+
+/// Where a function came from.
+#[derive(Clone, Debug)]
+pub struct SourceLocation {
+    /// The file.
+    pub path: PathBuf,
+    /// Line of the `function` keyword.
+    pub line: usize,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.path.display(), self.line)
+    }
+}
+
+/// The parsed inputs.
+pub struct LoadedModule {
+    /// The functions, all `Local` until linkage options are applied.
+    pub functions: FunctionSet,
+    /// Where each function was defined, in input order.
+    pub locations: Vec<SourceLocation>,
+    /// `test`/`set`/`target` lines of the first file that has any, to print again.
+    pub header: String,
+    /// Number of files read.
+    pub files: usize,
+}
+
+/// Expands directories into the sorted list of `.clif` files under them.
+pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    let mut files = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input)
+            .map_err(|e| CliError::input(format!("{}: {e}", input.display())))?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            collect_clif_files(input, &mut found)?;
+            if found.is_empty() {
+                return Err(CliError::input(format!(
+                    "{}: directory contains no .clif files",
+                    input.display()
+                )));
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(input.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn collect_clif_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
+            let path = entry.path();
+            let file_type = entry
+                .file_type()
+                .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+            if file_type.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "clif") {
+                out.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads, parses and verifies every input file into one module.
+pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
+    let mut functions = FunctionSet::new();
+    let mut locations: Vec<SourceLocation> = Vec::new();
+    let mut header = String::new();
+    for path in paths {
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::input(format!("{}: cannot read: {e}", path.display())))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            CliError::input(format!(
+                "{}: not CLIF text: invalid UTF-8 at byte {}",
+                path.display(),
+                e.valid_up_to()
+            ))
+        })?;
+        check_entity_numbers(text).map_err(|(line, token, limit)| {
+            CliError::input(format!(
+                "{}:{line}: entity number `{token}` is too large for an input of this size (at most {limit} here): the CLIF reader would allocate every entity up to it",
+                path.display()
+            ))
+        })?;
+        // cranelift-reader panics on some malformed input (fuzzing found
+        // `vconst.i32` with 16 bytes of data); that is bad input, not a crash.
+        let parsed =
+            catch_panic(|| parse_test(text, ParseOptions::default())).map_err(|panic| {
+                CliError::input(format!(
+                    "{}: the CLIF reader failed on this input: {panic}",
+                    path.display()
+                ))
+            })?;
+        let test = parsed.map_err(|e| {
+            CliError::input(format!(
+                "{}:{}: {}",
+                path.display(),
+                e.location.line_number,
+                e.message
+            ))
+        })?;
+        if test.functions.is_empty() {
+            return Err(CliError::input(format!(
+                "{}: no functions found (expected `function NAME(...) {{ ... }}`)",
+                path.display()
+            )));
+        }
+        if header.is_empty() {
+            header = header_lines(text);
+        }
+        let default_flags;
+        let flags_or_isa = match &test.isa_spec {
+            IsaSpec::None(flags) => cranelift_codegen::settings::FlagsOrIsa::from(flags),
+            IsaSpec::Some(isas) => match isas.first() {
+                Some(isa) => cranelift_codegen::settings::FlagsOrIsa::from(&**isa),
+                None => {
+                    default_flags = Flags::new(settings::builder());
+                    cranelift_codegen::settings::FlagsOrIsa::from(&default_flags)
+                }
+            },
+        };
+        for (func, details) in test.functions {
+            let location = SourceLocation {
+                path: path.clone(),
+                line: details.location.line_number,
+            };
+            let verified =
+                catch_panic(|| verify_function(&func, flags_or_isa)).map_err(|panic| {
+                    CliError::input(format!(
+                        "{location}: the Cranelift verifier failed on function {}: {panic}",
+                        func.name
+                    ))
+                })?;
+            if let Err(errors) = verified {
+                return Err(CliError::input(format!(
+                    "{location}: function {} fails the Cranelift verifier:\n{}",
+                    func.name,
+                    indent(&errors.to_string())
+                )));
+            }
+            let name = func.name.to_string();
+            match functions.push(func, Linkage::Local) {
+                Ok(_) => {}
+                Err(e @ DefinitionError::Duplicate(_)) => {
+                    let first = functions
+                        .iter()
+                        .position(|(_, d)| d.func.name.to_string() == name)
+                        .map(|i| locations[i].to_string())
+                        .unwrap_or_default();
+                    return Err(CliError::input(format!(
+                        "{location}: {e} (first defined at {first})"
+                    )));
+                }
+                Err(e) => return Err(CliError::input(format!("{location}: {e}"))),
+            }
+            locations.push(location);
+        }
+    }
+    Ok(LoadedModule {
+        functions,
+        locations,
+        header,
+        files: paths.len(),
+    })
+}
+
+/// Finds an entity reference (`v123`, `block7`, `ss2`, ...) whose number is out of
+/// proportion to the input: cranelift-reader creates every entity up to the largest
+/// number it sees, so `v1555555555` in a 400-byte file would take gigabytes (fuzzing
+/// found this). The limit is generous: a million, or four per byte of input.
+/// Comments, names (`%...`), user names (`u1:2`) and source locations are skipped.
+pub fn check_entity_numbers(text: &str) -> Result<(), (usize, String, u64)> {
+    let limit = 1_000_000u64.max(4 * text.len() as u64);
+    for (line_index, line) in text.lines().enumerate() {
+        let code = line.split(';').next().unwrap_or("");
+        let bytes = code.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let at_word_start =
+                i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+            if !(at_word_start && bytes[i].is_ascii_lowercase())
+                || (i > 0 && matches!(bytes[i - 1], b'%' | b'@'))
+            {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_lowercase() {
+                i += 1;
+            }
+            let digits = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let whole_word =
+                i == bytes.len() || !(bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_');
+            let user_name = &code[start..digits] == "u" && i < bytes.len() && bytes[i] == b':';
+            if digits < i && whole_word && !user_name {
+                let number = code[digits..i].parse::<u64>().unwrap_or(u64::MAX);
+                if number > limit {
+                    return Err((line_index + 1, code[start..i].to_string(), limit));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `test`, `set` and `target` lines before the first function.
+fn header_lines(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("function") {
+            break;
+        }
+        if ["test ", "set ", "target "]
+            .iter()
+            .any(|k| line.starts_with(k))
+        {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Gives the functions named in `export`, `hidden` and `preemptible` that linkage.
+pub(crate) fn apply_linkage_lists(
+    module: &mut FunctionSet,
+    export: &[String],
+    hidden: &[String],
+    preemptible: &[String],
+) -> Result<(), CliError> {
+    let lists = [
+        (export, Linkage::Export),
+        (hidden, Linkage::Hidden),
+        (preemptible, Linkage::Preemptible),
+    ];
+    for (names, linkage) in lists {
+        for name in names {
+            let wanted = name.as_str();
+            let found = module.iter().find_map(|(i, d)| {
+                let spelled = d.func.name.to_string();
+                (spelled == wanted || spelled.strip_prefix('%') == Some(wanted)).then_some(i)
+            });
+            match found {
+                Some(index) => module.set_linkage(index, linkage),
+                None => {
+                    return Err(CliError::input(format!(
+                        "no function named `{name}` in the inputs (names are spelled as after `function`, e.g. `%foo` or `u0:12`)"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}

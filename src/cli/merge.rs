@@ -1,0 +1,255 @@
+//! The merge command (`clif-merge [OPTIONS] FILE...`): its arguments, and the run
+//! that loads the inputs, runs the pass (and the similar merge, and validation)
+//! and prints the result.
+
+use super::error::{CliError, indent};
+use super::load::{ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::report::{
+    clif_text, json_report, similar_json, similar_stats_line, stats_text, validation_json,
+};
+use crate::identical::rewrite::OutputEntry;
+use crate::identical::{MergeOptions, merge_functions};
+use crate::ir::FunctionSet;
+use crate::similar::{SimilarOptions, SimilarPass};
+use crate::validate::{ValidationReport, validate, validate_similar};
+use clap::{Parser, ValueEnum};
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
+use std::path::PathBuf;
+
+const ABOUT: &str = "Merge identical functions in Cranelift IR (CLIF)";
+
+const LONG_ABOUT: &str = "\
+Merge identical functions in Cranelift IR (CLIF).
+
+All functions of all inputs form one module. Functions that provably compute the same \
+thing are found (same signature and call convention; same CFG walked from the entry \
+block; same instructions, immediates, types, memory flags, stack slots, global values, \
+constants; callees defined in the module compared by equivalence class, so recursive \
+and mutually recursive duplicates merge too). One function per class is kept and each \
+duplicate is erased (local, address never taken: every call goes to the kept one), \
+aliased (a second name for the kept code) or turned into a thunk (a body that jumps to \
+the kept one, keeping its own address).
+
+The merged module is printed as CLIF; each removed function leaves a comment line \
+`; %g: erased, calls go to %f` or `; %g: alias of %f`, each thunk is preceded by \
+`; %g: thunk to %f`.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  clif-merge filetests/merge/core_mutual_recursion_pairs.clif
+  clif-merge --report json --export %main a.clif b.clif
+  clif-merge --stats --mode all corpus/brotli/
+
+Separate compilation (merging across modules compiled apart; see each one's --help):
+  clif-merge summarize a/ -o a.sum        stage 1, per module
+  clif-merge plan a.sum b.sum --out-dir d  stage 2, whole program
+  clif-merge apply --decisions d/a.dec a/  stage 3, per module
+  clif-merge dump d/a.dec                  print a summary or decisions file
+
+Exit status: 0 on success, 1 if --validate found a mismatch, 2 on bad input (parse error with FILE:LINE, a function \
+that fails the Cranelift verifier, unreadable or empty input, duplicate names), 3 on \
+an internal error.";
+
+/// Output format of the merged module.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// The merged module as CLIF text.
+    Clif,
+    /// One JSON object: functions, merged, classes, actions.
+    Json,
+}
+
+/// Command-line arguments of `clif-merge`.
+#[derive(Parser, Debug)]
+#[command(name = "clif-merge", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct Args {
+    /// CLIF files, or directories (every `.clif` file under them, sorted by path).
+    #[arg(required = true, value_name = "FILE.clif|DIR")]
+    pub inputs: Vec<PathBuf>,
+
+    /// What to print: the merged module as CLIF, or a JSON report of the merge.
+    #[arg(long, value_enum, default_value = "clif", value_name = "FORMAT")]
+    pub report: ReportFormat,
+
+    /// Print a short summary (functions, classes, merged, by action, bytes removed,
+    /// time) on stderr.
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Give function NAME export linkage (visible outside the module). Repeatable.
+    /// NAME as written after `function`, e.g. `%foo` or `u0:12`.
+    #[arg(long = "export", value_name = "NAME")]
+    pub export: Vec<String>,
+
+    /// Give function NAME hidden linkage (visible in the linked object only).
+    #[arg(long = "hidden", value_name = "NAME")]
+    pub hidden: Vec<String>,
+
+    /// Give function NAME preemptible linkage (may be replaced at link time; it is
+    /// never kept in place of another and only ever becomes a thunk).
+    #[arg(long = "preemptible", value_name = "NAME")]
+    pub preemptible: Vec<String>,
+
+    /// `safe`: a function whose address can be observed (taken with `func_addr`, or
+    /// visible outside while the kept one is too) keeps its own address, via a thunk.
+    /// `all`: addresses are not significant; such duplicates become aliases.
+    #[arg(long, value_enum, default_value = "safe")]
+    pub mode: ModeArg,
+
+    /// Check every merge in cranelift-interpreter: each duplicate and its replacement
+    /// run on edge-value and 64 seeded random inputs and must agree. Prints
+    /// `validated: A pairs, B unvalidated (reasons), C mismatches` on stderr; exits 1
+    /// on a mismatch, printing both functions and the input that tells them apart.
+    #[arg(long)]
+    pub validate: bool,
+
+    /// Also merge *similar* functions: bodies equal but for a few integer or float
+    /// constants or direct callees (of one signature) become one merged body
+    /// (`%NAME_merged`) taking those as trailing parameters (a callee as a function
+    /// address, called with `call_indirect`), and each original becomes an entry
+    /// point that calls it with its own values (keeping its name, signature and
+    /// address). Only when the code Cranelift emits for the host gets smaller. With
+    /// `--validate`, every entry point is also run against its original.
+    #[arg(long)]
+    pub similar: bool,
+
+    /// With `--similar`: at most this many constants and callees may differ within a
+    /// group (each becomes a parameter of the merged body).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub max_holes: usize,
+
+    /// With `--similar`: merge a group only when it saves at least this many bytes of
+    /// host code (instructions where Cranelift has no backend for the host).
+    #[arg(long, default_value_t = 1, value_name = "BYTES")]
+    pub min_saved: u64,
+}
+
+/// Sets the linkage of the functions named in the options.
+fn apply_linkage(module: &mut FunctionSet, args: &Args) -> Result<(), CliError> {
+    apply_linkage_lists(module, &args.export, &args.hidden, &args.preemptible)
+}
+
+/// Checks every function of the merged module with the Cranelift verifier.
+fn verify_output(functions: &[&Function]) -> Result<(), CliError> {
+    let flags = Flags::new(settings::builder());
+    for func in functions {
+        if let Err(errors) = verify_function(func, &flags) {
+            return Err(CliError {
+                code: 3,
+                message: format!(
+                    "internal error: merged function {} fails the Cranelift verifier:\n{}",
+                    func.name,
+                    indent(&errors.to_string())
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the tool. Returns `(stdout, stderr)` text on success.
+pub fn run(args: &Args) -> Result<(String, String), CliError> {
+    let files = expand_inputs(&args.inputs)?;
+    let mut loaded = load(&files)?;
+    apply_linkage(&mut loaded.functions, args)?;
+    let options = MergeOptions {
+        mode: args.mode.into(),
+    };
+    let outcome = merge_functions(&loaded.functions, &options);
+    let similar = args.similar.then(|| {
+        let options = SimilarOptions {
+            max_holes: args.max_holes,
+            min_saved: args.min_saved,
+        };
+        SimilarPass::after(&loaded.functions, &outcome.output, &options)
+    });
+    let printed: Vec<&Function> = match &similar {
+        Some(similar) => similar.functions(),
+        None => outcome
+            .output
+            .iter()
+            .filter_map(OutputEntry::body)
+            .collect(),
+    };
+    verify_output(&printed)?;
+    let mut stderr = String::new();
+    let validation = if args.validate {
+        // The interpreter may panic on what it does not support: such runs count as
+        // inconclusive (`main_with_args` keeps their panic reports quiet).
+        let report = validate(&loaded.functions, &outcome.plan, &outcome.output);
+        if !report.mismatches.is_empty() {
+            return Err(CliError {
+                code: 1,
+                message: mismatch_message(&loaded.functions, &report),
+            });
+        }
+        stderr.push_str(&report.summary());
+        stderr.push('\n');
+        if let Some(similar) = &similar {
+            let report = validate_similar(&similar.module, &similar.outcome);
+            if !report.mismatches.is_empty() {
+                return Err(CliError {
+                    code: 1,
+                    message: mismatch_message(&similar.module, &report),
+                });
+            }
+            stderr.push_str("similar: ");
+            stderr.push_str(&report.summary());
+            stderr.push('\n');
+        }
+        Some(report)
+    } else {
+        None
+    };
+    let stdout = match args.report {
+        ReportFormat::Clif => clif_text(
+            &loaded.functions,
+            &outcome,
+            similar.as_ref(),
+            &loaded.header,
+        ),
+        ReportFormat::Json => {
+            let mut json = json_report(&loaded.functions, &outcome);
+            if let (Some(report), Some(object)) = (&validation, json.as_object_mut()) {
+                object.insert(
+                    "validation".into(),
+                    validation_json(&loaded.functions, report),
+                );
+            }
+            if let (Some(similar), Some(object)) = (&similar, json.as_object_mut()) {
+                object.insert("similar".into(), similar_json(&similar.group_reports()));
+            }
+            let mut s = json.to_string();
+            s.push('\n');
+            s
+        }
+    };
+    if args.stats {
+        stderr.push_str(&stats_text(&loaded.functions, &outcome, loaded.files));
+        if let Some(similar) = &similar {
+            stderr.push_str(&similar_stats_line(similar));
+        }
+    }
+    Ok((stdout, stderr))
+}
+
+/// The message for a failed validation: the summary, then per mismatch both
+/// functions and the input that tells them apart.
+fn mismatch_message(module: &FunctionSet, report: &ValidationReport) -> String {
+    let mut message = format!("translation validation failed: {}", report.summary());
+    for m in &report.mismatches {
+        message.push_str(&format!(
+            "\n\n{} merged into {} behaves differently on input {:?}:\n  original: {}\n  merged:   {}\n\n{}\n{}",
+            module.display_name(m.function),
+            module.display_name(m.into),
+            m.input,
+            m.original,
+            m.merged,
+            module.get(m.function).func.display(),
+            module.get(m.into).func.display(),
+        ));
+    }
+    message
+}

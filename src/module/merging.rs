@@ -1,0 +1,553 @@
+//! [`MergingModule`] itself: recording definitions, running the pass at finish,
+//! defining what stays in the inner module.
+
+use super::decisions::{DeclaredNames, ResolvedDecision, ResolvedDecisions, resolve_decisions};
+use super::thunk::{code_size, define_thunk};
+use crate::identical::plan::{MergeAction, MergePlan};
+use crate::identical::rewrite::{OutputEntry, Redirects};
+use crate::identical::{MergeOptions, merge_functions};
+use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+use crate::separate::program::{DecisionAction, ModuleDecisions};
+use crate::separate::summary::{Summary, summarize_with};
+use crate::similar::{SimilarGroupReport, SimilarOptions, SimilarPass};
+use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{self, Function, UserExternalName, UserFuncName};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_module::{
+    DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
+    ModuleRelocTarget, ModuleResult,
+};
+use std::collections::{HashMap, HashSet};
+
+/// Options of a [`MergingModule`].
+#[derive(Clone, Debug)]
+pub struct ModuleMergeOptions {
+    /// The pass's options (mode).
+    pub merge: MergeOptions,
+    /// When false, every function is compiled as defined (rustc's
+    /// `-Z merge-functions=disabled`).
+    pub enabled: bool,
+    /// Also merge similar functions (constants or callees differ), as the CLI's
+    /// `--similar`: each merged body is declared in the inner module as a new local
+    /// function, each member keeps its `FuncId` and becomes an entry point. Sizes are
+    /// measured on the inner module's ISA. `None` (the default): off.
+    pub similar: Option<SimilarOptions>,
+}
+
+impl Default for ModuleMergeOptions {
+    fn default() -> Self {
+        Self {
+            merge: MergeOptions::default(),
+            enabled: true,
+            similar: None,
+        }
+    }
+}
+
+/// What the pass did to a module: the same content as the CLI's JSON report, with
+/// functions named by their module names.
+#[derive(Clone, Debug, Default)]
+pub struct MergeReport {
+    /// Functions defined through the wrapper.
+    pub functions: usize,
+    /// Classes of two or more equal functions, by name.
+    pub classes: Vec<Vec<String>>,
+    /// `(duplicate, kept, action)` per merged duplicate.
+    pub actions: Vec<(String, String, MergeAction)>,
+    /// Bytes of machine code saved: the compiled size of every duplicate that got
+    /// no code of its own, plus for each thunk its compiled size minus the thunk's,
+    /// plus what merging similar functions saved.
+    pub bytes_saved: u64,
+    /// Groups of similar functions merged (with [`ModuleMergeOptions::similar`]).
+    pub similar_groups: usize,
+    /// Decisions of a whole-program plan applied ([`MergingModule::with_decisions`]):
+    /// `(function, representative, action)`, the representative as
+    /// `MODULE::NAME`.
+    pub cross_module: Vec<(String, String, DecisionAction)>,
+    /// The merged groups of similar functions, by name, when
+    /// [`ModuleMergeOptions::similar`] is on.
+    pub similar: Option<Vec<SimilarGroupReport>>,
+}
+
+impl MergeReport {
+    /// Number of merged duplicates.
+    pub fn merged(&self) -> usize {
+        self.actions.len()
+    }
+}
+
+/// A function definition recorded for the pass.
+struct RecordedFunction {
+    id: FuncId,
+    func: Function,
+}
+
+/// A `Module` that merges identical functions before compiling them.
+pub struct MergingModule<M: Module> {
+    inner: M,
+    options: ModuleMergeOptions,
+    recorded: Vec<RecordedFunction>,
+    address_taken_in_data: HashSet<FuncId>,
+    /// Data definitions, held back until the plan is known so that their function
+    /// addresses can name the kept function where the duplicate has no code.
+    data: Vec<(DataId, DataDescription)>,
+    /// Stage 3 of separate compilation: this module's decisions, if any.
+    decisions: Option<ModuleDecisions>,
+}
+
+impl<M: Module> MergingModule<M> {
+    /// Wraps `inner`.
+    pub fn new(inner: M, options: ModuleMergeOptions) -> Self {
+        Self {
+            inner,
+            options,
+            recorded: Vec::new(),
+            address_taken_in_data: HashSet::new(),
+            data: Vec::new(),
+            decisions: None,
+        }
+    }
+
+    /// The functions defined so far as a set (named `u0:FuncId`, with their
+    /// declared linkage and address-taken marks), with their ids.
+    fn recorded_set(&self) -> ModuleResult<(FunctionSet, Vec<FuncId>)> {
+        let mut set = FunctionSet::new();
+        let mut ids = Vec::with_capacity(self.recorded.len());
+        for r in &self.recorded {
+            let linkage = self.inner.declarations().get_function_decl(r.id).linkage;
+            let index = set
+                .push(r.func.clone(), linkage)
+                .map_err(|e| ModuleError::Backend(anyhow::Error::new(e)))?;
+            if self.address_taken_in_data.contains(&r.id) {
+                set.mark_address_taken(index);
+            }
+            ids.push(r.id);
+        }
+        Ok((set, ids))
+    }
+
+    /// Stage 1 of separate compilation: the summary of the functions defined so far
+    /// (call it once every function is defined), for
+    /// [`crate::separate::plan_program`].
+    /// Symbols are named by their declared names; anonymous functions and data are
+    /// private to the module.
+    pub fn summarize(&self, module_name: &str) -> ModuleResult<Summary> {
+        let (set, _) = self.recorded_set()?;
+        Ok(summarize_with(
+            &set,
+            module_name,
+            &self.options.merge,
+            &DeclaredNames(self.inner.declarations()),
+        ))
+    }
+
+    /// Stage 3 of separate compilation: apply this module's decisions (from
+    /// [`crate::separate::plan_program`]) when finishing. Each decision is checked
+    /// against the function it names (its structural hash when summarized): a
+    /// stale decision is an error at finish, never applied. A duplicate becomes a
+    /// thunk to its representative, imported when it lives in another module; with
+    /// [`MergingModule::finish_object`](super::MergingModule::finish_object), a local duplicate whose address is never
+    /// taken is not compiled at all (other finishes make it a thunk too). Calls in
+    /// this module go straight to the representative. Similar-function merging is
+    /// not combined with decisions.
+    pub fn with_decisions(mut self, decisions: ModuleDecisions) -> Self {
+        self.decisions = Some(decisions);
+        self
+    }
+
+    /// The wrapped module.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// Declares each merged body of `similar` as a new local function of the inner
+    /// module, renames it to its `FuncId`, and points the entry points at it.
+    fn declare_merged_bodies(&mut self, mut similar: SimilarPass) -> ModuleResult<SimilarPass> {
+        let outcome = &mut similar.outcome;
+        for (group, body) in outcome.groups.iter_mut().zip(&mut outcome.merged_bodies) {
+            let id = self.inner.declare_anonymous_function(&body.signature)?;
+            let name = UserExternalName::new(0, id.as_u32());
+            let old = std::mem::replace(&mut group.merged_name, UserFuncName::User(name.clone()));
+            body.name = group.merged_name.clone();
+            for &member in &group.members {
+                let Some(entry) = outcome.entry_points[member].as_mut() else {
+                    continue;
+                };
+                let refs: Vec<_> = entry
+                    .params
+                    .user_named_funcs()
+                    .iter()
+                    .filter(|(_, n)| UserFuncName::User((*n).clone()) == old)
+                    .map(|(r, _)| r)
+                    .collect();
+                for r in refs {
+                    entry.params.reset_user_func_name(r, name.clone());
+                }
+            }
+        }
+        Ok(similar)
+    }
+
+    /// Runs the pass and defines the kept functions and thunks in the inner module.
+    /// Returns the inner module, the report, and the pass's outcome with the
+    /// `FuncId` of every function of the pass (for backend-specific finishing).
+    pub(super) fn merge_and_define(
+        mut self,
+        allow_redirect: bool,
+    ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
+        if !self.options.enabled {
+            for r in std::mem::take(&mut self.recorded) {
+                let mut ctx = Context::for_function(r.func);
+                self.inner.define_function(r.id, &mut ctx)?;
+            }
+            for (id, desc) in std::mem::take(&mut self.data) {
+                self.inner.define_data(id, &desc)?;
+            }
+            return Ok((self.inner, MergeReport::default(), None));
+        }
+        let (set, ids) = self.recorded_set()?;
+        self.recorded.clear();
+        let ResolvedDecisions {
+            per_function: resolved,
+            calls: call_redirects,
+            qualified,
+        } = resolve_decisions(
+            &mut self.inner,
+            &self.options.merge,
+            self.decisions.take(),
+            &set,
+            allow_redirect,
+        )?;
+        let set_ref = &set;
+        let resolved_ref = &resolved;
+        let decided = |action: DecisionAction| {
+            resolved_ref
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, r)| {
+                    let r = (*r)?;
+                    (r.action == action).then(|| {
+                        let func = &set_ref.get(FuncIndex::new(i)).func;
+                        (
+                            SymbolName::of_function(func),
+                            UserFuncName::user(0, r.target.as_u32()),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let imports = call_redirects.iter().map(|&(import, target)| {
+            (
+                SymbolName::User {
+                    namespace: 0,
+                    index: import.as_u32(),
+                },
+                UserFuncName::user(0, target.as_u32()),
+            )
+        });
+        let cross_redirects = Redirects::from_maps(
+            decided(DecisionAction::Redirect),
+            decided(DecisionAction::Thunk).into_iter().chain(imports),
+        );
+        let has_decisions = resolved.iter().any(Option::is_some);
+        let outcome = merge_functions(&set, &self.options.merge);
+        let similar = match &self.options.similar {
+            Some(options) if !has_decisions => Some(self.declare_merged_bodies(
+                SimilarPass::after_for(&set, &outcome.output, options, Some(self.inner.isa())),
+            )?),
+            _ => None,
+        };
+        // What each duplicate would have cost: compile it once, only to measure.
+        let mut duplicate_bytes = 0u64;
+        for d in &outcome.plan.decisions {
+            duplicate_bytes += code_size(self.inner.isa(), &set.get(d.function).func)?;
+        }
+        let mut thunk_bytes = 0u64;
+        let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
+        for entry in &outcome.output {
+            let function = match entry {
+                OutputEntry::Function(f, _) => *f,
+                OutputEntry::Thunk { function, .. } | OutputEntry::Removed { function, .. } => {
+                    *function
+                }
+            };
+            if let Some(similar) = &similar {
+                if let Some((_, merged)) = similar.merged_before(function)
+                    && let UserFuncName::User(name) = &merged.name
+                {
+                    let mut ctx = Context::for_function(merged.clone());
+                    self.inner
+                        .define_function(FuncId::from_u32(name.index), &mut ctx)?;
+                }
+                if let Some(entry_point) = similar.entry_point(function) {
+                    let mut ctx = Context::for_function(entry_point.clone());
+                    self.inner.define_function(id_of(function), &mut ctx)?;
+                    continue;
+                }
+            }
+            // A decision of the whole-program plan.
+            if let Some(r) = resolved[function.index()] {
+                let func = &set.get(function).func;
+                duplicate_bytes += code_size(self.inner.isa(), func)?;
+                if r.action == DecisionAction::Thunk {
+                    thunk_bytes += define_thunk(&mut self.inner, id_of(function), func, r.target)?;
+                }
+                continue;
+            }
+            let (index, func) = match entry {
+                OutputEntry::Function(index, func) => (*index, &**func),
+                OutputEntry::Thunk {
+                    function,
+                    into,
+                    body,
+                } => {
+                    // The kept function may itself go to a representative elsewhere.
+                    let target = resolved[into.index()].map_or(id_of(*into), |r| r.target);
+                    thunk_bytes += define_thunk(&mut self.inner, id_of(*function), body, target)?;
+                    continue;
+                }
+                OutputEntry::Removed { .. } => continue,
+            };
+            let func = cross_redirects.rewrite(func);
+            let mut ctx = Context::for_function(func.into_owned());
+            self.inner.define_function(id_of(index), &mut ctx)?;
+        }
+        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((id_of(FuncIndex::new(i)), (*r)?)))
+            .collect();
+        let merged = Merged {
+            ids,
+            plan: outcome.plan,
+            redirected: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == DecisionAction::Redirect)
+                .map(|(id, _)| *id)
+                .collect(),
+        };
+        // Function addresses in data: an erased or aliased duplicate has no code of
+        // its own, so its address is the kept function's.
+        let redirects: HashMap<u32, u32> = merged
+            .plan
+            .decisions
+            .iter()
+            .filter(|d| d.action != MergeAction::Thunk)
+            .map(|d| (merged.id(d.function).as_u32(), merged.id(d.into).as_u32()))
+            .chain(
+                cross_module
+                    .iter()
+                    .filter(|(_, r)| r.action == DecisionAction::Redirect)
+                    .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
+            )
+            .collect();
+        for (id, mut desc) in std::mem::take(&mut self.data) {
+            for target in desc.function_decls.values_mut() {
+                if let ModuleRelocTarget::User {
+                    namespace: 0,
+                    index,
+                } = target
+                    && let Some(&kept) = redirects.get(index)
+                {
+                    *index = kept;
+                }
+            }
+            self.inner.define_data(id, &desc)?;
+        }
+        let names: Vec<String> = merged
+            .ids
+            .iter()
+            .map(|&id| {
+                let decl = self.inner.declarations().get_function_decl(id);
+                match &decl.name {
+                    Some(name) => name.clone(),
+                    None => format!("u0:{}", id.as_u32()),
+                }
+            })
+            .collect();
+        let mut report = report_of(&names, &merged.plan);
+        report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
+        let declared = |id: FuncId| {
+            self.inner
+                .declarations()
+                .get_function_decl(id)
+                .linkage_name(id)
+                .into_owned()
+        };
+        report.cross_module = cross_module
+            .iter()
+            .map(|(id, r)| {
+                let into = qualified
+                    .get(&r.target)
+                    .cloned()
+                    .unwrap_or_else(|| declared(r.target));
+                (declared(*id), into, r.action)
+            })
+            .collect();
+        if let Some(similar) = &similar {
+            let groups = &similar.outcome.groups;
+            report.similar_groups = groups.len();
+            report.bytes_saved += groups
+                .iter()
+                .filter(|g| g.sizes_in_bytes)
+                .map(|g| g.size_before.saturating_sub(g.size_after))
+                .sum::<u64>();
+            report.similar = Some(similar.group_reports());
+        }
+        Ok((self.inner, report, Some(merged)))
+    }
+
+    /// Runs the pass, defines what stays in the inner module and returns it with the
+    /// report. Erased and aliased duplicates are left undefined in the inner module,
+    /// and nothing refers to them any more from merged code; use a backend-specific
+    /// finish ([`MergingModule::finish_object`](super::MergingModule::finish_object)) to give aliases their symbol.
+    pub fn finish(self) -> ModuleResult<(M, MergeReport)> {
+        let (inner, report, _) = self.merge_and_define(false)?;
+        Ok((inner, report))
+    }
+}
+
+/// The pass's result with the `FuncId` of each of its functions.
+pub(super) struct Merged {
+    /// The `FuncId` of each function of the pass, by index.
+    pub(super) ids: Vec<FuncId>,
+    /// The pass's decisions.
+    pub(super) plan: MergePlan,
+    /// Functions a whole-program decision removed (their calls go elsewhere).
+    pub(super) redirected: Vec<FuncId>,
+}
+
+impl Merged {
+    /// The `FuncId` of function `f` of the pass.
+    pub(super) fn id(&self, f: FuncIndex) -> FuncId {
+        self.ids[cranelift_codegen::entity::EntityRef::index(f)]
+    }
+}
+
+/// The report, naming functions by their names in the module (anonymous ones as
+/// `u0:N`).
+fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
+    let name = |f: FuncIndex| names[cranelift_codegen::entity::EntityRef::index(f)].clone();
+    let classes: Vec<Vec<String>> = plan
+        .classes
+        .iter()
+        .map(|c| c.iter().map(|&f| name(f)).collect())
+        .collect();
+    let actions: Vec<(String, String, MergeAction)> = plan
+        .decisions
+        .iter()
+        .map(|d| (name(d.function), name(d.into), d.action))
+        .collect();
+    MergeReport {
+        functions: names.len(),
+        classes,
+        actions,
+        bytes_saved: 0,
+        similar_groups: 0,
+        cross_module: Vec::new(),
+        similar: None,
+    }
+}
+
+impl<M: Module> Module for MergingModule<M> {
+    fn isa(&self) -> &dyn TargetIsa {
+        self.inner.isa()
+    }
+
+    fn declarations(&self) -> &ModuleDeclarations {
+        self.inner.declarations()
+    }
+
+    fn declare_function(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        signature: &ir::Signature,
+    ) -> ModuleResult<FuncId> {
+        self.inner.declare_function(name, linkage, signature)
+    }
+
+    fn declare_anonymous_function(&mut self, signature: &ir::Signature) -> ModuleResult<FuncId> {
+        self.inner.declare_anonymous_function(signature)
+    }
+
+    fn declare_data(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        writable: bool,
+        tls: bool,
+    ) -> ModuleResult<DataId> {
+        self.inner.declare_data(name, linkage, writable, tls)
+    }
+
+    fn declare_anonymous_data(&mut self, writable: bool, tls: bool) -> ModuleResult<DataId> {
+        self.inner.declare_anonymous_data(writable, tls)
+    }
+
+    fn define_function_with_control_plane(
+        &mut self,
+        func: FuncId,
+        ctx: &mut Context,
+        _ctrl_plane: &mut ControlPlane,
+    ) -> ModuleResult<()> {
+        let decl = self.inner.declarations().get_function_decl(func);
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(
+                decl.linkage_name(func).into_owned(),
+            ));
+        }
+        if self.recorded.iter().any(|r| r.id == func) {
+            return Err(ModuleError::DuplicateDefinition(
+                decl.linkage_name(func).into_owned(),
+            ));
+        }
+        let mut copy = ctx.func.clone();
+        // The module names definitions by id (`u0:N`), as `declare_func_in_func`
+        // names references; the pass matches calls to definitions by that name.
+        copy.name = UserFuncName::user(0, func.as_u32());
+        self.recorded.push(RecordedFunction {
+            id: func,
+            func: copy,
+        });
+        Ok(())
+    }
+
+    fn define_function_bytes(
+        &mut self,
+        func_id: FuncId,
+        alignment: u64,
+        bytes: &[u8],
+        relocs: &[ModuleReloc],
+    ) -> ModuleResult<()> {
+        self.inner
+            .define_function_bytes(func_id, alignment, bytes, relocs)
+    }
+
+    fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
+        for target in data.function_decls.values() {
+            if let ModuleRelocTarget::User {
+                namespace: 0,
+                index,
+            } = target
+            {
+                self.address_taken_in_data.insert(FuncId::from_u32(*index));
+            }
+        }
+        let decl = self.inner.declarations().get_data_decl(data_id);
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(
+                decl.linkage_name(data_id).into_owned(),
+            ));
+        }
+        if self.data.iter().any(|(id, _)| *id == data_id) {
+            return Err(ModuleError::DuplicateDefinition(
+                decl.linkage_name(data_id).into_owned(),
+            ));
+        }
+        self.data.push((data_id, data.clone()));
+        Ok(())
+    }
+}

@@ -1,0 +1,42 @@
+//! [`MergingModule`]: function merging for any `cranelift_module::Module`.
+//!
+//! Wrap the module a compiler already uses and keep using the `Module` trait:
+//!
+//! ```ignore
+//! let mut module = MergingModule::new(ObjectModule::new(builder), ModuleMergeOptions::default());
+//! // ... declare and define functions and data exactly as before ...
+//! let (product, report) = module.finish_object()?;
+//! ```
+//!
+//! Declarations go to the inner module at once, so every `FuncId` and `DataId` stays
+//! valid. `define_function` records a copy of the function's IR instead of compiling
+//! it; `define_data` is recorded too, and every function address it holds counts as
+//! address-taken (data is defined at the end, with the address of an erased or aliased
+//! duplicate replaced by the kept function's). `define_function_bytes` is forwarded untouched. At the end the pass
+//! runs over everything recorded and the inner module compiles the kept functions
+//! (with calls to erased and aliased duplicates redirected) and the thunks.
+//!
+//! An erased or aliased duplicate is not compiled. For an `ObjectModule`,
+//! [`MergingModule::finish_object`] then points its symbol at the kept function's
+//! code: same section, same offset, the duplicate's own name, scope and weak flag (an
+//! erased, local duplicate is never referenced, so its symbol is harmless). For a
+//! `JITModule`, [`MergingModule::finish_jit`] finalizes and returns a [`MergedJit`]
+//! whose `get_finalized_function` resolves such a duplicate to the kept code.
+//!
+//! Files: [`merging`] (the wrapper, the pass at finish), [`thunk`] (thunks as one
+//! machine jump), [`decisions`] (stage 3 of separate compilation), [`object`] and
+//! [`jit`] (the backend-specific finishes). Imports point downward: `object` and
+//! `jit` use `merging`, which uses `thunk` and `decisions`.
+
+// `ModuleResult` is cranelift-module's own error type, which the `Module` trait
+// returns everywhere; the wrapper returns the same.
+#![allow(clippy::result_large_err)]
+
+pub mod decisions;
+pub mod jit;
+pub mod merging;
+pub mod object;
+pub mod thunk;
+
+pub use jit::MergedJit;
+pub use merging::{MergeReport, MergingModule, ModuleMergeOptions};

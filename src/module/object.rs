@@ -1,0 +1,59 @@
+//! Finishing a [`MergingModule`] over an `ObjectModule`: the symbol of every erased
+//! or aliased duplicate points at the kept function's code.
+
+use super::merging::{MergeReport, MergingModule};
+use crate::identical::plan::MergeAction;
+use cranelift_module::ModuleResult;
+use cranelift_object::{ObjectModule, ObjectProduct};
+
+impl MergingModule<ObjectModule> {
+    /// Runs the pass, compiles, finishes the object, and points the symbol of every
+    /// erased or aliased duplicate at the kept function's code.
+    pub fn finish_object(self) -> ModuleResult<(ObjectProduct, MergeReport)> {
+        let (inner, report, merged) = self.merge_and_define(true)?;
+        let mut product = inner.finish();
+        if let Some(merged) = merged {
+            // A function a whole-program decision removed is local and nothing
+            // refers to it any more; its symbol loses its name and points at some
+            // code of the object (an undefined local symbol would not link).
+            let anchor = merged.ids.iter().find_map(|&id| {
+                let symbol = product.object.symbol(product.function_symbol(id));
+                matches!(symbol.section, object::write::SymbolSection::Section(_))
+                    .then_some(symbol.section)
+            });
+            for &id in &merged.redirected {
+                let symbol = product.function_symbol(id);
+                let symbol = product.object.symbol_mut(symbol);
+                symbol.name.clear();
+                if let Some(section) = anchor {
+                    symbol.section = section;
+                    symbol.value = 0;
+                    symbol.size = 0;
+                }
+            }
+            for d in &merged.plan.decisions {
+                if d.action == MergeAction::Thunk {
+                    continue;
+                }
+                let kept = product.function_symbol(merged.id(d.into));
+                let dup = product.function_symbol(merged.id(d.function));
+                let (section, value, size, kind) = {
+                    let k = product.object.symbol(kept);
+                    (k.section, k.value, k.size, k.kind)
+                };
+                let symbol = product.object.symbol_mut(dup);
+                symbol.section = section;
+                symbol.value = value;
+                symbol.size = size;
+                symbol.kind = kind;
+                if d.action == MergeAction::Erase {
+                    // An erased function is local and nothing refers to it any more;
+                    // the symbol cranelift-object made when it was declared cannot be
+                    // deleted, but it can lose its name.
+                    symbol.name.clear();
+                }
+            }
+        }
+        Ok((product, report))
+    }
+}

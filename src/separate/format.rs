@@ -1,0 +1,103 @@
+//! The file format of summaries and decisions: a magic number, a format version,
+//! a checksum of the contents, then the `postcard` encoding. Reading a file of
+//! another kind or version, or a truncated or corrupt one, is a [`FormatError`],
+//! never a panic or a wrong merge.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The version of the summary and decision formats; bumped on every change.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first bytes of a summary file.
+pub const SUMMARY_MAGIC: [u8; 8] = *b"CLIFMSUM";
+/// The first bytes of a decisions file.
+pub const DECISIONS_MAGIC: [u8; 8] = *b"CLIFMDEC";
+
+/// Why a summary or decisions file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    /// The file does not start with the expected magic number.
+    NotThisKind {
+        /// What was expected (`summary`, `decisions`).
+        expected: &'static str,
+    },
+    /// Written by another version of the format.
+    Version {
+        /// The version in the file.
+        found: u32,
+    },
+    /// Truncated or corrupt.
+    Corrupt(String),
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotThisKind { expected } => write!(f, "not a clif-merge {expected} file"),
+            Self::Version { found } => write!(
+                f,
+                "written by format version {found}; this clif-merge reads version {FORMAT_VERSION}"
+            ),
+            Self::Corrupt(why) => write!(f, "truncated or corrupt: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// A checksum of a file's payload (64-bit FNV-1a): a corrupted file is refused
+/// even where the corruption still decodes.
+pub(crate) fn checksum(payload: &[u8]) -> u64 {
+    payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The length of the header: magic, version, checksum.
+const HEADER: usize = 8 + 4 + 8;
+
+/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), a checksum
+/// of the payload (little-endian `u64`), then the payload: the `postcard` encoding.
+pub fn to_bytes<T: Serialize>(magic: [u8; 8], value: &T) -> Vec<u8> {
+    // Serializing plain data into a growing vector cannot fail.
+    let payload = postcard::to_allocvec(value).unwrap_or_default();
+    let mut bytes = magic.to_vec();
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
+    bytes.extend(payload);
+    bytes
+}
+
+/// Reads what [`to_bytes`] wrote; `kind` names the expected kind in errors.
+pub fn from_bytes<T: for<'de> Deserialize<'de>>(
+    magic: [u8; 8],
+    kind: &'static str,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    if bytes.len() < 12 || bytes[..8] != magic {
+        return Err(FormatError::NotThisKind { expected: kind });
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != FORMAT_VERSION {
+        return Err(FormatError::Version { found: version });
+    }
+    let Some((sum, payload)) = bytes[12..].split_first_chunk::<8>() else {
+        return Err(FormatError::Corrupt(format!(
+            "{} bytes, shorter than the {HEADER}-byte header",
+            bytes.len()
+        )));
+    };
+    if u64::from_le_bytes(*sum) != checksum(payload) {
+        return Err(FormatError::Corrupt(
+            "the checksum does not match the contents".into(),
+        ));
+    }
+    match postcard::take_from_bytes::<T>(payload) {
+        Ok((value, [])) => Ok(value),
+        Ok((_, rest)) => Err(FormatError::Corrupt(format!(
+            "{} bytes after the end",
+            rest.len()
+        ))),
+        Err(e) => Err(FormatError::Corrupt(e.to_string())),
+    }
+}

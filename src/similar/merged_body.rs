@@ -1,0 +1,105 @@
+//! The merged body of a group: a copy of its first member whose differing
+//! constants and callees are trailing parameters, named by [`MergedNames`] so that
+//! it never takes a name the module already gives a meaning.
+
+use super::groups::Slot;
+use crate::ir::{FunctionSet, NameAuthority, SymbolName};
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName,
+};
+use std::collections::HashMap;
+
+/// A copy of `first` named `name`, whose `differing` constants and callees are
+/// trailing parameters: a constant's value becomes an alias of its new entry block
+/// parameter (the constant instruction is removed), a direct call becomes a
+/// `call_indirect` through its parameter.
+pub(crate) fn build_merged_body(
+    first: &Function,
+    name: UserFuncName,
+    differing: &[(Slot, Type)],
+) -> Function {
+    let mut func = first.clone();
+    func.name = name;
+    let Some(entry) = func.layout.entry_block() else {
+        return func;
+    };
+    for &(slot, ty) in differing {
+        func.signature.params.push(AbiParam::new(ty));
+        let param = func.dfg.append_block_param(entry, ty);
+        match slot {
+            Slot::Constant(hole) => {
+                let value = func.dfg.first_result(hole.inst);
+                func.dfg.clear_results(hole.inst);
+                func.layout.remove_inst(hole.inst);
+                func.dfg.change_to_alias(value, param);
+            }
+            Slot::Callee(call) => {
+                let InstructionData::Call { func_ref, .. } = func.dfg.insts[call.inst] else {
+                    continue;
+                };
+                let signature = func.dfg.ext_funcs[func_ref].signature;
+                let args = func.dfg.inst_args(call.inst).to_vec();
+                // A tail call stays a tail call: `return_call_indirect` ends the block
+                // as `return_call` did.
+                if func.dfg.insts[call.inst].opcode() == Opcode::ReturnCall {
+                    func.replace(call.inst)
+                        .return_call_indirect(signature, param, &args);
+                } else {
+                    func.replace(call.inst)
+                        .call_indirect(signature, param, &args);
+                }
+            }
+        }
+    }
+    func
+}
+
+/// Fresh names for merged bodies: `%NAME_merged` for a test-case name, the next
+/// free index of the namespace (after the largest one the module defines) for a
+/// `uN:M` name. Free means unknown to the module's [`NameAuthority`]: no function
+/// defines, declares or refers to it.
+pub(crate) struct MergedNames {
+    authority: NameAuthority,
+    next_index: HashMap<u32, u32>,
+}
+
+impl MergedNames {
+    /// Names for merged bodies of `module`, avoiding every name `authority` knows.
+    pub(crate) fn new(module: &FunctionSet, mut authority: NameAuthority) -> Self {
+        let mut next_index: HashMap<u32, u32> = HashMap::new();
+        for (_, def) in module.iter() {
+            authority.reserve_function(&def.func);
+            if let UserFuncName::User(user) = &def.func.name {
+                let next = next_index.entry(user.namespace).or_default();
+                *next = (*next).max(user.index.wrapping_add(1));
+            }
+        }
+        Self {
+            authority,
+            next_index,
+        }
+    }
+
+    /// A fresh name for the merged body of a group whose first member is `base`.
+    pub(crate) fn next(&mut self, base: &UserFuncName) -> UserFuncName {
+        match base {
+            UserFuncName::Testcase(t) => {
+                let base = String::from_utf8_lossy(t.raw());
+                self.authority.fresh_testcase(&base, "_merged")
+            }
+            UserFuncName::User(user) => {
+                let next = self.next_index.entry(user.namespace).or_default();
+                let name = self.authority.fresh_user(user.namespace, *next);
+                if let UserFuncName::User(fresh) = &name {
+                    *next = fresh.index.wrapping_add(1);
+                }
+                name
+            }
+        }
+    }
+
+    /// Gives back a name that was not used.
+    pub(crate) fn release(&mut self, name: &UserFuncName) {
+        self.authority.release(&SymbolName::of_user_func_name(name));
+    }
+}
