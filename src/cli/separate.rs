@@ -4,13 +4,16 @@
 
 use super::error::CliError;
 use super::load::{LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::report::check_printable;
 use crate::identical::MergeOptions;
+use crate::ir::SymbolName;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
 use crate::separate::transform::apply_decisions;
 use clap::{Parser, Subcommand};
-use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::settings::{self, Flags, FlagsOrIsa};
 use cranelift_codegen::verify_function;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -292,10 +295,16 @@ pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
             let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
                 .map_err(|e| CliError::input(e.to_string()))?;
             let out = &applied.functions;
-            let flags = Flags::new(settings::builder());
+            let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
+            check_printable(&printed)?;
+            let default_flags = Flags::new(settings::builder());
             let mut text = loaded.header.clone();
             for (_, def) in out.iter() {
-                if let Err(e) = verify_function(&def.func, &flags) {
+                // With the target and flags the input was verified with.
+                let target = loaded.target_of(&SymbolName::of_function(&def.func));
+                let flags_or_isa =
+                    target.map_or(FlagsOrIsa::from(&default_flags), |t| t.flags_or_isa());
+                if let Err(e) = verify_function(&def.func, flags_or_isa) {
                     return Err(CliError {
                         code: 3,
                         message: format!(
