@@ -83,9 +83,9 @@ mod oracle_programs;
 
 use clif_merge::identical::rewrite::OutputEntry;
 use clif_merge::separate::program::plan_program;
-use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::separate::summary::{Summary, split_module, summarize};
 use clif_merge::separate::transform::apply_decisions;
+use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Signature};

@@ -150,7 +150,7 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         );
         return (expected.len(), decided);
     }
-    let report = validate_program(&whole, &program);
+    let report = validate_program(&whole, &program).expect("the validator crashed");
     assert!(
         report.mismatches.is_empty(),
         "{name} K={k}: {:?}",
@@ -166,26 +166,34 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
 
 #[test]
 fn separate_compilation_finds_the_whole_module_classes_on_generated_modules() {
-    for seed in [1] {
-        let module = parse(
-            &generator::generate(&generator::GenConfig {
-                functions: 300,
-                dup_rate: 0.25,
-                near_rate: 0.2,
-                seed,
-            })
-            .clif,
-        );
-        for k in [1, 2, 4, 8] {
+    let seed = 1;
+    let module = parse(
+        &generator::generate(&generator::GenConfig {
+            functions: 300,
+            dup_rate: 0.25,
+            near_rate: 0.2,
+            seed,
+        })
+        .clif,
+    );
+    let found: Vec<(usize, usize, usize)> = [1, 2, 4, 8]
+        .into_iter()
+        .map(|k| {
             // Running is the slow part (loops): once per module.
             let (classes, decided) =
                 check_separate(&format!("generated seed {seed}"), &module, k, k == 4);
-            assert!(classes >= 15, "{classes}");
-            if k > 1 {
-                assert!(decided > 0, "K={k}: nothing merged across modules");
-            }
-        }
-    }
+            (k, classes, decided)
+        })
+        .collect();
+    // Snapshot of (K, whole-module classes, cross-module decisions) for this seed:
+    // the classes are the same for every K (each checked against the whole module);
+    // with one part nothing crosses modules. Changes when the generator, the
+    // comparator or the split changes; update deliberately.
+    assert_eq!(
+        found,
+        [(1, 49, 0), (2, 49, 23), (4, 49, 46), (8, 49, 60)],
+        "(K, classes, cross-module decisions), generated seed {seed}"
+    );
 }
 
 #[test]

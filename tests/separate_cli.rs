@@ -332,6 +332,7 @@ fn end_to_end_three_modules() {
 
     // Stage 1.
     let summaries = summarize_all(&dir, &modules);
+    let mut sizes = Vec::new();
     for (summary, name) in summaries.iter().zip(["a", "b", "c"]) {
         let bytes = std::fs::read(summary).expect("summary written");
         assert!(
@@ -339,12 +340,17 @@ fn end_to_end_three_modules() {
             "{} does not start with the summary magic",
             summary.display()
         );
-        assert!(bytes.len() > 12, "a summary has a header and a body");
         assert!(
             bytes.windows(name.len()).any(|w| w == name.as_bytes()),
             "the summary of module {name} does not record its name"
         );
+        sizes.push(bytes.len());
     }
+    // Snapshot of the summaries' sizes: a 20-byte header (magic, format version,
+    // checksum), then the body. The format has no paths or times, so the sizes are
+    // exact; they change when the modules or the summary format change (update
+    // deliberately).
+    assert_eq!(sizes, [246, 251, 226], "bytes of the summaries of a, b, c");
 
     // Stage 2.
     let out_dir = dir.join("decisions");
@@ -1106,6 +1112,13 @@ fn summary_is_smaller_than_the_clif_text() {
     assert!(
         summary_len < clif_len,
         "summary {summary_len} bytes, CLIF {clif_len} bytes"
+    );
+    // Snapshot of the sizes: changes when `REALISTIC` or the summary format changes;
+    // update deliberately.
+    assert_eq!(
+        (summary_len, clif_len),
+        (651, 1308),
+        "bytes of summary, CLIF"
     );
 
     // "... N bytes of summary for M bytes of CLIF text (R), ..."

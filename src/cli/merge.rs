@@ -12,7 +12,7 @@ use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::{FunctionSet, SymbolName};
 use crate::similar::{SimilarOptions, SimilarPass};
-use crate::validate::{ValidationReport, validate, validate_similar};
+use crate::validate::{ValidationReport, ValidatorCrash, validate, validate_similar};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags};
@@ -180,6 +180,15 @@ fn verify_output(
     Ok(())
 }
 
+/// A validator that crashed is an internal error (exit 3) naming what crashed,
+/// never a report of nothing checked.
+fn crashed(crash: ValidatorCrash) -> CliError {
+    CliError {
+        code: 3,
+        message: format!("internal error: {crash}"),
+    }
+}
+
 /// Runs the tool. Returns `(stdout, stderr)` text on success.
 pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let files = expand_inputs(&args.inputs)?;
@@ -214,7 +223,8 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let validation = if args.validate {
         // The interpreter may panic on what it does not support: such runs count as
         // inconclusive (`main_with_args` keeps their panic reports quiet).
-        let report = validate(&loaded.functions, &outcome.plan, &outcome.output);
+        let report =
+            validate(&loaded.functions, &outcome.plan, &outcome.output).map_err(crashed)?;
         if !report.mismatches.is_empty() {
             return Err(CliError {
                 code: 1,
@@ -224,7 +234,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         stderr.push_str(&report.summary());
         stderr.push('\n');
         if let Some(similar) = &similar {
-            let report = validate_similar(&similar.module, &similar.outcome);
+            let report = validate_similar(&similar.module, &similar.outcome).map_err(crashed)?;
             if !report.mismatches.is_empty() {
                 return Err(CliError {
                     code: 1,

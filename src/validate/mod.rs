@@ -12,4 +12,6 @@ pub mod sandbox;
 pub mod translation;
 
 pub use inputs::RANDOM_INPUTS;
-pub use translation::{Mismatch, ValidationReport, validate, validate_program, validate_similar};
+pub use translation::{
+    Mismatch, ValidationReport, ValidatorCrash, validate, validate_program, validate_similar,
+};
