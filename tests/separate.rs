@@ -17,6 +17,7 @@ mod corpus_program;
 #[allow(dead_code)]
 mod generator;
 
+use clif_merge::Linkage;
 use clif_merge::cli::{expand_inputs, load};
 use clif_merge::separate::program::plan_program;
 use clif_merge::separate::summary::{Summary, split_module, summarize};
@@ -26,7 +27,6 @@ use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use corpus_program::load_corpus_program;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
-use cranelift_module::Linkage;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 

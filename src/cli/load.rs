@@ -3,11 +3,11 @@
 
 use super::error::{CliError, catch_panic, indent};
 use crate::identical::plan::MergeMode;
+use crate::ir::Linkage;
 use crate::ir::{DefinitionError, FunctionSet};
 use clap::ValueEnum;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
-use cranelift_module::Linkage;
 use cranelift_reader::{IsaSpec, ParseOptions, parse_test};
 use std::fmt;
 use std::path::{Path, PathBuf};

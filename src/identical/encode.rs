@@ -35,7 +35,7 @@
 //! are the same generic walk, so the hash cannot drift from the comparator. (The
 //! hasher depends on the walk, never the reverse.)
 
-use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
+use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -43,8 +43,6 @@ use cranelift_codegen::ir::{
     MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::ir::{Endianness, immediates::Offset32, types};
-use cranelift_module::Linkage;
-use rayon::prelude::*;
 use std::fmt;
 
 /// The comparator's view of one function: a token stream plus where it names
@@ -266,20 +264,17 @@ pub struct WalkOptions {
     pub symbols_by_reference: bool,
 }
 
-/// Runs `walk` over the given functions of `module` in parallel on the current
-/// `rayon` pool, keeping their order, with one [`WalkScratch`] per worker.
+/// Runs `walk` over the given functions of `module` in parallel
+/// ([`crate::ir::parallel`]), keeping their order, with one [`WalkScratch`] per
+/// worker.
 pub fn walk_in_parallel<T: Send>(
     module: &FunctionSet,
     functions: &[FuncIndex],
     walk: impl Fn(&Function, &mut WalkScratch) -> T + Sync,
 ) -> Vec<T> {
-    functions
-        .par_iter()
-        .with_min_len(16)
-        .map_init(WalkScratch::default, |scratch, &f| {
-            walk(&module.get(f).func, scratch)
-        })
-        .collect()
+    parallel::map_init(functions, 16, WalkScratch::default, |scratch, &f| {
+        walk(&module.get(f).func, scratch)
+    })
 }
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in
