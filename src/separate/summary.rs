@@ -16,10 +16,11 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
-use crate::identical::encode::{NAME_EXACT, WalkOptions, encode_function, walk_in_parallel};
+use crate::identical::encode::{WalkOptions, encode_function, walk_in_parallel};
 use crate::identical::hash::hash_function;
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
+use crate::identical::tokens::NAME_EXACT;
 use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
