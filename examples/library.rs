@@ -2,9 +2,9 @@
 //!
 //! Run with `cargo run --example library`.
 
+use clif_merge::Linkage;
 use clif_merge::cli::report::clif_text;
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
-use cranelift_module::Linkage;
 
 const MODULE: &str = r#"
 function %square_i32(i32) -> i32 {

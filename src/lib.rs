@@ -17,16 +17,22 @@
 //!   wrapper for compilers (object files and JIT);
 //! * [`cli`]: the `clif-merge` command-line tool.
 
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod identical;
 pub mod ir;
+#[cfg(feature = "module")]
 pub mod module;
+#[cfg(feature = "separate")]
 pub mod separate;
 pub mod similar;
+#[cfg(feature = "validate")]
 pub mod validate;
 
 pub use identical::compare::FunctionComparator;
 pub use identical::hash::StructuralHash;
 pub use identical::plan::{MergeAction, MergeMode, MergePlan};
 pub use identical::{MergeOptions, MergeOutcome, merge_functions, merge_functions_in_place};
-pub use ir::{DefinedFunction, FuncIndex, FunctionSet};
+pub use ir::{DefinedFunction, FuncIndex, FunctionSet, Linkage};

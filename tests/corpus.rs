@@ -308,7 +308,7 @@ fn corpus_functions_equal_their_respelled_clones() {
                 })
                 .remove(0);
             module
-                .push(clone, cranelift_module::Linkage::Local)
+                .push(clone, clif_merge::Linkage::Local)
                 .expect("unique names");
         }
         let outcome = merge_functions(&module, &MergeOptions::default());
@@ -464,7 +464,7 @@ fn corpus_functions_differ_from_single_change_mutants() {
                 mutant.name =
                     cranelift_codegen::ir::UserFuncName::testcase(format!("mutant{i}k{kind}"));
                 let index = module
-                    .push(mutant, cranelift_module::Linkage::Local)
+                    .push(mutant, clif_merge::Linkage::Local)
                     .expect("unique");
                 mutants.push((FuncIndex::new(i), index, kind, mutated.clone()));
                 *count += 1;

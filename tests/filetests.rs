@@ -116,9 +116,7 @@ fn merges_in_filetests_agree_in_the_interpreter() {
         let text = std::fs::read_to_string(path).expect("readable");
         let mut module = FunctionSet::new();
         for f in cranelift_reader::parse_functions(&text).expect("parses") {
-            module
-                .push(f, cranelift_module::Linkage::Local)
-                .expect("unique");
+            module.push(f, clif_merge::Linkage::Local).expect("unique");
         }
         let outcome = merge_functions(&module, &MergeOptions::default());
         let report =
@@ -244,9 +242,7 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         let text = std::fs::read_to_string(path).expect("readable");
         let mut module = FunctionSet::new();
         for f in cranelift_reader::parse_functions(&text).expect("parses") {
-            module
-                .push(f, cranelift_module::Linkage::Local)
-                .expect("unique");
+            module.push(f, clif_merge::Linkage::Local).expect("unique");
         }
         let outcome = merge_functions(&module, &MergeOptions::default());
         let args = extra_args(&text);

@@ -1,10 +1,10 @@
 //! Large and hostile inputs: no panic, no stack overflow, a clear error where the
 //! input is bad. (Nothing here measures time: that is for benchmarks.)
 
+use clif_merge::Linkage;
 use clif_merge::cli::report::{clif_text, json_report};
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::ir::{ExternalName, UserFuncName};
-use cranelift_module::Linkage;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Output};

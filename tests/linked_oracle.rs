@@ -199,7 +199,7 @@ fn verify(functions: &Object) -> Result<(), String> {
 
 fn as_object(set: &FunctionSet) -> Object {
     set.iter()
-        .map(|(_, d)| (d.func.clone(), d.linkage))
+        .map(|(_, d)| (d.func.clone(), d.linkage.into()))
         .collect()
 }
 
@@ -282,7 +282,7 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
             };
             object.push((
                 forwarding_function(alias.name.clone(), signature, &alias.of),
-                alias.linkage,
+                alias.linkage.into(),
             ));
         }
         let before: Vec<String> = set
@@ -317,7 +317,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
             .enumerate()
             .map(|(k, func)| {
                 let linkage = if k < similar.module.len() {
-                    similar.module.get(FuncIndex::new(k)).linkage
+                    similar.module.get(FuncIndex::new(k)).linkage.into()
                 } else {
                     Linkage::Local
                 };
@@ -335,7 +335,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
                 let kept = &set.get(*into).func;
                 object.push((
                     forwarding_function(alias.func.name.clone(), &kept.signature, &kept.name),
-                    alias.linkage,
+                    alias.linkage.into(),
                 ));
             }
         }
@@ -754,7 +754,7 @@ fn harness_calls(parts: &[(String, FunctionSet)]) -> (Vec<HarnessCall>, BTreeMap
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     for (_, set) in parts {
         for (_, def) in set.iter() {
-            if def.linkage == Linkage::Local {
+            if def.linkage == clif_merge::Linkage::Local {
                 continue;
             }
             match CSignature::of(&def.func.signature) {

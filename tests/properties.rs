@@ -11,6 +11,7 @@
 //!   the comparator calls Equal must give the same results in
 //!   `cranelift-interpreter` on every sampled input.
 
+use clif_merge::Linkage;
 use clif_merge::identical::compare::{CalleeView, EncodedFunctions, FunctionComparator};
 use clif_merge::identical::encode::WalkOptions;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
@@ -21,7 +22,6 @@ use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
-use cranelift_module::Linkage;
 use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::fmt::Write;

@@ -19,6 +19,7 @@ mod generator;
 #[path = "support/skip.rs"]
 mod skip;
 
+use clif_merge::Linkage;
 use clif_merge::cli::{expand_inputs, load};
 use clif_merge::separate::program::plan_program;
 use clif_merge::separate::summary::{Summary, split_module, summarize};
@@ -28,7 +29,6 @@ use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use corpus_program::load_corpus_program;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
-use cranelift_module::Linkage;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 

@@ -1,12 +1,12 @@
 //! The translation validator must catch a wrong merge, pass right ones, and say
 //! honestly what it could not run.
 
+use clif_merge::Linkage;
 use clif_merge::identical::plan::{MergeAction, MergeDecision, MergePlan};
 use clif_merge::identical::rewrite::apply;
 use clif_merge::validate::{ValidationReport, validate};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_module::Linkage;
 use std::process::Command;
 
 fn module(text: &str) -> FunctionSet {

@@ -10,7 +10,7 @@ use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{FunctionSet, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
-use cranelift_module::Linkage;
+use clif_merge::Linkage;
 use cranelift_reader::{ParseOptions, parse_test};
 use libfuzzer_sys::fuzz_target;
 

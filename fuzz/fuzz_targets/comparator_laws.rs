@@ -9,7 +9,7 @@ use clif_merge::identical::encode::WalkOptions;
 use clif_merge::identical::compare::{CalleeView, EncodedFunctions, FunctionComparator};
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_module::Linkage;
+use clif_merge::Linkage;
 use libfuzzer_sys::fuzz_target;
 use std::cmp::Ordering;
 use std::fmt::Write;

@@ -3,13 +3,12 @@
 
 use super::error::{CliError, catch_panic, indent};
 use crate::identical::plan::MergeMode;
-use crate::ir::{DefinitionError, FunctionSet, SymbolName};
+use crate::ir::{DefinitionError, FunctionSet, Linkage, SymbolName};
 use clap::ValueEnum;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable, Flags, FlagsOrIsa, OptLevel};
 use cranelift_codegen::verify_function;
-use cranelift_module::Linkage;
 use cranelift_reader::{IsaSpec, ParseOptions, parse_test};
 use std::fmt;
 use std::path::{Path, PathBuf};

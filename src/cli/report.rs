@@ -6,6 +6,7 @@ use crate::identical::MergeOutcome;
 use crate::identical::plan::MergeAction;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::FunctionSet;
+#[cfg(feature = "module")]
 use crate::module::MergeReport;
 use crate::similar::{SimilarGroupReport, SimilarPass};
 use crate::validate::ValidationReport;
@@ -270,6 +271,7 @@ pub fn similar_stats_line(similar: &SimilarPass) -> String {
     line
 }
 
+#[cfg(feature = "module")]
 impl MergeReport {
     /// The report as JSON, as the CLI's `--report json` spells it: `functions`,
     /// `merged`, `classes`, `actions`, then `cross_module` (when decisions were
@@ -285,6 +287,7 @@ impl MergeReport {
                 .map(|(f, k, a)| json!({"function": f, "into": k, "action": a.as_str()}))
                 .collect::<Vec<_>>(),
         });
+        #[cfg(feature = "separate")]
         if !self.cross_module.is_empty() {
             json["cross_module"] = self
                 .cross_module

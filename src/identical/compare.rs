@@ -55,8 +55,8 @@ pub struct EncodedFunctions {
 }
 
 impl EncodedFunctions {
-    /// Walks, encodes and hashes every function of `module` (in parallel on the
-    /// current `rayon` pool).
+    /// Walks, encodes and hashes every function of `module` (in parallel:
+    /// [`crate::ir::parallel`]).
     pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let encoded = walk_in_parallel(module, &all, |func, scratch| {

@@ -26,7 +26,8 @@
 //! The token grammar is deterministic (every variable-length part is preceded by its
 //! length or ends with a marker no other token there can be, every choice starts
 //! with a tag), so two functions have equal streams exactly when they have equal
-//! structure.
+//! structure. Every tag is named in [`super::tokens`], with that argument in full
+//! and the list of what is deliberately not compared.
 //!
 //! The walk writes into a [`TokenSink`]. [`encode_function`] stores the stream for
 //! the comparator; [`hash_function`](super::hash::hash_function) feeds a
@@ -35,7 +36,8 @@
 //! are the same generic walk, so the hash cannot drift from the comparator. (The
 //! hasher depends on the walk, never the reverse.)
 
-use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
+use super::tokens::*;
+use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -43,8 +45,6 @@ use cranelift_codegen::ir::{
     MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::ir::{Endianness, immediates::Offset32, types};
-use cranelift_module::Linkage;
-use rayon::prelude::*;
 use std::fmt;
 
 /// The comparator's view of one function: a token stream plus where it names
@@ -266,20 +266,17 @@ pub struct WalkOptions {
     pub symbols_by_reference: bool,
 }
 
-/// Runs `walk` over the given functions of `module` in parallel on the current
-/// `rayon` pool, keeping their order, with one [`WalkScratch`] per worker.
+/// Runs `walk` over the given functions of `module` in parallel
+/// ([`crate::ir::parallel`]), keeping their order, with one [`WalkScratch`] per
+/// worker.
 pub fn walk_in_parallel<T: Send>(
     module: &FunctionSet,
     functions: &[FuncIndex],
     walk: impl Fn(&Function, &mut WalkScratch) -> T + Sync,
 ) -> Vec<T> {
-    functions
-        .par_iter()
-        .with_min_len(16)
-        .map_init(WalkScratch::default, |scratch, &f| {
-            walk(&module.get(f).func, scratch)
-        })
-        .collect()
+    parallel::map_init(functions, 16, WalkScratch::default, |scratch, &f| {
+        walk(&module.get(f).func, scratch)
+    })
 }
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in
@@ -341,19 +338,6 @@ pub fn type_code(ty: Type) -> u64 {
     ty.index() as u64
 }
 
-/// Ends the instructions of a block.
-const END_OF_BLOCK: u64 = u64::MAX;
-
-/// Tags for name references: by content (libcalls, well-known symbols, and
-/// everything outside the module in a single-module walk), by class, and (in a
-/// summary walk) by exact symbol.
-const NAME_EXTERNAL: u64 = 0;
-/// The tag before a class reference.
-pub const NAME_MODULE: u64 = 1;
-/// The tag before a reference to an exact symbol in a summary walk
-/// ([`WalkOptions::symbols_by_reference`]).
-pub const NAME_EXACT: u64 = 2;
-
 struct Walker<'a, S> {
     func: &'a Function,
     module: &'a FunctionSet,
@@ -386,17 +370,17 @@ impl<S: TokenSink> Walker<'_, S> {
         let func = self.func;
         self.signature(&func.signature);
         match func.stack_limit {
-            None => self.push(0),
+            None => self.push(ABSENT),
             Some(gv) => {
-                self.push(1);
+                self.push(PRESENT);
                 self.global_value(gv)?;
             }
         }
         let Some(entry) = func.layout.entry_block() else {
-            self.push(0);
+            self.push(ABSENT);
             return Ok(());
         };
-        self.push(1);
+        self.push(PRESENT);
         self.block_ref(entry);
         // Blocks are visited in order of discovery, which is a breadth-first walk
         // from the entry in terminator order: every block after its dominators.
@@ -423,7 +407,6 @@ impl<S: TokenSink> Walker<'_, S> {
             self.inst(inst)?;
             self.instructions += 1;
         }
-        // No opcode token is `u64::MAX`, so this ends the block unambiguously.
         self.push(END_OF_BLOCK);
         Ok(())
     }
@@ -451,7 +434,7 @@ impl<S: TokenSink> Walker<'_, S> {
             // Used before defined: only in IR the verifier rejects. The walk goes on
             // and the function is reported unsupported at the end.
             self.used_before_defined = Some(value);
-            self.push(u64::MAX);
+            self.push(UNDEFINED_VALUE);
         } else {
             self.push(u64::from(serial));
         }
@@ -485,15 +468,15 @@ impl<S: TokenSink> Walker<'_, S> {
         for arg in call.args(pool) {
             match arg {
                 BlockArg::Value(v) => {
-                    self.push(0);
+                    self.push(BLOCK_ARG_VALUE);
                     self.value(v);
                 }
                 BlockArg::TryCallRet(i) => {
-                    self.push(1);
+                    self.push(BLOCK_ARG_TRY_CALL_RET);
                     self.push(u64::from(i));
                 }
                 BlockArg::TryCallExn(i) => {
-                    self.push(2);
+                    self.push(BLOCK_ARG_TRY_CALL_EXN);
                     self.push(u64::from(i));
                 }
             }
@@ -503,13 +486,13 @@ impl<S: TokenSink> Walker<'_, S> {
     fn abi_param(&mut self, param: &AbiParam) {
         self.ty(param.value_type);
         match param.purpose {
-            ArgumentPurpose::Normal => self.push(0),
+            ArgumentPurpose::Normal => self.push(PURPOSE_NORMAL),
             ArgumentPurpose::StructArgument(size) => {
-                self.push(1);
+                self.push(PURPOSE_STRUCT_ARGUMENT);
                 self.push(u64::from(size));
             }
-            ArgumentPurpose::StructReturn => self.push(2),
-            ArgumentPurpose::VMContext => self.push(3),
+            ArgumentPurpose::StructReturn => self.push(PURPOSE_STRUCT_RETURN),
+            ArgumentPurpose::VMContext => self.push(PURPOSE_VMCONTEXT),
         }
         self.push(param.extension as u64);
     }
@@ -558,9 +541,9 @@ impl<S: TokenSink> Walker<'_, S> {
         }
         let data = func.dfg.mem_flags[flags];
         let endianness = match data.explicit_endianness() {
-            None => 0,
-            Some(Endianness::Little) => 1,
-            Some(Endianness::Big) => 2,
+            None => ENDIAN_NATIVE,
+            Some(Endianness::Little) => ENDIAN_LITTLE,
+            Some(Endianness::Big) => ENDIAN_BIG,
         };
         let trap = data.trap_code().map_or(0, |t| u64::from(t.as_raw().get()));
         let bits = endianness
@@ -571,7 +554,7 @@ impl<S: TokenSink> Walker<'_, S> {
             | trap << 8;
         // Alias regions by their user id: the same id means the same region.
         let region = match data.alias_region() {
-            None => 0,
+            None => NO_ALIAS_REGION,
             Some(region) if func.dfg.alias_regions.is_valid(region) => {
                 1 + u64::from(func.dfg.alias_regions[region].user_id)
             }
@@ -613,20 +596,20 @@ impl<S: TokenSink> Walker<'_, S> {
     fn symbol(&mut self, key: SymbolKey<'_>) {
         match key {
             SymbolKey::User { namespace, index } => {
-                self.push(0);
+                self.push(SYMBOL_USER);
                 self.push(u64::from(namespace));
                 self.push(u64::from(index));
             }
             SymbolKey::Testcase(raw) => {
-                self.push(1);
+                self.push(SYMBOL_TESTCASE);
                 self.constant_bytes(raw);
             }
             SymbolKey::LibCall(libcall) => {
-                self.push(2);
+                self.push(SYMBOL_LIBCALL);
                 self.push(libcall as u64);
             }
             SymbolKey::Known(known) => {
-                self.push(3);
+                self.push(SYMBOL_KNOWN);
                 self.push(known as u64);
             }
         }
@@ -665,7 +648,7 @@ impl<S: TokenSink> Walker<'_, S> {
             };
             match data {
                 GlobalValueData::VMContext => {
-                    self.push(0);
+                    self.push(GLOBAL_VMCONTEXT);
                     return Ok(());
                 }
                 GlobalValueData::Load {
@@ -674,7 +657,7 @@ impl<S: TokenSink> Walker<'_, S> {
                     global_type,
                     flags,
                 } => {
-                    self.push(1);
+                    self.push(GLOBAL_LOAD);
                     self.offset(*offset);
                     self.ty(*global_type);
                     self.mem_flags(*flags)?;
@@ -685,7 +668,7 @@ impl<S: TokenSink> Walker<'_, S> {
                     offset,
                     global_type,
                 } => {
-                    self.push(2);
+                    self.push(GLOBAL_IADD_IMM);
                     self.push(offset.bits() as u64);
                     self.ty(*global_type);
                     gv = *base;
@@ -696,7 +679,7 @@ impl<S: TokenSink> Walker<'_, S> {
                     colocated,
                     tls,
                 } => {
-                    self.push(3);
+                    self.push(GLOBAL_SYMBOL);
                     let Some(key) = SymbolKey::of_external(func, name) else {
                         return unsupported("reference to an undeclared user name");
                     };
@@ -707,7 +690,7 @@ impl<S: TokenSink> Walker<'_, S> {
                     return Ok(());
                 }
                 GlobalValueData::DynScaleTargetConst { vector_type } => {
-                    self.push(4);
+                    self.push(GLOBAL_DYN_SCALE);
                     self.ty(*vector_type);
                     return Ok(());
                 }
@@ -725,7 +708,7 @@ impl<S: TokenSink> Walker<'_, S> {
     fn stack_slot(&mut self, slot: StackSlot) -> Result<(), Unsupported> {
         let serial = self.scratch.slots[slot];
         if serial != 0 {
-            self.push(1);
+            self.push(SLOT_SEEN);
             self.push(u64::from(serial));
             return Ok(());
         }
@@ -735,14 +718,14 @@ impl<S: TokenSink> Walker<'_, S> {
         let Some(data) = func.sized_stack_slots.get(slot) else {
             return unsupported(format!("reference to undeclared {slot}"));
         };
-        self.push(0);
+        self.push(SLOT_FIRST_USE);
         self.push(data.kind as u64);
         self.push(u64::from(data.size));
         self.push(u64::from(data.align_shift));
         match data.key {
-            None => self.push(0),
+            None => self.push(ABSENT),
             Some(key) => {
-                self.push(1);
+                self.push(PRESENT);
                 self.push(key.bits());
             }
         }
@@ -752,7 +735,7 @@ impl<S: TokenSink> Walker<'_, S> {
     fn dynamic_stack_slot(&mut self, slot: DynamicStackSlot) -> Result<(), Unsupported> {
         let serial = self.scratch.dynamic_slots[slot];
         if serial != 0 {
-            self.push(1);
+            self.push(SLOT_SEEN);
             self.push(u64::from(serial));
             return Ok(());
         }
@@ -764,7 +747,7 @@ impl<S: TokenSink> Walker<'_, S> {
         let Some(dyn_ty) = func.dfg.dynamic_types.get(data.dyn_ty) else {
             return unsupported(format!("reference to undeclared {}", data.dyn_ty));
         };
-        self.push(0);
+        self.push(SLOT_FIRST_USE);
         self.push(data.kind as u64);
         self.ty(dyn_ty.base_vector_ty);
         self.global_value(dyn_ty.dynamic_scale)
@@ -790,16 +773,16 @@ impl<S: TokenSink> Walker<'_, S> {
         for item in data.items() {
             match item {
                 ExceptionTableItem::Tag(tag, call) => {
-                    self.push(0);
+                    self.push(EXCEPTION_TAG);
                     self.push(tag.index() as u64);
                     self.block_call(&call);
                 }
                 ExceptionTableItem::Default(call) => {
-                    self.push(1);
+                    self.push(EXCEPTION_DEFAULT);
                     self.block_call(&call);
                 }
                 ExceptionTableItem::Context(v) => {
-                    self.push(2);
+                    self.push(EXCEPTION_CONTEXT);
                     self.value(v);
                 }
             }
@@ -835,9 +818,9 @@ impl<S: TokenSink> Walker<'_, S> {
             self.define_value(result)?;
         }
         match dfg.user_stack_map_entries(inst) {
-            None => self.push(0),
+            None => self.push(ABSENT),
             Some(entries) => {
-                self.push(1);
+                self.push(PRESENT);
                 self.push_len(entries.len());
                 for entry in entries {
                     self.ty(entry.ty);

@@ -2,7 +2,9 @@
 //!
 //! 1. [`encode`] walks every function once, in CFG order from the entry block, and
 //!    writes the comparator's view of it as a token stream
-//!    ([`encode::FunctionEncoding`]); the same walk feeds [`hash`]'s
+//!    ([`encode::FunctionEncoding`]) in the grammar of [`tokens`] (every tag named,
+//!    with why equal streams mean equal functions, and what is deliberately not
+//!    compared); the same walk feeds [`hash`]'s
 //!    [`hash::StructuralHasher`], so the hash cannot drift from the comparator.
 //! 2. [`compare`] defines the total order [`compare::FunctionComparator`] over
 //!    encodings.
@@ -25,6 +27,7 @@ pub mod partition;
 pub mod plan;
 pub mod rewrite;
 pub mod thunks;
+pub mod tokens;
 
 use crate::ir::{FuncIndex, FunctionSet};
 use compare::EncodedFunctions;

@@ -17,9 +17,8 @@
 //!    chains of equal callees all end up merged.
 
 use super::compare::{CalleeView, ClassId, EncodedFunctions, FunctionComparator};
-use crate::ir::FuncIndex;
+use crate::ir::{FuncIndex, parallel};
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};
-use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -130,14 +129,11 @@ fn group_sets(
     functions: &EncodedFunctions,
     view: CalleeView<'_>,
 ) -> (Vec<Vec<FuncIndex>>, u64) {
-    let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = sets
-        .par_iter()
-        .map(|set| {
-            let comparator = FunctionComparator::new(functions, view);
-            let groups = group_equal(set.iter().copied(), &comparator);
-            (groups, comparator.comparisons())
-        })
-        .collect();
+    let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = parallel::map(sets, 1, |set| {
+        let comparator = FunctionComparator::new(functions, view);
+        let groups = group_equal(set.iter().copied(), &comparator);
+        (groups, comparator.comparisons())
+    });
     let mut groups = Vec::new();
     let mut comparisons = 0;
     for (set_groups, set_comparisons) in results {
@@ -219,14 +215,11 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         // Classes are re-examined independently of each other, in parallel.
         let classes: Vec<ClassId> = dirty.iter().copied().collect();
         let view = CalleeView::Classes(&class_of);
-        let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = classes
-            .par_iter()
-            .map(|&class| {
-                let comparator = FunctionComparator::new(functions, view);
-                let groups = group_equal(members[class].iter().copied(), &comparator);
-                (groups, comparator.comparisons())
-            })
-            .collect();
+        let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = parallel::map(&classes, 1, |&class| {
+            let comparator = FunctionComparator::new(functions, view);
+            let groups = group_equal(members[class].iter().copied(), &comparator);
+            (groups, comparator.comparisons())
+        });
         let mut splits = Vec::new();
         for (&class, (groups, comparisons)) in classes.iter().zip(results) {
             stats.comparisons += comparisons;

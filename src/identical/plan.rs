@@ -19,9 +19,9 @@
 //! significant (like LLVM's `unnamed_addr`).
 
 use super::partition::Partition;
+use crate::ir::Linkage;
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
-use cranelift_module::Linkage;
 use std::fmt;
 use std::str::FromStr;
 

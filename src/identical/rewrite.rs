@@ -10,13 +10,13 @@
 
 use super::plan::{MergeAction, MergePlan};
 use super::thunks::{build_thunk, external_name};
-use crate::ir::{DefinedFunction, FuncIndex, FunctionSet, SymbolName, mentioned_names};
+use crate::ir::{
+    DefinedFunction, FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel,
+};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{
     ExtFuncData, FuncRef, Function, GlobalValueData, InstructionData, UserFuncName,
 };
-use cranelift_module::Linkage;
-use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
 
@@ -61,35 +61,31 @@ impl OutputEntry<'_> {
 }
 
 /// Applies `plan` to `module` and returns the merged module in input order.
-/// Functions are rewritten in parallel on the current `rayon` pool; the result does
+/// Functions are rewritten in parallel ([`crate::ir::parallel`]); the result does
 /// not depend on the number of threads.
 pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'a>> {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
     let functions: Vec<(FuncIndex, &'a DefinedFunction)> = module.iter().collect();
-    functions
-        .par_iter()
-        .with_min_len(32)
-        .map(|&(index, def)| match decisions[index] {
-            Some(d) if d.action == MergeAction::Thunk => OutputEntry::Thunk {
-                function: index,
-                into: d.into,
-                body: build_thunk(&def.func, &module.get(d.into).func.name),
-            },
-            Some(d) => OutputEntry::Removed {
-                function: index,
-                into: d.into,
-                action: d.action,
-            },
-            None => OutputEntry::Function(index, redirects.rewrite(&def.func)),
-        })
-        .collect()
+    parallel::map(&functions, 32, |&(index, def)| match decisions[index] {
+        Some(d) if d.action == MergeAction::Thunk => OutputEntry::Thunk {
+            function: index,
+            into: d.into,
+            body: build_thunk(&def.func, &module.get(d.into).func.name),
+        },
+        Some(d) => OutputEntry::Removed {
+            function: index,
+            into: d.into,
+            action: d.action,
+        },
+        None => OutputEntry::Function(index, redirects.rewrite(&def.func)),
+    })
 }
 
 /// Applies `plan` to `module` in place, without copying any function: references
 /// are redirected, and each thunked duplicate's body becomes its thunk. Erased and
 /// aliased duplicates keep their (now unreferenced) bodies: skip them by the plan.
-/// In parallel on the current `rayon` pool.
+/// In parallel ([`crate::ir::parallel`]).
 pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();

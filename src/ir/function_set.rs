@@ -1,11 +1,11 @@
 //! The unit the pass works on: a set of CLIF function definitions with their linkage.
 
+use super::linkage::Linkage;
+use super::parallel;
 use super::symbols::{SymbolKey, SymbolName, mentioned_names};
 use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
-use cranelift_module::Linkage;
 use hashbrown::HashMap;
-use rayon::prelude::*;
 use rustc_hash::FxBuildHasher;
 use std::fmt;
 
@@ -77,7 +77,12 @@ impl FunctionSet {
 
     /// Adds a definition. Names must be unique within the module, and test-case
     /// names must be UTF-8 (CLIF text cannot spell anything else).
-    pub fn push(&mut self, func: Function, linkage: Linkage) -> Result<FuncIndex, DefinitionError> {
+    pub fn push(
+        &mut self,
+        func: Function,
+        linkage: impl Into<Linkage>,
+    ) -> Result<FuncIndex, DefinitionError> {
+        let linkage = linkage.into();
         if let Some(name) = non_utf8_name(&func) {
             return Err(DefinitionError::NameNotUtf8(name));
         }
@@ -110,15 +115,12 @@ impl FunctionSet {
         &mut self.functions[index]
     }
 
-    /// Runs `f` on every definition, in parallel on the current `rayon` pool. `f`
-    /// must not rename the function (the name index would no longer match).
+    /// Runs `f` on every definition, in parallel ([`super::parallel`]). `f` must
+    /// not rename the function (the name index would no longer match).
     pub fn par_for_each_mut(&mut self, f: impl Fn(FuncIndex, &mut DefinedFunction) + Sync) {
         let mut definitions: Vec<(FuncIndex, &mut DefinedFunction)> =
             self.functions.iter_mut().collect();
-        definitions
-            .par_iter_mut()
-            .with_min_len(32)
-            .for_each(|(index, def)| f(*index, def));
+        parallel::for_each_mut(&mut definitions, 32, |(index, def)| f(*index, def));
     }
 
     /// All definitions in input order.
@@ -137,8 +139,8 @@ impl FunctionSet {
     }
 
     /// Sets the linkage of a defined function.
-    pub fn set_linkage(&mut self, index: FuncIndex, linkage: Linkage) {
-        self.functions[index].linkage = linkage;
+    pub fn set_linkage(&mut self, index: FuncIndex, linkage: impl Into<Linkage>) {
+        self.functions[index].linkage = linkage.into();
     }
 
     /// Records that `index`'s address is taken outside the functions of this set

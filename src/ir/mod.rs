@@ -1,7 +1,10 @@
 //! The IR layer: what the passes work on, independent of any pass.
 //!
 //! * [`function_set`]: [`FunctionSet`], the functions of one module with their
-//!   linkage and a name index;
+//!   [`Linkage`] and a name index;
+//! * [`linkage`]: [`Linkage`], the pass's own copy of `cranelift_module::Linkage`;
+//! * [`parallel`]: the one switch between `rayon` and sequential iteration (the
+//!   `parallel` feature); results never depend on it;
 //! * [`symbols`]: symbol names as a linker sees them ([`SymbolName`], borrowed as
 //!   [`SymbolKey`]), the one iterator over every name a function mentions
 //!   ([`mentioned_names`]), and the [`NameAuthority`] that hands out fresh names.
@@ -9,7 +12,10 @@
 //! Nothing here imports another folder of the crate.
 
 pub mod function_set;
+pub mod linkage;
+pub mod parallel;
 pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet};
+pub use linkage::Linkage;
 pub use symbols::{NameAuthority, SymbolKey, SymbolName, mentioned_names};

@@ -3,6 +3,7 @@
 //! [`MergingModule`](super::MergingModule) recorded, and the linker names its
 //! summaries use.
 
+use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::ir::{FuncIndex, FunctionSet, SymbolName};
@@ -56,27 +57,6 @@ impl SymbolNames for DeclaredNames<'_> {
     }
 }
 
-/// A decision resolved in the inner module: what happens, and the representative's
-/// `FuncId` (an import when it lives in another module).
-#[derive(Copy, Clone)]
-pub(super) struct ResolvedDecision {
-    /// What happens to the function.
-    pub(super) action: DecisionAction,
-    /// The representative.
-    pub(super) target: FuncId,
-}
-
-/// A module's decisions resolved in the inner module.
-pub(super) struct ResolvedDecisions {
-    /// Per recorded function (indexed like the set), its decision.
-    pub(super) per_function: Vec<Option<ResolvedDecision>>,
-    /// Imports whose direct calls go to another import (a function of another
-    /// module that became a thunk, and its representative).
-    pub(super) calls: Vec<(FuncId, FuncId)>,
-    /// Each representative's `MODULE::NAME`.
-    pub(super) qualified: HashMap<FuncId, String>,
-}
-
 /// Resolves this module's decisions against `set` (the recorded functions):
 /// checks them and declares every representative that lives elsewhere as an
 /// import. Indexed like `set`.
@@ -90,11 +70,7 @@ pub(super) fn resolve_decisions<M: Module>(
     let mut resolved = vec![None; set.len()];
     let mut qualified = HashMap::new();
     let Some(decisions) = decisions else {
-        return Ok(ResolvedDecisions {
-            per_function: resolved,
-            calls: Vec::new(),
-            qualified,
-        });
+        return Ok(ResolvedDecisions::none(set.len()));
     };
     let error = |message: String| ModuleError::Backend(anyhow::anyhow!(message));
     let significant = merge.mode == MergeMode::Safe;
@@ -109,7 +85,10 @@ pub(super) fn resolve_decisions<M: Module>(
     let summary = summarize_merged(&merged, &decisions.module, merge.mode, &names);
     let mut by_symbol: HashMap<String, (FuncIndex, u64)> = HashMap::new();
     for (index, def) in merged.set.iter() {
-        let symbol = names.symbol(&def.func.name, Some(def.linkage == Linkage::Local));
+        let symbol = names.symbol(
+            &def.func.name,
+            Some(def.linkage == crate::ir::Linkage::Local),
+        );
         if let Some(i) = summary.functions.iter().position(|f| f.name == symbol.name) {
             by_symbol.insert(symbol.name, (index, summary.fingerprint(i)));
         }
@@ -185,8 +164,8 @@ pub(super) fn resolve_decisions<M: Module>(
             inner.declare_function(&d.to, Linkage::Import, &func.signature)?
         };
         let action = match d.action {
-            DecisionAction::Redirect if allow_redirect => DecisionAction::Redirect,
-            _ => DecisionAction::Thunk,
+            DecisionAction::Redirect if allow_redirect => CrossAction::Redirect,
+            _ => CrossAction::Thunk,
         };
         resolved[original.index()] = Some(ResolvedDecision { action, target });
         qualified.insert(target, format!("{}::{}", d.to_module, d.to));
@@ -213,4 +192,13 @@ pub(super) fn resolve_decisions<M: Module>(
         calls,
         qualified,
     })
+}
+
+impl From<CrossAction> for DecisionAction {
+    fn from(action: CrossAction) -> Self {
+        match action {
+            CrossAction::Thunk => Self::Thunk,
+            CrossAction::Redirect => Self::Redirect,
+        }
+    }
 }

@@ -1,13 +1,17 @@
 //! [`MergingModule`] itself: recording definitions, running the pass at finish,
 //! defining what stays in the inner module.
 
-use super::decisions::{DeclaredNames, ResolvedDecision, ResolvedDecisions, resolve_decisions};
+use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
+#[cfg(feature = "separate")]
+use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{code_size, define_thunk};
 use crate::identical::plan::{MergeAction, MergePlan};
 use crate::identical::rewrite::{OutputEntry, Redirects};
 use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+#[cfg(feature = "separate")]
 use crate::separate::program::{DecisionAction, ModuleDecisions};
+#[cfg(feature = "separate")]
 use crate::separate::summary::{Summary, summarize_with};
 use crate::similar::{SimilarGroupReport, SimilarOptions, SimilarPass};
 use cranelift_codegen::Context;
@@ -65,6 +69,7 @@ pub struct MergeReport {
     /// Decisions of a whole-program plan applied ([`MergingModule::with_decisions`]):
     /// `(function, representative, action)`, the representative as
     /// `MODULE::NAME`.
+    #[cfg(feature = "separate")]
     pub cross_module: Vec<(String, String, DecisionAction)>,
     /// The merged groups of similar functions, by name, when
     /// [`ModuleMergeOptions::similar`] is on.
@@ -94,6 +99,7 @@ pub struct MergingModule<M: Module> {
     /// addresses can name the kept function where the duplicate has no code.
     data: Vec<(DataId, DataDescription)>,
     /// Stage 3 of separate compilation: this module's decisions, if any.
+    #[cfg(feature = "separate")]
     decisions: Option<ModuleDecisions>,
 }
 
@@ -106,6 +112,7 @@ impl<M: Module> MergingModule<M> {
             recorded: Vec::new(),
             address_taken_in_data: HashSet::new(),
             data: Vec::new(),
+            #[cfg(feature = "separate")]
             decisions: None,
         }
     }
@@ -133,6 +140,7 @@ impl<M: Module> MergingModule<M> {
     /// [`crate::separate::plan_program`].
     /// Symbols are named by their declared names; anonymous functions and data are
     /// private to the module.
+    #[cfg(feature = "separate")]
     pub fn summarize(&self, module_name: &str) -> ModuleResult<Summary> {
         let (set, _) = self.recorded_set()?;
         Ok(summarize_with(
@@ -152,9 +160,38 @@ impl<M: Module> MergingModule<M> {
     /// taken is not compiled at all (other finishes make it a thunk too). Calls in
     /// this module go straight to the representative. Similar-function merging is
     /// not combined with decisions.
+    #[cfg(feature = "separate")]
     pub fn with_decisions(mut self, decisions: ModuleDecisions) -> Self {
         self.decisions = Some(decisions);
         self
+    }
+
+    /// This module's whole-program decisions resolved against `set` (the recorded
+    /// functions); none without the `separate` feature or without
+    /// [`Self::with_decisions`].
+    #[cfg(feature = "separate")]
+    fn resolve_decisions(
+        &mut self,
+        set: &FunctionSet,
+        allow_redirect: bool,
+    ) -> ModuleResult<ResolvedDecisions> {
+        resolve_decisions(
+            &mut self.inner,
+            &self.options.merge,
+            self.decisions.take(),
+            set,
+            allow_redirect,
+        )
+    }
+
+    /// Without the `separate` feature there are no decisions.
+    #[cfg(not(feature = "separate"))]
+    fn resolve_decisions(
+        &mut self,
+        set: &FunctionSet,
+        _allow_redirect: bool,
+    ) -> ModuleResult<ResolvedDecisions> {
+        Ok(ResolvedDecisions::none(set.len()))
     }
 
     /// The wrapped module.
@@ -213,16 +250,10 @@ impl<M: Module> MergingModule<M> {
             per_function: resolved,
             calls: call_redirects,
             qualified,
-        } = resolve_decisions(
-            &mut self.inner,
-            &self.options.merge,
-            self.decisions.take(),
-            &set,
-            allow_redirect,
-        )?;
+        } = self.resolve_decisions(&set, allow_redirect)?;
         let set_ref = &set;
         let resolved_ref = &resolved;
-        let decided = |action: DecisionAction| {
+        let decided = |action: CrossAction| {
             resolved_ref
                 .iter()
                 .enumerate()
@@ -248,8 +279,8 @@ impl<M: Module> MergingModule<M> {
             )
         });
         let cross_redirects = Redirects::from_maps(
-            decided(DecisionAction::Redirect),
-            decided(DecisionAction::Thunk).into_iter().chain(imports),
+            decided(CrossAction::Redirect),
+            decided(CrossAction::Thunk).into_iter().chain(imports),
         );
         let has_decisions = resolved.iter().any(Option::is_some);
         let outcome = merge_functions(&set, &self.options.merge);
@@ -291,7 +322,7 @@ impl<M: Module> MergingModule<M> {
             if let Some(r) = resolved[function.index()] {
                 let func = &set.get(function).func;
                 duplicate_bytes += code_size(self.inner.isa(), func)?;
-                if r.action == DecisionAction::Thunk {
+                if r.action == CrossAction::Thunk {
                     thunk_bytes += define_thunk(&mut self.inner, id_of(function), func, r.target)?;
                 }
                 continue;
@@ -324,7 +355,7 @@ impl<M: Module> MergingModule<M> {
             plan: outcome.plan,
             redirected: cross_module
                 .iter()
-                .filter(|(_, r)| r.action == DecisionAction::Redirect)
+                .filter(|(_, r)| r.action == CrossAction::Redirect)
                 .map(|(id, _)| *id)
                 .collect(),
         };
@@ -339,7 +370,7 @@ impl<M: Module> MergingModule<M> {
             .chain(
                 cross_module
                     .iter()
-                    .filter(|(_, r)| r.action == DecisionAction::Redirect)
+                    .filter(|(_, r)| r.action == CrossAction::Redirect)
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();
@@ -369,23 +400,28 @@ impl<M: Module> MergingModule<M> {
             .collect();
         let mut report = report_of(&names, &merged.plan);
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
-        let declared = |id: FuncId| {
-            self.inner
-                .declarations()
-                .get_function_decl(id)
-                .linkage_name(id)
-                .into_owned()
-        };
-        report.cross_module = cross_module
-            .iter()
-            .map(|(id, r)| {
-                let into = qualified
-                    .get(&r.target)
-                    .cloned()
-                    .unwrap_or_else(|| declared(r.target));
-                (declared(*id), into, r.action)
-            })
-            .collect();
+        #[cfg(feature = "separate")]
+        {
+            let declared = |id: FuncId| {
+                self.inner
+                    .declarations()
+                    .get_function_decl(id)
+                    .linkage_name(id)
+                    .into_owned()
+            };
+            report.cross_module = cross_module
+                .iter()
+                .map(|(id, r)| {
+                    let into = qualified
+                        .get(&r.target)
+                        .cloned()
+                        .unwrap_or_else(|| declared(r.target));
+                    (declared(*id), into, r.action.into())
+                })
+                .collect();
+        }
+        #[cfg(not(feature = "separate"))]
+        let _ = &qualified;
         if let Some(similar) = &similar {
             let groups = &similar.outcome.groups;
             report.similar_groups = groups.len();
@@ -415,7 +451,9 @@ pub(super) struct Merged {
     pub(super) ids: Vec<FuncId>,
     /// The pass's decisions.
     pub(super) plan: MergePlan,
-    /// Functions a whole-program decision removed (their calls go elsewhere).
+    /// Functions a whole-program decision removed (their calls go elsewhere); only
+    /// an object file has symbols to fix for them.
+    #[cfg_attr(not(feature = "object"), allow(dead_code))]
     pub(super) redirected: Vec<FuncId>,
 }
 
@@ -446,6 +484,7 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         actions,
         bytes_saved: 0,
         similar_groups: 0,
+        #[cfg(feature = "separate")]
         cross_module: Vec::new(),
         similar: None,
     }

@@ -23,20 +23,27 @@
 //! `JITModule`, [`MergingModule::finish_jit`] finalizes and returns a [`MergedJit`]
 //! whose `get_finalized_function` resolves such a duplicate to the kept code.
 //!
-//! Files: [`merging`] (the wrapper, the pass at finish), [`thunk`] (thunks as one
-//! machine jump), [`decisions`] (stage 3 of separate compilation), [`object`] and
-//! [`jit`] (the backend-specific finishes). Imports point downward: `object` and
-//! `jit` use `merging`, which uses `thunk` and `decisions`.
+//! Files: `merging` (the wrapper, the pass at finish), `thunk` (thunks as one
+//! machine jump), `decisions` (stage 3 of separate compilation, with the
+//! `separate` feature) over `cross_module` (the decisions as the finish applies
+//! them), `object` and `jit` (the backend-specific finishes, with the features of
+//! those names). Imports point downward: `object` and `jit` use `merging`, which
+//! uses `thunk`, `decisions` and `cross_module`.
 
 // `ModuleResult` is cranelift-module's own error type, which the `Module` trait
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
+pub mod cross_module;
+#[cfg(feature = "separate")]
 pub mod decisions;
+#[cfg(feature = "jit")]
 pub mod jit;
 pub mod merging;
+#[cfg(feature = "object")]
 pub mod object;
 pub mod thunk;
 
+#[cfg(feature = "jit")]
 pub use jit::MergedJit;
 pub use merging::{MergeReport, MergingModule, ModuleMergeOptions};

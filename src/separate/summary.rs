@@ -16,16 +16,16 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
-use crate::identical::encode::{NAME_EXACT, WalkOptions, encode_function, walk_in_parallel};
+use crate::identical::encode::{WalkOptions, encode_function, walk_in_parallel};
 use crate::identical::hash::hash_function;
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
+use crate::identical::tokens::NAME_EXACT;
 use crate::identical::{MergeOptions, merge_functions};
-use crate::ir::{FuncIndex, FunctionSet, SymbolName, mentioned_names};
+use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{ExternalName, Function, Signature, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::CallConv;
-use cranelift_module::Linkage;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -412,17 +412,15 @@ impl Summary {
 }
 
 /// Summarizes several modules (name, functions) at once, in parallel over the
-/// modules on the current `rayon` pool (each module's own walk is parallel too).
+/// modules ([`crate::ir::parallel`]; each module's own walk is parallel too).
 /// The summaries are in the order of `modules`.
 pub fn summarize_modules(
     modules: &[(String, FunctionSet)],
     options: &MergeOptions,
 ) -> Vec<Summary> {
-    use rayon::prelude::*;
-    modules
-        .par_iter()
-        .map(|(name, module)| summarize(module, name, options))
-        .collect()
+    parallel::map(modules, 1, |(name, module)| {
+        summarize(module, name, options)
+    })
 }
 
 /// Splits `module` into `parts` modules, function `i` into part `i mod parts`, the

@@ -18,10 +18,10 @@ use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::identical::rewrite::Redirects;
 use crate::identical::thunks::build_thunk;
-use crate::ir::{FunctionSet, SymbolName};
+use crate::ir::{FunctionSet, Linkage, SymbolName};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::UserFuncName;
-use cranelift_module::Linkage;
+
 use std::collections::HashMap;
 use std::fmt;
 
