@@ -8,11 +8,10 @@
 //! at least those pairs; it may find more only where the text differs in ways that
 //! do not count (it finds none more today, which is printed).
 
-use clif_merge::cli::load;
-use clif_merge::identical::plan::MergeAction;
-use clif_merge::similar::cost::compiled_size;
-use clif_merge::similar::cost::host_isa;
+use clif_merge::MergeAction;
 use clif_merge::similar::{SimilarOptions, SimilarOutcome, merge_similar_for};
+use clif_merge::testing::load;
+use clif_merge::testing::{compiled_size, host_isa};
 use clif_merge::validate::{validate, validate_similar};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;

@@ -26,6 +26,7 @@ use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, InstructionData, Opcode};
 use cranelift_interpreter::environment::FunctionStore;
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Interpreter steps per run.
@@ -41,9 +42,9 @@ pub struct Mismatch {
     /// The input that tells them apart.
     pub input: Vec<DataValue>,
     /// What the original duplicate did.
-    pub original: String,
+    pub original: RunOutcome,
     /// What its replacement in the merged module did.
-    pub merged: String,
+    pub merged: RunOutcome,
 }
 
 /// What validation found.
@@ -52,7 +53,7 @@ pub struct ValidationReport {
     /// Pairs that agreed on every conclusive input (at least one).
     pub validated: usize,
     /// Pairs that could not be run, with the reason.
-    pub unvalidated: Vec<(FuncIndex, String)>,
+    pub unvalidated: Vec<(FuncIndex, UnvalidatedReason)>,
     /// Pairs that disagreed.
     pub mismatches: Vec<Mismatch>,
     /// Inputs run and compared conclusively, over all pairs.
@@ -60,11 +61,12 @@ pub struct ValidationReport {
 }
 
 impl ValidationReport {
-    /// Unvalidated pairs counted by reason, in reason order.
-    pub fn reasons(&self) -> BTreeMap<String, usize> {
+    /// Unvalidated pairs counted by reason, in reason order (the alphabetical
+    /// order of their messages).
+    pub fn reasons(&self) -> BTreeMap<UnvalidatedReason, usize> {
         let mut counts = BTreeMap::new();
-        for (_, reason) in &self.unvalidated {
-            *counts.entry(reason.clone()).or_insert(0) += 1;
+        for &(_, reason) in &self.unvalidated {
+            *counts.entry(reason).or_insert(0) += 1;
         }
         counts
     }
@@ -87,6 +89,34 @@ impl ValidationReport {
             self.unvalidated.len(),
             self.mismatches.len()
         )
+    }
+}
+
+/// Why a pair could not be validated.
+///
+/// Variants are declared in the alphabetical order of their messages, which is
+/// the order reports list them in (checked by a test).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UnvalidatedReason {
+    /// A parameter has a type the inputs do not sample (vectors, for example).
+    ParameterTypeNotSampled,
+    /// Every input was inconclusive: out of fuel, or something the interpreter
+    /// cannot do.
+    NoConclusiveRun,
+    /// Reads the frame pointer, stack pointer or return address.
+    ReadsMachineState,
+    /// Uses exceptions (`try_call`).
+    UsesExceptions,
+}
+
+impl fmt::Display for UnvalidatedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ParameterTypeNotSampled => "has parameters of a type not sampled",
+            Self::NoConclusiveRun => "no input ran to completion in the interpreter",
+            Self::ReadsMachineState => "reads machine state",
+            Self::UsesExceptions => "uses exceptions",
+        })
     }
 }
 
@@ -246,7 +276,7 @@ fn validate_pairs<'a>(
         let Some(inputs) = inputs_for(pair.original, pair.function.index() as u64) else {
             report
                 .unvalidated
-                .push((pair.function, "has parameters of a type not sampled".into()));
+                .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
             continue;
         };
         let mut conclusive = 0;
@@ -262,8 +292,8 @@ fn validate_pairs<'a>(
                         function: pair.function,
                         into: pair.into,
                         input,
-                        original: a.to_string(),
-                        merged: b.to_string(),
+                        original: a,
+                        merged: b,
                     });
                     break;
                 }
@@ -274,10 +304,9 @@ fn validate_pairs<'a>(
         if let Some(m) = mismatch {
             report.mismatches.push(m);
         } else if conclusive == 0 {
-            report.unvalidated.push((
-                pair.function,
-                "no input ran to completion in the interpreter".into(),
-            ));
+            report
+                .unvalidated
+                .push((pair.function, UnvalidatedReason::NoConclusiveRun));
         } else {
             report.validated += 1;
         }
@@ -301,7 +330,7 @@ fn store_of(functions: &[Function]) -> FunctionStore<'_> {
 /// the [`Sandbox`]: no exceptions, no reads of machine state (stack, frame pointer,
 /// return address). Everything else (memory through pointers, global values, calls
 /// leaving the store, indirect calls) the sandbox makes total.
-fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
+fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), UnvalidatedReason> {
     let mut pending = vec![name.to_string()];
     let mut seen: HashSet<String> = HashSet::new();
     while let Some(name) = pending.pop() {
@@ -322,7 +351,7 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
                         pending.push(callee.name.display(Some(&func.params)).to_string());
                     }
                     InstructionData::TryCall { .. } | InstructionData::TryCallIndirect { .. } => {
-                        return Err("uses exceptions".into());
+                        return Err(UnvalidatedReason::UsesExceptions);
                     }
                     _ if matches!(
                         data.opcode(),
@@ -331,7 +360,7 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
                             | Opcode::GetReturnAddress
                     ) =>
                     {
-                        return Err("reads machine state".into());
+                        return Err(UnvalidatedReason::ReadsMachineState);
                     }
                     _ => {}
                 }
@@ -350,4 +379,23 @@ fn run(world: &SandboxWorld<'_>, name: &str, input: &[DataValue], seed: u64) -> 
     }))
     .ok()
     .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UnvalidatedReason::*;
+
+    #[test]
+    fn reasons_are_declared_in_the_order_of_their_messages() {
+        let reasons = [
+            ParameterTypeNotSampled,
+            NoConclusiveRun,
+            ReadsMachineState,
+            UsesExceptions,
+        ];
+        for pair in reasons.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(pair[0].to_string() < pair[1].to_string());
+        }
+    }
 }
