@@ -7,8 +7,10 @@
 # 2. no import cycle between files (a folder's mod.rs counts as a file: a child
 #    that imports its own mod.rs while mod.rs re-exports the child is a cycle).
 #
-# A path (and a relative `use child::...`) is resolved to the longest prefix that is a file (`a/b.rs`) or a folder
-# (`a/b/mod.rs`) under src/. Comment lines are skipped; src/lib.rs (the crate root,
+# A path (and a relative `use child::...`) is resolved to the longest prefix that
+# is a file (`a/b.rs`) or a folder (`a/b/mod.rs`) under src/. Comment lines and unit
+# tests (from `#[cfg(test)]` at the start of a line to the end of the file) are
+# skipped; src/lib.rs (the crate root,
 # which only declares and re-exports) and src/bin/ (another crate) are not checked.
 # Prints every edge with --verbose. Exit status 1 on a violation.
 set -euo pipefail
@@ -23,7 +25,7 @@ find . -name '*.rs' -not -path './bin/*' -not -path './lib.rs' | sed 's|^\./||' 
     # A relative `use child::...` (a folder's mod.rs naming its children) counts as
     # `self::child::...`; `use some_crate::...` resolves to the file itself and is
     # dropped.
-    sed -e 's|^[[:space:]]*//.*$||' \
+    sed -e '/^#\[cfg(test)\]/,$d' -e 's|^[[:space:]]*//.*$||' \
       -e 's/^\([[:space:]]*\(pub\(([a-z]*)\)\{0,1\} \)\{0,1\}use \)\([a-z_][a-z0-9_]*::\)/\1self::\4/' \
       -e 's/self::\(crate\|super\|self\)::/\1::/' "$file" |
       grep -oE '\b(crate|super|self)(::[A-Za-z_][A-Za-z0-9_]*)+' |

@@ -38,10 +38,7 @@ fn compile(enabled: bool) -> Result<(Vec<u8>, MergeReport), Box<dyn std::error::
     let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
         .finish(settings::Flags::new(flags))?;
     let builder = ObjectBuilder::new(isa, "program", cranelift_module::default_libcall_names())?;
-    let options = ModuleMergeOptions {
-        enabled,
-        ..ModuleMergeOptions::default()
-    };
+    let options = ModuleMergeOptions::default().with_enabled(enabled);
     let mut module = MergingModule::new(ObjectModule::new(builder), options);
     program::build(&mut module);
     let (product, report) = module.finish_object()?;

@@ -18,10 +18,7 @@ fn compile(
     let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
         .finish(settings::Flags::new(settings::builder()))?;
     let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    let options = ModuleMergeOptions {
-        enabled,
-        ..ModuleMergeOptions::default()
-    };
+    let options = ModuleMergeOptions::default().with_enabled(enabled);
     let mut module = MergingModule::new(JITModule::new(builder), options);
     let program = program::build(&mut module);
     let (jit, report) = module.finish_jit()?;

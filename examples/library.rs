@@ -2,9 +2,7 @@
 //!
 //! Run with `cargo run --example library`.
 
-use clif_merge::Linkage;
-use clif_merge::cli::report::clif_text;
-use clif_merge::{FunctionSet, MergeOptions, merge_functions};
+use clif_merge::{FunctionSet, Linkage, MergeOptions, OutputEntry, merge_functions};
 
 const MODULE: &str = r#"
 function %square_i32(i32) -> i32 {
@@ -50,6 +48,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!();
-    print!("{}", clif_text(&module, &outcome, None, ""));
+    // The merged module, in input order.
+    for entry in &outcome.output {
+        match entry {
+            OutputEntry::Function(_, func) => println!("{}", func.display()),
+            OutputEntry::Thunk {
+                function,
+                into,
+                body,
+            } => {
+                let (f, k) = (module.display_name(*function), module.display_name(*into));
+                println!("; {f}: thunk to {k}\n{}", body.display());
+            }
+            OutputEntry::Removed {
+                function,
+                into,
+                action,
+            } => {
+                let (f, k) = (module.display_name(*function), module.display_name(*into));
+                println!("; {f}: {action} into {k}\n");
+            }
+        }
+    }
     Ok(())
 }

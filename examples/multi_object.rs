@@ -33,8 +33,7 @@
 #![allow(clippy::result_large_err)]
 
 use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
-use clif_merge::separate::program::{ModuleDecisions, ProgramPlan, plan_program};
-use clif_merge::separate::summary::Summary;
+use clif_merge::separate::{ModuleDecisions, ProgramPlan, Summary, plan_program};
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
@@ -376,10 +375,7 @@ fn compile_unit(unit: usize, stages: Option<Stages>) -> Result<UnitOutput, BoxEr
         name.as_str(),
         cranelift_module::default_libcall_names(),
     )?;
-    let options = ModuleMergeOptions {
-        enabled: stages.is_some(),
-        ..ModuleMergeOptions::default()
-    };
+    let options = ModuleMergeOptions::default().with_enabled(stages.is_some());
     let mut module = MergingModule::new(ObjectModule::new(builder), options);
     build_unit(&mut module, unit)?;
     let (mut summary_bytes, mut decisions_bytes) = (0, 0);

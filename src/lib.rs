@@ -1,28 +1,34 @@
 //! clif-merge: merge identical functions in Cranelift IR (CLIF).
 //!
 //! This is the Cranelift counterpart of LLVM's MergeFunctions pass and GCC's identical
-//! code folding. The crate is layered; each folder imports only the folders below it:
+//! code folding. A compiler builds a [`FunctionSet`], runs [`merge_functions`] (or
+//! [`merge_functions_in_place`]) with [`MergeOptions`], and reads the [`MergePlan`]
+//! (classes of equal functions, and per duplicate a [`MergeAction`]: erase, alias or
+//! thunk) and the rewritten functions ([`OutputEntry`]).
 //!
-//! * [`ir`]: [`FunctionSet`] (the functions of a module with their linkage) and
-//!   symbol names;
-//! * [`identical`]: the core pass ([`merge_functions`]): one walk per function,
-//!   structural hash, total order, partition, plan, rewrite;
+//! The rest is optional:
+//!
 //! * [`similar`]: merging functions that differ only in a few constants or callees
-//!   into one parameterized body with thin entry points;
-//! * [`validate`]: translation validation in `cranelift-interpreter`, inside a
-//!   sandbox where memory, calls leaving the module and indirect calls are defined;
-//! * [`separate`]: separate compilation (GCC's WHOPR stages: summarize, plan the
-//!   whole program, apply per module);
-//! * [`module`]: [`module::MergingModule`], the drop-in `cranelift_module::Module`
-//!   wrapper for compilers (object files and JIT);
-//! * [`cli`]: the `clif-merge` command-line tool.
+//!   into one parameterized body with thin entry points (no feature needed);
+//! * `validate` (feature `validate`): translation validation in
+//!   `cranelift-interpreter`;
+//! * `separate` (feature `separate`): separate compilation (GCC's WHOPR stages:
+//!   summarize each module, plan the whole program, apply per module);
+//! * `module` (feature `module`, with `object` and `jit`): `MergingModule`, the
+//!   drop-in `cranelift_module::Module` wrapper for compilers;
+//! * the `clif-merge` command-line tool (feature `cli`).
+//!
+//! Inside, the crate is layered (`ir` < `identical` < `similar` < `validate`,
+//! `separate` < `module` < `cli`): each folder of `src/` imports only the folders
+//! below it (see the README's "Architecture").
 
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod identical;
-pub mod ir;
+mod identical;
+mod ir;
 #[cfg(feature = "module")]
 pub mod module;
 #[cfg(feature = "separate")]
@@ -31,8 +37,36 @@ pub mod similar;
 #[cfg(feature = "validate")]
 pub mod validate;
 
-pub use identical::compare::FunctionComparator;
-pub use identical::hash::StructuralHash;
-pub use identical::plan::{MergeAction, MergeMode, MergePlan};
-pub use identical::{MergeOptions, MergeOutcome, merge_functions, merge_functions_in_place};
-pub use ir::{DefinedFunction, FuncIndex, FunctionSet, Linkage};
+pub use identical::partition::PartitionStats;
+pub use identical::plan::{MergeAction, MergeDecision, MergeMode, MergePlan};
+pub use identical::rewrite::OutputEntry;
+pub use identical::{
+    MergeOptions, MergeOutcome, MergeStats, merge_functions, merge_functions_in_place,
+};
+pub use ir::{
+    DefinedFunction, DefinitionError, FuncIndex, FunctionSet, Linkage, SymbolKey, SymbolName,
+};
+
+/// Internals that the crate's own tests, benchmarks and fuzz targets reach into.
+/// Not part of the API: no stability promise.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::identical::compare::{
+        CalleeView, ClassId, EncodedFunctions, FunctionComparator,
+    };
+    pub use crate::identical::encode::{FunctionEncoding, WalkOptions, encode_function};
+    pub use crate::identical::hash::{StructuralHash, hash_function};
+    pub use crate::identical::partition::{Partition, partition};
+    pub use crate::identical::rewrite::apply;
+    pub use crate::ir::symbols::mentioned_names;
+    pub use crate::similar::cost::{compiled_size, host_isa};
+
+    #[cfg(feature = "cli")]
+    pub use crate::cli::{
+        Args, check_entity_numbers, expand_inputs, load,
+        report::{clif_text, json_report, similar_json},
+        run,
+    };
+    #[cfg(feature = "separate")]
+    pub use crate::separate::summary::split_module;
+}

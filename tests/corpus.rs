@@ -12,11 +12,10 @@
 //! code sizes are Cranelift's for the host ISA, so every count these tests print is
 //! asserted exactly, as a snapshot table (`tests/support/snapshot.rs`).
 
-use clif_merge::cli::load;
-use clif_merge::identical::plan::MergeAction;
-use clif_merge::similar::cost::compiled_size;
-use clif_merge::similar::cost::host_isa;
+use clif_merge::MergeAction;
 use clif_merge::similar::{SimilarOptions, SimilarOutcome, merge_similar_for};
+use clif_merge::testing::load;
+use clif_merge::testing::{compiled_size, host_isa};
 use clif_merge::validate::{validate, validate_similar};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;

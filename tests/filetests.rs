@@ -10,7 +10,7 @@ mod skip;
 mod snapshot;
 
 use clap::Parser;
-use clif_merge::cli::{Args, run};
+use clif_merge::testing::{Args, run};
 use std::path::{Path, PathBuf};
 
 fn clif_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -251,10 +251,9 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
             args.get(i + 1)?.parse().ok()
         };
         let defaults = SimilarOptions::default();
-        let options = SimilarOptions {
-            max_holes: option("--max-holes").map_or(defaults.max_holes, |n| n as usize),
-            min_saved: option("--min-saved").unwrap_or(defaults.min_saved),
-        };
+        let options = SimilarOptions::default()
+            .with_max_holes(option("--max-holes").map_or(defaults.max_holes, |n| n as usize))
+            .with_min_saved(option("--min-saved").unwrap_or(defaults.min_saved));
         let similar = SimilarPass::after(&module, &outcome.output, &options);
         let report =
             validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");

@@ -2,7 +2,7 @@
 //! input is bad. (Nothing here measures time: that is for benchmarks.)
 
 use clif_merge::Linkage;
-use clif_merge::cli::report::{clif_text, json_report};
+use clif_merge::testing::{clif_text, json_report};
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::ir::{ExternalName, UserFuncName};
 use std::fmt::Write as _;

@@ -81,11 +81,10 @@ mod oracle_native;
 #[path = "support/oracle_programs.rs"]
 mod oracle_programs;
 
-use clif_merge::identical::rewrite::OutputEntry;
-use clif_merge::separate::program::plan_program;
-use clif_merge::separate::summary::{Summary, split_module, summarize};
-use clif_merge::separate::transform::apply_decisions;
+use clif_merge::OutputEntry;
+use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
 use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::testing::split_module;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Signature};
@@ -206,7 +205,7 @@ fn as_object(set: &FunctionSet) -> Object {
 /// Runs clif-merge's separate-compilation pipeline over `modules` (name, functions)
 /// through the library, as the `summarize`, `plan` and `apply` subcommands do.
 fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merged {
-    let options = MergeOptions { mode };
+    let options = MergeOptions::default().with_mode(mode);
     let summaries = match catch(|| {
         modules
             .iter()
@@ -309,7 +308,7 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
 /// function.
 fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
     let result = catch(|| {
-        let outcome = merge_functions(set, &MergeOptions { mode });
+        let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
         let similar = SimilarPass::after(set, &outcome.output, &SimilarOptions::default());
         let mut object: Object = similar
             .functions()

@@ -66,11 +66,9 @@ fn symbol_address(object_bytes: &[u8], name: &str) -> Option<(u64, Option<object
 }
 
 fn options(enabled: bool, mode: MergeMode) -> ModuleMergeOptions {
-    ModuleMergeOptions {
-        merge: MergeOptions { mode },
-        enabled,
-        ..ModuleMergeOptions::default()
-    }
+    ModuleMergeOptions::default()
+        .with_merge(MergeOptions::default().with_mode(mode))
+        .with_enabled(enabled)
 }
 
 #[test]

@@ -27,11 +27,9 @@ fn build(
         .finish(settings::Flags::new(flags))
         .expect("ISA");
     let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    let options = ModuleMergeOptions {
-        merge: MergeOptions { mode },
-        enabled,
-        ..ModuleMergeOptions::default()
-    };
+    let options = ModuleMergeOptions::default()
+        .with_merge(MergeOptions::default().with_mode(mode))
+        .with_enabled(enabled);
     let mut module = MergingModule::new(JITModule::new(builder), options);
     let fixture = common::define_fixture(&mut module);
     let (jit, report) = module.finish_jit().expect("finish");

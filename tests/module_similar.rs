@@ -94,10 +94,7 @@ fn build(similar: bool) -> (MergedJit, Vec<FuncId>, usize, u64) {
         .finish(settings::Flags::new(flags))
         .expect("ISA");
     let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    let options = ModuleMergeOptions {
-        similar: similar.then(SimilarOptions::default),
-        ..ModuleMergeOptions::default()
-    };
+    let options = ModuleMergeOptions::default().with_similar(similar.then(SimilarOptions::default));
     let mut module = MergingModule::new(JITModule::new(builder), options);
     let leaves: Vec<FuncId> = ["square", "negate"]
         .iter()

@@ -78,13 +78,9 @@ fn tail_thunk_round(frame_pointers: &str) {
             .finish(settings::Flags::new(flags))
             .expect("isa");
         let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-        let options = ModuleMergeOptions {
-            merge: MergeOptions {
-                mode: MergeMode::Safe,
-            },
-            enabled,
-            ..ModuleMergeOptions::default()
-        };
+        let options = ModuleMergeOptions::default()
+            .with_merge(MergeOptions::default().with_mode(MergeMode::Safe))
+            .with_enabled(enabled);
         let mut module = MergingModule::new(JITModule::new(builder), options);
         let a = define(&mut module, "tail_a", Linkage::Local, TAIL_BODY);
         let b = define(&mut module, "tail_b", Linkage::Local, TAIL_BODY);

@@ -23,8 +23,9 @@
 //! the same) is checked by the interpreter and by linked programs elsewhere.
 
 use clap::Parser;
-use clif_merge::cli::{Args, run};
-use clif_merge::ir::symbols::{SymbolKey, SymbolName, mentioned_names};
+use clif_merge::testing::mentioned_names;
+use clif_merge::testing::{Args, run};
+use clif_merge::{SymbolKey, SymbolName};
 use cranelift_codegen::ir::{Function, Signature};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;

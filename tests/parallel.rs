@@ -19,13 +19,11 @@ mod generator;
 #[path = "support/skip.rs"]
 mod skip;
 
-use clif_merge::cli::report::{clif_text, json_report, similar_json};
-use clif_merge::cli::{expand_inputs, load};
-use clif_merge::identical::compare::EncodedFunctions;
-use clif_merge::identical::encode::WalkOptions;
-use clif_merge::identical::partition::partition;
-use clif_merge::identical::rewrite::OutputEntry;
+use clif_merge::OutputEntry;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::testing::{EncodedFunctions, WalkOptions, partition};
+use clif_merge::testing::{clif_text, json_report, similar_json};
+use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{
     FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
 };
@@ -47,7 +45,7 @@ fn run_on(module: &FunctionSet, mode: MergeMode, threads: usize) -> RunResult {
         .build()
         .expect("thread pool");
     pool.install(|| {
-        let outcome = merge_functions(module, &MergeOptions { mode });
+        let outcome = merge_functions(module, &MergeOptions::default().with_mode(mode));
         let s = &outcome.stats;
         RunResult {
             clif: clif_text(module, &outcome, None, ""),
@@ -130,8 +128,7 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
         let (pf, pl) = (partition(&full), partition(&lazy));
         for i in 0..module.len() {
             let f = FuncIndex::new(i);
-            let members =
-                |p: &clif_merge::identical::partition::Partition| p.members(p.class_of(f)).to_vec();
+            let members = |p: &clif_merge::testing::Partition| p.members(p.class_of(f)).to_vec();
             assert_eq!(members(&pf), members(&pl), "{name}: class of {f:?}");
         }
     }
@@ -142,7 +139,7 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
 /// makes the same plan.
 fn check_in_place(name: &str, module: &FunctionSet) {
     for mode in [MergeMode::Safe, MergeMode::All] {
-        let options = MergeOptions { mode };
+        let options = MergeOptions::default().with_mode(mode);
         let copying = merge_functions(module, &options);
         let mut in_place = module.clone();
         let (plan, _) = merge_functions_in_place(&mut in_place, &options);

@@ -12,8 +12,7 @@
 //!   `cranelift-interpreter` on every sampled input.
 
 use clif_merge::Linkage;
-use clif_merge::identical::compare::{CalleeView, EncodedFunctions, FunctionComparator};
-use clif_merge::identical::encode::WalkOptions;
+use clif_merge::testing::{CalleeView, EncodedFunctions, FunctionComparator, WalkOptions};
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
@@ -552,7 +551,7 @@ proptest! {
         let functions = parse(&text);
         let set = module_of(functions.clone());
         let mode = if mode_all { MergeMode::All } else { MergeMode::Safe };
-        let outcome = merge_functions(&set, &MergeOptions { mode });
+        let outcome = merge_functions(&set, &MergeOptions::default().with_mode(mode));
         let flags = Flags::new(settings::builder());
         let mut output: Vec<Function> = Vec::new();
         for entry in &outcome.output {
@@ -636,8 +635,8 @@ proptest! {
         prop_assert_eq!(class_names(&forward, &a.plan.classes), class_names(&reordered, &b.plan.classes));
         let again = merge_functions(&forward, &options);
         prop_assert_eq!(
-            clif_merge::cli::report::clif_text(&forward, &a, None, ""),
-            clif_merge::cli::report::clif_text(&forward, &again, None, "")
+            clif_merge::testing::clif_text(&forward, &a, None, ""),
+            clif_merge::testing::clif_text(&forward, &again, None, "")
         );
     }
 }

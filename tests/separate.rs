@@ -20,10 +20,9 @@ mod generator;
 mod skip;
 
 use clif_merge::Linkage;
-use clif_merge::cli::{expand_inputs, load};
-use clif_merge::separate::program::plan_program;
-use clif_merge::separate::summary::{Summary, split_module, summarize};
-use clif_merge::separate::transform::apply_decisions;
+use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
+use clif_merge::testing::split_module;
+use clif_merge::testing::{expand_inputs, load};
 use clif_merge::validate::validate_program;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use corpus_program::load_corpus_program;
@@ -262,6 +261,6 @@ block0(v0: i32):
     for i in 0..bytes.len() {
         let mut corrupt = bytes.clone();
         corrupt[i] ^= 1;
-        assert!(clif_merge::separate::program::ModuleDecisions::from_bytes(&corrupt).is_err());
+        assert!(clif_merge::separate::ModuleDecisions::from_bytes(&corrupt).is_err());
     }
 }

@@ -13,9 +13,7 @@ mod oracle_native;
 
 use clif_merge::FunctionSet;
 use clif_merge::MergeOptions;
-use clif_merge::separate::program::plan_program;
-use clif_merge::separate::summary::summarize;
-use clif_merge::separate::transform::apply_decisions;
+use clif_merge::separate::{apply_decisions, plan_program, summarize};
 use cranelift_codegen::ir::Function;
 use cranelift_module::Linkage;
 use oracle_native::{Scratch, compile_c, compile_object, link_and_run, require_cc};

@@ -2,10 +2,10 @@
 //! honestly what it could not run.
 
 use clif_merge::Linkage;
-use clif_merge::identical::plan::{MergeAction, MergeDecision, MergePlan};
-use clif_merge::identical::rewrite::apply;
+use clif_merge::testing::apply;
 use clif_merge::validate::{ValidationReport, validate};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
+use clif_merge::{MergeAction, MergeDecision, MergePlan};
 use cranelift_codegen::entity::EntityRef;
 use std::process::Command;
 
@@ -124,7 +124,10 @@ block0:
     assert_eq!(report.validated, 2, "{}", report.summary());
     assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
     assert!(
-        report.unvalidated[0].1.contains("machine state"),
+        report.unvalidated[0]
+            .1
+            .to_string()
+            .contains("machine state"),
         "{:?}",
         report.unvalidated
     );

@@ -35,9 +35,8 @@ mod generator;
 mod measure;
 
 use anyhow::{Context as _, bail};
-use clif_merge::cli::{expand_inputs, load};
-use clif_merge::identical::MergeOptions;
-use clif_merge::ir::FunctionSet;
+use clif_merge::testing::{expand_inputs, load};
+use clif_merge::{FunctionSet, MergeOptions};
 use measure::{CountingAllocator, PassRun, Rewrite, compile_all, live_bytes, run_pass};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -316,8 +315,8 @@ fn suite(o: &Options) -> anyhow::Result<()> {
 
 /// `separate`: summarize, write, read and plan the inputs split into parts.
 fn separate(o: &Options) -> anyhow::Result<()> {
-    use clif_merge::separate::program::plan_program;
-    use clif_merge::separate::summary::{Summary, split_module, summarize_modules};
+    use clif_merge::separate::{Summary, plan_program, summarize_modules};
+    use clif_merge::testing::split_module;
     use std::time::Instant;
     if o.inputs.is_empty() {
         bail!("no inputs given");

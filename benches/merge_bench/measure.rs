@@ -1,9 +1,9 @@
 //! Measurements: live heap bytes (a counting allocator), the pass split into its
 //! stages, and Cranelift's own compile time for the same functions.
 
-use clif_merge::identical::plan::MergePlan;
-use clif_merge::identical::{MergeOptions, MergeStats, merge_functions, merge_functions_in_place};
-use clif_merge::ir::FunctionSet;
+use clif_merge::{
+    FunctionSet, MergeOptions, MergePlan, MergeStats, merge_functions, merge_functions_in_place,
+};
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::settings::{self, Configurable};

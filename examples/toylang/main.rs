@@ -389,10 +389,7 @@ fn compile(source: &str, enabled: bool) -> Result<(Vec<u8>, MergeReport, usize),
         .map_err(|e| e.to_string())?;
     let builder = ObjectBuilder::new(isa, "toy", cranelift_module::default_libcall_names())
         .map_err(|e| e.to_string())?;
-    let options = ModuleMergeOptions {
-        enabled,
-        ..ModuleMergeOptions::default()
-    };
+    let options = ModuleMergeOptions::default().with_enabled(enabled);
     let mut module = MergingModule::new(ObjectModule::new(builder), options);
     let mut print_sig = module.make_signature();
     print_sig.params.push(AbiParam::new(types::I64));

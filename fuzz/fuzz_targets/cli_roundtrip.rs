@@ -4,8 +4,8 @@
 
 #![no_main]
 
-use clif_merge::identical::rewrite::OutputEntry;
-use clif_merge::cli::report::clif_text;
+use clif_merge::OutputEntry;
+use clif_merge::testing::clif_text;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::{FunctionSet, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::settings::{self, Flags};
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // What the CLI refuses before parsing (the reader would allocate gigabytes).
-    if clif_merge::cli::check_entity_numbers(text).is_err() {
+    if clif_merge::testing::check_entity_numbers(text).is_err() {
         return;
     }
     let Some(Ok(test)) = outside_our_code(|| parse_test(text, ParseOptions::default())) else {
@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for mode in [MergeMode::Safe, MergeMode::All] {
-        let outcome = merge_functions(&module, &MergeOptions { mode });
+        let outcome = merge_functions(&module, &MergeOptions::default().with_mode(mode));
         let printed = clif_text(&module, &outcome, None, "");
         let reparsed = cranelift_reader::parse_functions(&printed)
             .unwrap_or_else(|e| panic!("merged output does not parse: {e}\n{printed}"));

@@ -5,8 +5,7 @@
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
-use clif_merge::identical::encode::WalkOptions;
-use clif_merge::identical::compare::{CalleeView, EncodedFunctions, FunctionComparator};
+use clif_merge::testing::{CalleeView, EncodedFunctions, FunctionComparator, WalkOptions};
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
 use clif_merge::Linkage;

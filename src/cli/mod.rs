@@ -1,21 +1,21 @@
 //! The `clif-merge` command line: the merge (`clif-merge FILE...`) and the
 //! separate-compilation subcommands (`summarize`, `plan`, `apply`, `dump`).
 //!
-//! * [`merge`]: the merge command's arguments and run;
-//! * [`separate`]: the subcommands;
-//! * [`load`]: reading inputs into a module (shared by both);
-//! * [`report`]: what the merge prints (CLIF text, JSON, `--stats`);
-//! * [`error`]: [`CliError`] and its exit codes.
+//! * `merge`: the merge command's arguments and run;
+//! * `separate`: the subcommands;
+//! * `load`: reading inputs into a module (shared by both);
+//! * `report`: what the merge prints (CLIF text, JSON, `--stats`);
+//! * `error`: [`CliError`] and its exit codes.
 //!
 //! Exit codes: 0 success, 1 a mismatch found by `--validate`, 2 bad input or usage
 //! (nothing is printed on stdout), 3 an internal error (a merged function failed the
 //! verifier; nothing is printed).
 
-pub mod error;
-pub mod load;
-pub mod merge;
-pub mod report;
-pub mod separate;
+pub(crate) mod error;
+pub(crate) mod load;
+pub(crate) mod merge;
+pub(crate) mod report;
+pub(crate) mod separate;
 
 pub use error::CliError;
 pub use load::{LoadedModule, ModeArg, SourceLocation, check_entity_numbers, expand_inputs, load};

@@ -129,14 +129,20 @@ pub fn validation_json(module: &FunctionSet, report: &ValidationReport) -> serde
     let unvalidated: Vec<serde_json::Value> = report
         .unvalidated
         .iter()
-        .map(|(f, reason)| json!({"function": module.display_name(*f), "reason": reason}))
+        .map(|(f, reason)| {
+            json!({"function": module.display_name(*f), "reason": reason.to_string()})
+        })
         .collect();
     json!({
         "validated": report.validated,
         "unvalidated": report.unvalidated.len(),
         "mismatches": report.mismatches.len(),
         "runs": report.runs,
-        "reasons": report.reasons(),
+        "reasons": report
+            .reasons()
+            .into_iter()
+            .map(|(reason, count)| (reason.to_string(), count))
+            .collect::<std::collections::BTreeMap<_, _>>(),
         "unvalidated_pairs": unvalidated,
     })
 }

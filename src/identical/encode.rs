@@ -259,7 +259,7 @@ pub struct WalkOptions {
     /// For summaries of separately compiled modules: a reference the comparator
     /// must match by exact name (a significant address, a preemptible function) is
     /// written like a class reference, as the [`FuncIndex`] of the named function,
-    /// after the tag [`NAME_EXACT`] instead of [`NAME_MODULE`]. Every user and
+    /// after the tag `NAME_EXACT` instead of `NAME_MODULE` (`tokens.rs`). Every user and
     /// test-case name the functions mention must then be defined in the module
     /// (stubs for the undefined ones; see `summary.rs`), so that no name is written
     /// by its module-relative content.

@@ -39,9 +39,18 @@ use std::time::{Duration, Instant};
 
 /// Options of the pass.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct MergeOptions {
     /// Whether function addresses are significant.
     pub mode: MergeMode,
+}
+
+impl MergeOptions {
+    /// These options with `mode`.
+    pub fn with_mode(mut self, mode: MergeMode) -> Self {
+        self.mode = mode;
+        self
+    }
 }
 
 /// What the pass did and what it cost.

@@ -61,7 +61,7 @@ impl OutputEntry<'_> {
 }
 
 /// Applies `plan` to `module` and returns the merged module in input order.
-/// Functions are rewritten in parallel ([`crate::ir::parallel`]); the result does
+/// Functions are rewritten in parallel (with the `parallel` feature); the result does
 /// not depend on the number of threads.
 pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'a>> {
     let redirects = Redirects::new(module, plan);
@@ -85,7 +85,7 @@ pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'
 /// Applies `plan` to `module` in place, without copying any function: references
 /// are redirected, and each thunked duplicate's body becomes its thunk. Erased and
 /// aliased duplicates keep their (now unreferenced) bodies: skip them by the plan.
-/// In parallel ([`crate::ir::parallel`]).
+/// In parallel (with the `parallel` feature).
 pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
@@ -115,6 +115,10 @@ pub struct Redirects {
 impl Redirects {
     /// Redirects from explicit maps: names whose every reference (calls, addresses,
     /// symbols) goes to another name, and names whose direct calls do.
+    #[cfg_attr(
+        not(any(feature = "separate", feature = "module")),
+        allow(dead_code, reason = "used by separate compilation and MergingModule")
+    )]
     pub fn from_maps(
         all: impl IntoIterator<Item = (SymbolName, UserFuncName)>,
         calls: impl IntoIterator<Item = (SymbolName, UserFuncName)>,

@@ -115,7 +115,7 @@ impl FunctionSet {
         &mut self.functions[index]
     }
 
-    /// Runs `f` on every definition, in parallel ([`super::parallel`]). `f` must
+    /// Runs `f` on every definition, in parallel (with the `parallel` feature). `f` must
     /// not rename the function (the name index would no longer match).
     pub fn par_for_each_mut(&mut self, f: impl Fn(FuncIndex, &mut DefinedFunction) + Sync) {
         let mut definitions: Vec<(FuncIndex, &mut DefinedFunction)> =

@@ -196,11 +196,6 @@ impl NameAuthority {
         }
     }
 
-    /// Whether `name` is in use.
-    pub fn is_taken(&self, name: &SymbolName) -> bool {
-        self.taken.contains(name)
-    }
-
     /// Gives back a name handed out by [`Self::fresh_testcase`] or
     /// [`Self::fresh_user`] that ended up unused.
     pub fn release(&mut self, name: &SymbolName) {

@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 /// Options of a [`MergingModule`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ModuleMergeOptions {
     /// The pass's options (mode).
     pub merge: MergeOptions,
@@ -47,6 +48,26 @@ impl Default for ModuleMergeOptions {
             enabled: true,
             similar: None,
         }
+    }
+}
+
+impl ModuleMergeOptions {
+    /// These options with the pass's options `merge`.
+    pub fn with_merge(mut self, merge: MergeOptions) -> Self {
+        self.merge = merge;
+        self
+    }
+
+    /// These options with merging on or off.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// These options also merging similar functions (`Some`), or not (`None`).
+    pub fn with_similar(mut self, similar: Option<SimilarOptions>) -> Self {
+        self.similar = similar;
+        self
     }
 }
 

@@ -34,15 +34,15 @@
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
-pub mod cross_module;
+mod cross_module;
 #[cfg(feature = "separate")]
-pub mod decisions;
+mod decisions;
 #[cfg(feature = "jit")]
-pub mod jit;
-pub mod merging;
+mod jit;
+mod merging;
 #[cfg(feature = "object")]
-pub mod object;
-pub mod thunk;
+mod object;
+mod thunk;
 
 #[cfg(feature = "jit")]
 pub use jit::MergedJit;

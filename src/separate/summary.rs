@@ -412,7 +412,7 @@ impl Summary {
 }
 
 /// Summarizes several modules (name, functions) at once, in parallel over the
-/// modules ([`crate::ir::parallel`]; each module's own walk is parallel too).
+/// modules (with the `parallel` feature; each module's own walk is parallel too).
 /// The summaries are in the order of `modules`.
 pub fn summarize_modules(
     modules: &[(String, FunctionSet)],

@@ -1,10 +1,10 @@
 //! Merging *similar* functions: bodies that are equal but for a few constants.
 //!
 //! Two functions are similar when their encodings (the one walk of
-//! [`crate::identical::encode`]) are equal once the immediates of `iconst`,
-//! `f32const` and `f64const` ([`Hole`](crate::identical::encode::Hole)s; immediate offsets are not holes, they
+//! `identical/encode.rs`) are equal once the immediates of `iconst`,
+//! `f32const` and `f64const` (`Hole`s; immediate offsets are not holes, they
 //! change addressing) and the callees of direct calls to module functions
-//! ([`CallSite`](crate::identical::encode::CallSite)s; the callee's
+//! (`CallSite`s; the callee's
 //! signature still has to be equal) are left out. A group of similar functions whose differing constants are few
 //! (`max_holes`) becomes one *merged body*, a copy of the first member in which each
 //! differing constant is a new trailing parameter (and each differing callee a
@@ -22,15 +22,15 @@
 //! callees are compared by identity and function addresses by exact name.
 
 //!
-//! Files: [`groups`] (which functions are similar, which constants differ),
-//! [`merged_body`] (the parameterized copy and its name), [`entry_points`] (the
-//! members' new bodies) and [`cost`] (code size, which decides whether a group
+//! Files: `groups` (which functions are similar, which constants differ),
+//! `merged_body` (the parameterized copy and its name), `entry_points` (the
+//! members' new bodies) and `cost` (code size, which decides whether a group
 //! pays). This file runs them.
 
-pub mod cost;
-pub mod entry_points;
-pub mod groups;
-pub mod merged_body;
+pub(crate) mod cost;
+mod entry_points;
+mod groups;
+mod merged_body;
 
 pub use groups::{HoleKind, HoleParameter};
 
@@ -48,6 +48,7 @@ use merged_body::{MergedNames, build_merged_body};
 
 /// Options of the similar-function merge.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SimilarOptions {
     /// At most this many constants may differ within a group; each becomes a
     /// parameter of the merged body.
@@ -64,6 +65,20 @@ impl Default for SimilarOptions {
             max_holes: 4,
             min_saved: 1,
         }
+    }
+}
+
+impl SimilarOptions {
+    /// These options with at most `max_holes` differing constants per group.
+    pub fn with_max_holes(mut self, max_holes: usize) -> Self {
+        self.max_holes = max_holes;
+        self
+    }
+
+    /// These options merging only groups that save at least `min_saved`.
+    pub fn with_min_saved(mut self, min_saved: u64) -> Self {
+        self.min_saved = min_saved;
+        self
     }
 }
 
@@ -127,7 +142,7 @@ pub fn merge_similar_for(
 
 /// Like [`merge_similar_for`], never naming a merged body with a name `authority`
 /// knows (besides every name `module` defines or mentions).
-pub fn merge_similar_reserving(
+pub(crate) fn merge_similar_reserving(
     module: &FunctionSet,
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,

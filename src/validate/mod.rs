@@ -1,17 +1,21 @@
 //! Translation validation: every merge run in `cranelift-interpreter`, the
 //! original against its replacement, as an oracle independent of the comparator.
 //!
-//! * [`translation`]: the pairs to check (identical merges, similar merges, a
-//!   whole program after separate compilation) and the [`ValidationReport`];
-//! * [`inputs`]: edge values and seeded random inputs per parameter type;
-//! * [`sandbox`]: the interpreter state in which real compiled code can run
-//!   (memory, calls leaving the module, indirect calls).
+//! * `translation`: the pairs to check ([`validate`]: identical merges,
+//!   [`validate_similar`]: similar merges, [`validate_program`]: a whole program
+//!   after separate compilation) and the [`ValidationReport`];
+//! * `inputs`: edge values and seeded random inputs per parameter type;
+//! * `sandbox`: the interpreter state in which real compiled code can run
+//!   (memory, calls leaving the module, indirect calls), and how a run ended
+//!   ([`RunOutcome`]).
 
-pub mod inputs;
-pub mod sandbox;
-pub mod translation;
+mod inputs;
+mod sandbox;
+mod translation;
 
 pub use inputs::RANDOM_INPUTS;
+pub use sandbox::{Ending, RunOutcome};
 pub use translation::{
-    Mismatch, ValidationReport, ValidatorCrash, validate, validate_program, validate_similar,
+    Mismatch, UnvalidatedReason, ValidationReport, ValidatorCrash, validate, validate_program,
+    validate_similar,
 };

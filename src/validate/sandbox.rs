@@ -192,11 +192,64 @@ pub struct SandboxWorld<'a> {
     pub callees: &'a SyntheticCallees,
 }
 
+/// How a run ended: returned values or a trap.
+#[derive(Clone, Debug)]
+pub enum Ending {
+    /// `return` with these values.
+    Return(Vec<DataValue>),
+    /// A trap, as the interpreter describes it (its trap type is not `Clone`).
+    Trap(String),
+    /// The run stopped before it returned or trapped: the interpreter panicked, met
+    /// something it cannot do, or ran out of fuel. Only ever the merged side of a
+    /// mismatch (an original that stops is no conclusive input); equal to nothing.
+    Stopped(String),
+}
+
+impl PartialEq for Ending {
+    /// Returned values are equal when they have the same type and the same bits:
+    /// NaN equals the same NaN, `-0.0` differs from `0.0` (unlike
+    /// `DataValue`'s own float comparison).
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Return(a), Self::Return(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_bits(x, y))
+            }
+            (Self::Trap(a), Self::Trap(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Ending {}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Return(values) => write!(f, "return {values:?}"),
+            Self::Trap(trap) => write!(f, "trap {trap}"),
+            Self::Stopped(why) => write!(f, "stopped: {why}"),
+        }
+    }
+}
+
+/// Whether two values have the same type and the same bits.
+fn same_bits(a: &DataValue, b: &DataValue) -> bool {
+    let ty = a.ty();
+    if ty != b.ty() {
+        return false;
+    }
+    let size = ty.bytes() as usize;
+    let (mut x, mut y) = (vec![0u8; size], vec![0u8; size]);
+    a.write_to_slice_le(&mut x);
+    b.write_to_slice_le(&mut y);
+    x == y
+}
+
 /// How a run ended, when it ended conclusively.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunOutcome {
-    /// `return [...]` or `trap ...`.
-    pub ending: String,
+    /// Returned values or a trap.
+    pub ending: Ending,
     /// Bytes outside the stack that the run left different from before, with their
     /// final values, in address order.
     pub memory: Vec<(u64, u8)>,
@@ -278,11 +331,11 @@ impl<'a> Sandbox<'a> {
             .get_by_name(name)
             .ok_or_else(|| Inconclusive::Unsupported(format!("no function {name}")))?;
         let ending = match self.call(function, args)? {
-            ControlFlow::Return(values) => format!("return {values:?}"),
+            ControlFlow::Return(values) => Ending::Return(values.to_vec()),
             ControlFlow::Trap(UNSUPPORTED_LIBCALL) => {
                 return Err(Inconclusive::Unsupported("libcall or debugtrap".into()));
             }
-            ControlFlow::Trap(trap) => format!("trap {trap:?}"),
+            ControlFlow::Trap(trap) => Ending::Trap(format!("{trap:?}")),
             other => return Err(Inconclusive::Unsupported(format!("ended with {other:?}"))),
         };
         let mut memory: Vec<(u64, u8)> = self

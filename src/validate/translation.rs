@@ -18,7 +18,7 @@
 //! conclusive input is unvalidated.
 
 use super::inputs::inputs_for;
-use super::sandbox::{Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
+use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
 use crate::identical::plan::MergePlan;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::{FuncIndex, FunctionSet, SymbolName};
@@ -28,6 +28,7 @@ use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, InstructionData, Opcode};
 use cranelift_interpreter::environment::FunctionStore;
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Interpreter steps per run.
@@ -47,9 +48,9 @@ pub struct Mismatch {
     /// The input that tells them apart.
     pub input: Vec<DataValue>,
     /// What the original duplicate did.
-    pub original: String,
+    pub original: RunOutcome,
     /// What its replacement in the merged module did.
-    pub merged: String,
+    pub merged: RunOutcome,
 }
 
 /// What validation found.
@@ -58,7 +59,7 @@ pub struct ValidationReport {
     /// Pairs that agreed on every conclusive input (at least one).
     pub validated: usize,
     /// Pairs that could not be run, with the reason.
-    pub unvalidated: Vec<(FuncIndex, String)>,
+    pub unvalidated: Vec<(FuncIndex, UnvalidatedReason)>,
     /// Pairs that disagreed.
     pub mismatches: Vec<Mismatch>,
     /// Inputs run and compared conclusively, over all pairs.
@@ -66,11 +67,12 @@ pub struct ValidationReport {
 }
 
 impl ValidationReport {
-    /// Unvalidated pairs counted by reason, in reason order.
-    pub fn reasons(&self) -> BTreeMap<String, usize> {
+    /// Unvalidated pairs counted by reason, in reason order (the alphabetical
+    /// order of their messages).
+    pub fn reasons(&self) -> BTreeMap<UnvalidatedReason, usize> {
         let mut counts = BTreeMap::new();
-        for (_, reason) in &self.unvalidated {
-            *counts.entry(reason.clone()).or_insert(0) += 1;
+        for &(_, reason) in &self.unvalidated {
+            *counts.entry(reason).or_insert(0) += 1;
         }
         counts
     }
@@ -93,6 +95,34 @@ impl ValidationReport {
             self.unvalidated.len(),
             self.mismatches.len()
         )
+    }
+}
+
+/// Why a pair could not be validated.
+///
+/// Variants are declared in the alphabetical order of their messages, which is
+/// the order reports list them in (checked by a test).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UnvalidatedReason {
+    /// A parameter has a type the inputs do not sample (vectors, for example).
+    ParameterTypeNotSampled,
+    /// Every input was inconclusive: out of fuel, or something the interpreter
+    /// cannot do.
+    NoConclusiveRun,
+    /// Reads the frame pointer, stack pointer or return address.
+    ReadsMachineState,
+    /// Uses exceptions (`try_call`).
+    UsesExceptions,
+}
+
+impl fmt::Display for UnvalidatedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ParameterTypeNotSampled => "has parameters of a type not sampled",
+            Self::NoConclusiveRun => "no input ran to completion in the interpreter",
+            Self::ReadsMachineState => "reads machine state",
+            Self::UsesExceptions => "uses exceptions",
+        })
     }
 }
 
@@ -303,7 +333,7 @@ fn validate_pairs<'a>(
         let Some(inputs) = inputs_for(pair.original, pair.function.index() as u64) else {
             report
                 .unvalidated
-                .push((pair.function, "has parameters of a type not sampled".into()));
+                .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
             continue;
         };
         let mut conclusive = 0;
@@ -331,14 +361,17 @@ fn validate_pairs<'a>(
                     conclusive += 1;
                     continue;
                 }
-                Ok(b) => b.to_string(),
-                Err(failure) => failure.to_string(),
+                Ok(b) => b,
+                Err(failure) => RunOutcome {
+                    ending: Ending::Stopped(failure.to_string()),
+                    memory: Vec::new(),
+                },
             };
             mismatch = Some(Mismatch {
                 function: pair.function,
                 into: pair.into,
                 input,
-                original: original.to_string(),
+                original,
                 merged,
             });
             break;
@@ -347,10 +380,9 @@ fn validate_pairs<'a>(
         if let Some(m) = mismatch {
             report.mismatches.push(m);
         } else if conclusive == 0 {
-            report.unvalidated.push((
-                pair.function,
-                "no input ran to completion in the interpreter".into(),
-            ));
+            report
+                .unvalidated
+                .push((pair.function, UnvalidatedReason::NoConclusiveRun));
         } else {
             report.validated += 1;
         }
@@ -374,7 +406,7 @@ fn store_of(functions: &[Function]) -> FunctionStore<'_> {
 /// the [`Sandbox`]: no exceptions, no reads of machine state (stack, frame pointer,
 /// return address). Everything else (memory through pointers, global values, calls
 /// leaving the store, indirect calls) the sandbox makes total.
-fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
+fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), UnvalidatedReason> {
     let mut pending = vec![name.to_string()];
     let mut seen: HashSet<String> = HashSet::new();
     while let Some(name) = pending.pop() {
@@ -395,7 +427,7 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
                         pending.push(callee.name.display(Some(&func.params)).to_string());
                     }
                     InstructionData::TryCall { .. } | InstructionData::TryCallIndirect { .. } => {
-                        return Err("uses exceptions".into());
+                        return Err(UnvalidatedReason::UsesExceptions);
                     }
                     _ if matches!(
                         data.opcode(),
@@ -404,7 +436,7 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), String> {
                             | Opcode::GetReturnAddress
                     ) =>
                     {
-                        return Err("reads machine state".into());
+                        return Err(UnvalidatedReason::ReadsMachineState);
                     }
                     _ => {}
                 }
@@ -476,5 +508,24 @@ mod tests {
             crash.to_string().contains("could not be started"),
             "{crash}"
         );
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::UnvalidatedReason::*;
+
+    #[test]
+    fn reasons_are_declared_in_the_order_of_their_messages() {
+        let reasons = [
+            ParameterTypeNotSampled,
+            NoConclusiveRun,
+            ReadsMachineState,
+            UsesExceptions,
+        ];
+        for pair in reasons.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(pair[0].to_string() < pair[1].to_string());
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! tests that need a real program but not the whole corpus (`#[path]`-included).
 
 use clif_merge::FunctionSet;
-use clif_merge::cli::{expand_inputs, load};
+use clif_merge::testing::{expand_inputs, load};
 use std::path::Path;
 
 /// Unpacks `../shared/corpus/PROGRAM.tar.xz` into a temporary directory named after
