@@ -9,42 +9,42 @@ use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
 use crate::separate::transform::apply_decisions;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The first arguments that select a subcommand.
-pub const SUBCOMMANDS: [&str; 4] = ["summarize", "plan", "apply", "dump"];
-
-const ABOUT: &str = "Merge identical functions across separately compiled CLIF modules";
-
-const LONG_ABOUT: &str = "\
-Merge identical functions across separately compiled CLIF modules, in the three stages \
-of GCC's WHOPR design:
-
-1. `summarize`, per module (wherever it is compiled): the module's own merge runs, then \
-every function it still defines is summarized: name, linkage, address-taken flag, \
-structural hash and the comparator's view of its body, with references to other \
-functions by symbol name.
-2. `plan`, once for the whole program: reads every summary, finds the classes of equal \
-functions across modules (callees compared by symbol across modules), keeps one \
-representative per class (a visible function, the first by module and name: the order \
-of the summaries does not matter) and writes one decisions file per module.
-3. `apply`, per module: runs the module's own merge again and applies its decisions: a \
-duplicate whose representative lives elsewhere becomes a thunk to it (an object file \
-cannot alias a symbol it does not define), a local one whose address is never taken is \
-removed, and the module's own calls go straight to the representative.
+const SUMMARIZE_ABOUT: &str = "\
+Stage 1 of separate compilation, per module (wherever it is compiled): the module's own \
+merge runs, then every function it still defines is summarized: name, linkage, \
+address-taken flag, structural hash and the comparator's view of its body, with \
+references to other functions by symbol name.
 
 Symbol names are the CLIF names (`%foo`, `u0:12`), one namespace for the whole \
 program; a local function is private to its module. Use the same --mode and linkage \
-options in `summarize` and `apply`: `apply` checks every decision against the function \
-it names (its structural hash) and refuses stale decisions.";
+options in `summarize` and `apply`.";
+
+const PLAN_ABOUT: &str = "\
+Stage 2 of separate compilation, once for the whole program: reads every summary, finds \
+the classes of equal functions across modules (callees compared by symbol across \
+modules), keeps one representative per class (a visible function, the first by module \
+and name: the order of the summaries does not matter) and writes one decisions file per \
+module.";
+
+const APPLY_ABOUT: &str = "\
+Stage 3 of separate compilation, per module: runs the module's own merge again and \
+applies its decisions: a duplicate whose representative lives elsewhere becomes a thunk \
+to it (an object file cannot alias a symbol it does not define), a local one whose \
+address is never taken is removed, and the module's own calls go straight to the \
+representative. Use the same --mode and linkage options as in `summarize`: `apply` \
+checks every decision against the function it names (its structural hash) and refuses \
+stale decisions.";
 
 const AFTER_HELP: &str = "\
-Example:
+Example (GCC's WHOPR stages: summarize each module, plan the whole program, apply per \
+module):
   clif-merge summarize --export %f a/ -o a.sum
   clif-merge summarize --export %g b/ -o b.sum
   clif-merge plan a.sum b.sum --out-dir decisions --report json
@@ -54,15 +54,6 @@ Example:
 Exit status: 0 on success, 2 on bad input (unreadable, truncated or corrupt files, \
 a summary or decisions file of another format version, two modules defining one \
 symbol, stale decisions), 3 on an internal error.";
-
-/// Command-line arguments of the separate-compilation subcommands.
-#[derive(Parser, Debug)]
-#[command(name = "clif-merge", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
-pub struct SeparateArgs {
-    /// The stage to run.
-    #[command(subcommand)]
-    pub command: SeparateCommand,
-}
 
 /// Linkage and mode options, the same for `summarize` and `apply`.
 #[derive(clap::Args, Debug, Clone)]
@@ -81,10 +72,11 @@ pub struct ModuleOptions {
     pub mode: ModeArg,
 }
 
-/// A stage.
+/// A stage of separate compilation: the subcommands of `clif-merge`.
 #[derive(Subcommand, Debug)]
 pub enum SeparateCommand {
     /// Stage 1: summarize one module (after its own merge).
+    #[command(long_about = SUMMARIZE_ABOUT, after_help = AFTER_HELP)]
     Summarize {
         /// CLIF files or directories: one module.
         #[arg(required = true, value_name = "FILE.clif|DIR")]
@@ -101,6 +93,7 @@ pub enum SeparateCommand {
         options: ModuleOptions,
     },
     /// Stage 2: plan the whole program from all summaries.
+    #[command(long_about = PLAN_ABOUT, after_help = AFTER_HELP)]
     Plan {
         /// The summaries of all modules.
         #[arg(required = true, value_name = "M.sum")]
@@ -114,6 +107,7 @@ pub enum SeparateCommand {
         report: Option<String>,
     },
     /// Stage 3: apply a module's decisions and print the module as CLIF.
+    #[command(long_about = APPLY_ABOUT, after_help = AFTER_HELP)]
     Apply {
         /// The module's decisions file (from `plan`).
         #[arg(long, value_name = "M.dec")]
@@ -126,6 +120,7 @@ pub enum SeparateCommand {
         options: ModuleOptions,
     },
     /// Print a summary or decisions file in readable form.
+    #[command(after_help = AFTER_HELP)]
     Dump {
         /// The file.
         #[arg(value_name = "M.sum|M.dec")]
@@ -170,8 +165,8 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// Runs a subcommand. Returns `(stdout, stderr)` text on success.
-pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
-    match &args.command {
+pub fn run(command: &SeparateCommand) -> Result<(String, String), CliError> {
+    match command {
         SeparateCommand::Summarize {
             inputs,
             output,
