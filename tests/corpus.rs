@@ -31,13 +31,14 @@ fn corpus_dir() -> Option<PathBuf> {
 }
 
 /// Unpacks the corpus into a directory of this test's own (tests run in parallel).
-fn unpack(corpus: &Path, test: &str) -> PathBuf {
-    let dest =
-        std::env::temp_dir().join(format!("clif-merge-corpus-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dest).expect("temp dir");
+fn unpack(corpus: &Path, test: &str) -> tempfile::TempDir {
+    let dest = tempfile::Builder::new()
+        .prefix(&format!("clif-merge-corpus-{test}-"))
+        .tempdir()
+        .expect("temp dir");
     let status = Command::new("sh")
         .arg(corpus.join("unpack"))
-        .arg(&dest)
+        .arg(dest.path())
         .status()
         .expect("run corpus unpack");
     assert!(status.success(), "corpus unpack failed");
@@ -65,7 +66,7 @@ fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet
         return None;
     };
     let root = unpack(&corpus, test);
-    let loaded = programs(&root)
+    let loaded = programs(root.path())
         .into_iter()
         .map(|dir| {
             let program = dir
@@ -82,7 +83,6 @@ fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet
             (program, functions, loaded.functions)
         })
         .collect();
-    let _ = std::fs::remove_dir_all(&root);
     Some(loaded)
 }
 
@@ -104,7 +104,7 @@ fn corpus_programs_merge_and_verify() {
     };
     let root = unpack(&corpus, "verify");
     let flags = Flags::new(settings::builder());
-    for program in &programs(&root) {
+    for program in &programs(root.path()) {
         let name = program
             .file_name()
             .unwrap_or_default()
@@ -171,7 +171,6 @@ fn corpus_programs_merge_and_verify() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Renames every `PREFIXn` identifier (`v12`, `block3`) to `PREFIX{map(n)}`.

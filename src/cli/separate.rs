@@ -4,6 +4,7 @@
 
 use super::error::CliError;
 use super::load::{LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::report::plan_json;
 use crate::identical::MergeOptions;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
@@ -172,172 +173,174 @@ pub fn run(command: &SeparateCommand) -> Result<(String, String), CliError> {
             output,
             module,
             options,
-        } => {
-            let loaded = load_module(inputs, options)?;
-            let name = match module {
-                Some(name) => name.clone(),
-                None => output
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().to_string())
-                    .unwrap_or_else(|| "module".into()),
-            };
-            let start = Instant::now();
-            let summary = summarize(&loaded.functions, &name, &merge_options(options));
-            let time = start.elapsed();
-            let bytes = summary.to_bytes();
-            write(output, &bytes)?;
-            let text: usize = loaded
-                .functions
-                .iter()
-                .map(|(_, d)| d.func.display().to_string().len())
-                .sum();
-            let stderr = format!(
-                "summarized module `{name}`: {} functions ({} visible), {} bytes of summary for {} bytes of CLIF text ({:.2}), {:.3} ms\n",
-                summary.functions.len(),
-                summary
-                    .functions
-                    .iter()
-                    .filter(|f| f.visibility != Visibility::Local)
-                    .count(),
-                bytes.len(),
-                text,
-                bytes.len() as f64 / text.max(1) as f64,
-                time.as_secs_f64() * 1e3,
-            );
-            Ok((String::new(), stderr))
-        }
+        } => summarize_command(inputs, output, module, options),
         SeparateCommand::Plan {
             summaries,
             out_dir,
             report,
-        } => {
-            if let Some(format) = report
-                && format != "json"
-            {
-                return Err(CliError::input(format!(
-                    "unknown report format `{format}` (expected `json`)"
-                )));
-            }
-            let summaries: Vec<Summary> = summaries
-                .iter()
-                .map(|p| read_summary(p))
-                .collect::<Result<_, _>>()?;
-            let plan = plan_program(&summaries).map_err(|e| CliError::input(e.to_string()))?;
-            std::fs::create_dir_all(out_dir)
-                .map_err(|e| CliError::input(format!("{}: {e}", out_dir.display())))?;
-            for decisions in &plan.decisions {
-                if decisions.module.contains(['/', '\\']) || decisions.module.starts_with('.') {
-                    return Err(CliError::input(format!(
-                        "module name `{}` cannot be a file name",
-                        decisions.module
-                    )));
-                }
-                let path = out_dir.join(format!("{}.dec", decisions.module));
-                write(&path, &decisions.to_bytes())?;
-            }
-            let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
-            let stderr = format!(
-                "planned {} modules, {} functions: {} classes across modules, {} decisions; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
-                plan.decisions.len(),
-                plan.functions,
-                plan.classes.len(),
-                decided,
-                plan.comparisons,
-                plan.time_resolve.as_secs_f64() * 1e3,
-                plan.time_partition.as_secs_f64() * 1e3,
-            );
-            let stdout = if report.is_some() {
-                let actions: Vec<serde_json::Value> = plan
-                    .decisions
-                    .iter()
-                    .flat_map(|m| {
-                        m.decisions.iter().map(move |d| {
-                            serde_json::json!({
-                                "function": format!("{}::{}", m.module, d.function),
-                                "into": format!("{}::{}", d.to_module, d.to),
-                                "action": d.action.as_str(),
-                            })
-                        })
-                    })
-                    .collect();
-                let classes: Vec<Vec<String>> = plan
-                    .classes
-                    .iter()
-                    .map(|c| c.iter().map(|q| q.to_string()).collect())
-                    .collect();
-                let json = serde_json::json!({
-                    "functions": plan.functions,
-                    "merged": decided,
-                    "classes": classes,
-                    "actions": actions,
-                });
-                format!("{json}\n")
-            } else {
-                String::new()
-            };
-            Ok((stdout, stderr))
-        }
+        } => plan_command(summaries, out_dir, report),
         SeparateCommand::Apply {
             decisions,
             inputs,
             options,
-        } => {
-            let decisions = read_decisions(decisions)?;
-            let loaded = load_module(inputs, options)?;
-            let out = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
-                .map_err(|e| CliError::input(e.to_string()))?;
-            let flags = Flags::new(settings::builder());
-            let mut text = loaded.header.clone();
-            for (_, def) in out.iter() {
-                if let Err(e) = verify_function(&def.func, &flags) {
-                    return Err(CliError {
-                        code: 3,
-                        message: format!(
-                            "internal error: {} fails the Cranelift verifier: {e}",
-                            def.func.name
-                        ),
-                    });
-                }
-                if let Some(d) = decisions
-                    .decisions
-                    .iter()
-                    .find(|d| d.function == def.func.name.to_string())
-                {
-                    let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
-                }
-                let _ = writeln!(text, "{}", def.func.display());
-            }
-            for d in &decisions.decisions {
-                if d.action == DecisionAction::Redirect {
-                    let _ = writeln!(
-                        text,
-                        "; {}: removed, calls go to {}::{}",
-                        d.function, d.to_module, d.to
-                    );
-                }
-            }
-            let stderr = format!(
-                "applied {} decisions to module `{}`\n",
-                decisions.decisions.len(),
+        } => apply_command(decisions, inputs, options),
+        SeparateCommand::Dump { file } => dump_command(file),
+    }
+}
+
+/// `summarize`: loads one module, summarizes it and writes the summary.
+fn summarize_command(
+    inputs: &[PathBuf],
+    output: &Path,
+    module: &Option<String>,
+    options: &ModuleOptions,
+) -> Result<(String, String), CliError> {
+    let loaded = load_module(inputs, options)?;
+    let name = match module {
+        Some(name) => name.clone(),
+        None => output
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "module".into()),
+    };
+    let start = Instant::now();
+    let summary = summarize(&loaded.functions, &name, &merge_options(options));
+    let time = start.elapsed();
+    let bytes = summary.to_bytes();
+    write(output, &bytes)?;
+    let text: usize = loaded
+        .functions
+        .iter()
+        .map(|(_, d)| d.func.display().to_string().len())
+        .sum();
+    let stderr = format!(
+        "summarized module `{name}`: {} functions ({} visible), {} bytes of summary for {} bytes of CLIF text ({:.2}), {:.3} ms\n",
+        summary.functions.len(),
+        summary
+            .functions
+            .iter()
+            .filter(|f| f.visibility != Visibility::Local)
+            .count(),
+        bytes.len(),
+        text,
+        bytes.len() as f64 / text.max(1) as f64,
+        time.as_secs_f64() * 1e3,
+    );
+    Ok((String::new(), stderr))
+}
+
+/// `plan`: reads every summary, plans the program, writes one decisions file per
+/// module (and the JSON report when asked).
+fn plan_command(
+    summaries: &[PathBuf],
+    out_dir: &Path,
+    report: &Option<String>,
+) -> Result<(String, String), CliError> {
+    if let Some(format) = report
+        && format != "json"
+    {
+        return Err(CliError::input(format!(
+            "unknown report format `{format}` (expected `json`)"
+        )));
+    }
+    let summaries: Vec<Summary> = summaries
+        .iter()
+        .map(|p| read_summary(p))
+        .collect::<Result<_, _>>()?;
+    let plan = plan_program(&summaries).map_err(|e| CliError::input(e.to_string()))?;
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| CliError::input(format!("{}: {e}", out_dir.display())))?;
+    for decisions in &plan.decisions {
+        if decisions.module.contains(['/', '\\']) || decisions.module.starts_with('.') {
+            return Err(CliError::input(format!(
+                "module name `{}` cannot be a file name",
                 decisions.module
+            )));
+        }
+        let path = out_dir.join(format!("{}.dec", decisions.module));
+        write(&path, &decisions.to_bytes())?;
+    }
+    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+    let stderr = format!(
+        "planned {} modules, {} functions: {} classes across modules, {} decisions; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
+        plan.decisions.len(),
+        plan.functions,
+        plan.classes.len(),
+        decided,
+        plan.comparisons,
+        plan.time_resolve.as_secs_f64() * 1e3,
+        plan.time_partition.as_secs_f64() * 1e3,
+    );
+    let stdout = if report.is_some() {
+        format!("{}\n", plan_json(&plan))
+    } else {
+        String::new()
+    };
+    Ok((stdout, stderr))
+}
+
+/// `apply`: loads one module, applies its decisions and prints it as CLIF.
+fn apply_command(
+    decisions: &Path,
+    inputs: &[PathBuf],
+    options: &ModuleOptions,
+) -> Result<(String, String), CliError> {
+    let decisions = read_decisions(decisions)?;
+    let loaded = load_module(inputs, options)?;
+    let out = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let flags = Flags::new(settings::builder());
+    let mut text = loaded.header.clone();
+    for (_, def) in out.iter() {
+        if let Err(e) = verify_function(&def.func, &flags) {
+            return Err(CliError {
+                code: 3,
+                message: format!(
+                    "internal error: {} fails the Cranelift verifier: {e}",
+                    def.func.name
+                ),
+            });
+        }
+        if let Some(d) = decisions
+            .decisions
+            .iter()
+            .find(|d| d.function == def.func.name.to_string())
+        {
+            let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
+        }
+        let _ = writeln!(text, "{}", def.func.display());
+    }
+    for d in &decisions.decisions {
+        if d.action == DecisionAction::Redirect {
+            let _ = writeln!(
+                text,
+                "; {}: removed, calls go to {}::{}",
+                d.function, d.to_module, d.to
             );
-            Ok((text, stderr))
         }
-        SeparateCommand::Dump { file } => {
-            let bytes = read(file)?;
-            if bytes.starts_with(&SUMMARY_MAGIC) {
-                let summary = read_summary(file)?;
-                Ok((dump_summary(&summary), String::new()))
-            } else if bytes.starts_with(&DECISIONS_MAGIC) {
-                let decisions = read_decisions(file)?;
-                Ok((dump_decisions(&decisions), String::new()))
-            } else {
-                Err(CliError::input(format!(
-                    "{}: not a clif-merge summary or decisions file",
-                    file.display()
-                )))
-            }
-        }
+    }
+    let stderr = format!(
+        "applied {} decisions to module `{}`\n",
+        decisions.decisions.len(),
+        decisions.module
+    );
+    Ok((text, stderr))
+}
+
+/// `dump`: prints a summary or decisions file in readable form.
+fn dump_command(file: &Path) -> Result<(String, String), CliError> {
+    let bytes = read(file)?;
+    if bytes.starts_with(&SUMMARY_MAGIC) {
+        let summary = read_summary(file)?;
+        Ok((dump_summary(&summary), String::new()))
+    } else if bytes.starts_with(&DECISIONS_MAGIC) {
+        let decisions = read_decisions(file)?;
+        Ok((dump_decisions(&decisions), String::new()))
+    } else {
+        Err(CliError::input(format!(
+            "{}: not a clif-merge summary or decisions file",
+            file.display()
+        )))
     }
 }
 

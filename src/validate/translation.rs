@@ -129,10 +129,17 @@ pub fn validate(
     plan: &MergePlan,
     output: &[OutputEntry],
 ) -> ValidationReport {
+    on_big_stack(|| validate_on_this_thread(module, plan, output))
+}
+
+/// Runs `f` on a thread with a 1 GB stack: the interpreter recurses on the host
+/// stack for every CLIF call. A panic that escapes `f` (it catches the
+/// interpreter's own) or a thread that cannot start gives an empty report.
+fn on_big_stack(f: impl FnOnce() -> ValidationReport + Send) -> ValidationReport {
     std::thread::scope(|scope| {
         std::thread::Builder::new()
             .stack_size(1 << 30)
-            .spawn_scoped(scope, || validate_on_this_thread(module, plan, output))
+            .spawn_scoped(scope, f)
             .map(|handle| handle.join().unwrap_or_default())
             .unwrap_or_default()
     })
@@ -179,32 +186,26 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// original module, against its entry point (which calls the merged body) run in
 /// the merged module. Runs on a thread with a large stack, like [`validate`].
 pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> ValidationReport {
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .stack_size(1 << 30)
-            .spawn_scoped(scope, || {
-                let originals = runnable(module.iter().map(|(_, d)| &d.func));
-                let merged = runnable(
-                    module
-                        .iter()
-                        .map(|(f, d)| outcome.entry_points[f].as_ref().unwrap_or(&d.func))
-                        .chain(&outcome.merged_bodies),
-                );
-                let pairs = outcome.groups.iter().flat_map(|group| {
-                    group.members.iter().map(|&m| {
-                        let original = &module.get(m).func;
-                        Pair {
-                            function: m,
-                            into: group.members[0],
-                            original,
-                            replacement: original.name.to_string(),
-                        }
-                    })
-                });
-                validate_pairs(&originals, &merged, pairs)
+    on_big_stack(|| {
+        let originals = runnable(module.iter().map(|(_, d)| &d.func));
+        let merged = runnable(
+            module
+                .iter()
+                .map(|(f, d)| outcome.entry_points[f].as_ref().unwrap_or(&d.func))
+                .chain(&outcome.merged_bodies),
+        );
+        let pairs = outcome.groups.iter().flat_map(|group| {
+            group.members.iter().map(|&m| {
+                let original = &module.get(m).func;
+                Pair {
+                    function: m,
+                    into: group.members[0],
+                    original,
+                    replacement: original.name.to_string(),
+                }
             })
-            .map(|handle| handle.join().unwrap_or_default())
-            .unwrap_or_default()
+        });
+        validate_pairs(&originals, &merged, pairs)
     })
 }
 
@@ -214,27 +215,21 @@ pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> Valid
 /// must agree. A function removed from `transformed` is checked through its
 /// callers. Runs on a thread with a large stack, like [`validate`].
 pub fn validate_program(original: &FunctionSet, transformed: &FunctionSet) -> ValidationReport {
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .stack_size(1 << 30)
-            .spawn_scoped(scope, || {
-                let originals = runnable(original.iter().map(|(_, d)| &d.func));
-                let merged = runnable(transformed.iter().map(|(_, d)| &d.func));
-                let pairs = original.iter().filter_map(|(f, d)| {
-                    let now = transformed.lookup(&SymbolName::of_function(&d.func))?;
-                    let changed = transformed.get(now).func.display().to_string()
-                        != d.func.display().to_string();
-                    changed.then(|| Pair {
-                        function: f,
-                        into: f,
-                        original: &d.func,
-                        replacement: d.func.name.to_string(),
-                    })
-                });
-                validate_pairs(&originals, &merged, pairs)
+    on_big_stack(|| {
+        let originals = runnable(original.iter().map(|(_, d)| &d.func));
+        let merged = runnable(transformed.iter().map(|(_, d)| &d.func));
+        let pairs = original.iter().filter_map(|(f, d)| {
+            let now = transformed.lookup(&SymbolName::of_function(&d.func))?;
+            let changed =
+                transformed.get(now).func.display().to_string() != d.func.display().to_string();
+            changed.then(|| Pair {
+                function: f,
+                into: f,
+                original: &d.func,
+                replacement: d.func.name.to_string(),
             })
-            .map(|handle| handle.join().unwrap_or_default())
-            .unwrap_or_default()
+        });
+        validate_pairs(&originals, &merged, pairs)
     })
 }
 
