@@ -13,7 +13,9 @@
 # the translation validator's report is compared too. Each run leaves three files:
 # stdout, stderr and the exit status.
 # Corpus programs (../shared/corpus, unpacked into OUT_DIR/../corpus-src once) are
-# run on each program's directory.
+# run on each program's directory; then the separate-compilation subcommands run over
+# them (each program a module: summarize, plan together, apply, dump), and the
+# summaries, decisions, plan report, applied modules and dumps are kept too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +63,32 @@ record() {
       n=$((n + 1))
     done
   done
+  # Separate compilation over the corpus: every program a module, summarized,
+  # planned together, each one's decisions applied, every file dumped.
+  if [[ -d "$corpus_src" ]]; then
+    local work summaries=() program
+    work=$(mktemp -d)
+    for p in "$corpus_src"/*/; do
+      program=$(basename "$p")
+      "$bin" summarize "${p%/}" -o "$work/$program.sum" 2>/dev/null
+      summaries+=("$work/$program.sum")
+      n=$((n + 1))
+    done
+    "$bin" plan "${summaries[@]}" --out-dir "$work/dec" --report json \
+      >"$out/separate.plan.json" 2>/dev/null
+    n=$((n + 1))
+    for p in "$corpus_src"/*/; do
+      program=$(basename "$p")
+      "$bin" apply --decisions "$work/dec/$program.dec" "${p%/}" \
+        >"$out/separate.$program.apply" 2>/dev/null
+      "$bin" dump "$work/$program.sum" >"$out/separate.$program.sum.dump"
+      "$bin" dump "$work/dec/$program.dec" >"$out/separate.$program.dec.dump"
+      cp "$work/$program.sum" "$out/separate.$program.sum"
+      cp "$work/dec/$program.dec" "$out/separate.$program.dec"
+      n=$((n + 3))
+    done
+    rm -rf "$work"
+  fi
   echo "recorded $n runs of $bin over ${#inputs[@]} inputs into $out"
 }
 

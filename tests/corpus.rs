@@ -48,13 +48,14 @@ fn corpus_dir(test: &str) -> Option<PathBuf> {
 }
 
 /// Unpacks the corpus into a directory of this test's own (tests run in parallel).
-fn unpack(corpus: &Path, test: &str) -> PathBuf {
-    let dest =
-        std::env::temp_dir().join(format!("clif-merge-corpus-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dest).expect("temp dir");
+fn unpack(corpus: &Path, test: &str) -> tempfile::TempDir {
+    let dest = tempfile::Builder::new()
+        .prefix(&format!("clif-merge-corpus-{test}-"))
+        .tempdir()
+        .expect("temp dir");
     let status = Command::new("sh")
         .arg(corpus.join("unpack"))
-        .arg(&dest)
+        .arg(dest.path())
         .status()
         .expect("run corpus unpack");
     assert!(status.success(), "corpus unpack failed");
@@ -79,7 +80,7 @@ fn programs(root: &Path) -> Vec<PathBuf> {
 fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet)>> {
     let corpus = corpus_dir(test)?;
     let root = unpack(&corpus, test);
-    let loaded = programs(&root)
+    let loaded = programs(root.path())
         .into_iter()
         .map(|dir| {
             let program = dir
@@ -96,7 +97,6 @@ fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet
             (program, functions, loaded.functions)
         })
         .collect();
-    let _ = std::fs::remove_dir_all(&root);
     Some(loaded)
 }
 
@@ -118,7 +118,7 @@ fn corpus_programs_merge_and_verify() {
     let root = unpack(&corpus, "verify");
     let flags = Flags::new(settings::builder());
     let mut table = String::new();
-    for program in &programs(&root) {
+    for program in &programs(root.path()) {
         let name = program
             .file_name()
             .unwrap_or_default()
@@ -189,7 +189,6 @@ fn corpus_programs_merge_and_verify() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
     // Snapshot: exactly the README's two brotli pairs and nothing else, every merge
     // validated; the work counters (instructions, hash candidates, comparisons) too.
     // Changes when the corpus, the comparator, the hashing or the validator changes;

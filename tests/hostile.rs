@@ -9,22 +9,29 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn temp_file(name: &str, contents: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clif-merge-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(name);
-    std::fs::write(&path, contents).expect("write");
-    path
+/// A file named `name` holding `contents`, in a temporary directory removed when
+/// the file is dropped (`tempfile`).
+struct TempFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
 }
 
-fn clif_merge(args: &[&str], file: &PathBuf) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+fn temp_file(name: &str, contents: &[u8]) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("clif-merge-hostile-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).expect("write");
+    TempFile { _dir: dir, path }
+}
+
+fn clif_merge(args: &[&str], file: &TempFile) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_clif-merge"))
         .args(args)
-        .arg(file)
+        .arg(&file.path)
         .output()
-        .expect("run clif-merge");
-    let _ = std::fs::remove_file(file);
-    out
+        .expect("run clif-merge")
 }
 
 fn json(out: &Output) -> serde_json::Value {

@@ -13,7 +13,6 @@ use clif_merge::{MergeAction, MergeMode, MergeOptions};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use object::{Object, ObjectSymbol};
-use std::path::PathBuf;
 use std::process::Command;
 
 const MAIN_C: &str = r#"
@@ -52,10 +51,11 @@ fn build_object(options: ModuleMergeOptions) -> (Vec<u8>, clif_merge::module::Me
     (product.emit().expect("emit"), report)
 }
 
-fn work_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clif-merge-aot-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+fn work_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("clif-merge-aot-{tag}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn symbol_address(object_bytes: &[u8], name: &str) -> Option<(u64, Option<object::SectionIndex>)> {
@@ -164,7 +164,7 @@ fn mode_all_makes_exported_duplicates_real_aliases() {
     assert_eq!(kept, alias);
     assert!(kept.1.is_some(), "alias must be defined, not undefined");
     // `nm` agrees.
-    let obj = dir.join("module.o");
+    let obj = dir.path().join("module.o");
     std::fs::write(&obj, &merged).expect("write");
     let nm = Command::new("nm").arg(&obj).output().expect("nm");
     let nm = String::from_utf8_lossy(&nm.stdout);
@@ -190,5 +190,4 @@ fn mode_all_makes_exported_duplicates_real_aliases() {
     };
     assert_eq!(strip(&merged_out), strip(&plain_out));
     assert_eq!(merged_code, plain_code);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -182,9 +182,11 @@ fn generated_module_is_merged_identically_on_any_number_of_threads() {
         near_rate: 0.2,
         seed: 7,
     });
-    let dir = std::env::temp_dir().join(format!("clif-merge-parallel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("module.clif");
+    let dir = tempfile::Builder::new()
+        .prefix("clif-merge-parallel-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join("module.clif");
     std::fs::write(&path, &generated.clif).expect("write module");
     let module = load_paths(&[path]);
     let merged = check_threads("generated", &module);
@@ -192,7 +194,6 @@ fn generated_module_is_merged_identically_on_any_number_of_threads() {
     assert_eq!(merged, generated.exact_duplicates);
     check_hash_first("generated", &module);
     check_in_place("generated", &module);
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -143,9 +143,11 @@ block0:
 
 #[test]
 fn cli_validate_prints_the_summary_and_extends_the_json() {
-    let dir = std::env::temp_dir().join(format!("clif-merge-validate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("twins.clif");
+    let dir = tempfile::Builder::new()
+        .prefix("clif-merge-validate-")
+        .tempdir()
+        .expect("temp dir");
+    let file = dir.path().join("twins.clif");
     std::fs::write(
         &file,
         "
@@ -167,7 +169,7 @@ block0(v0: i32):
         .arg(&file)
         .output()
         .expect("run clif-merge");
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

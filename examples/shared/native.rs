@@ -27,9 +27,11 @@ pub fn link_all_and_run(
     c_source: &str,
     tag: &str,
 ) -> Result<Run, Box<dyn Error>> {
-    let dir = std::env::temp_dir().join(format!("clif-merge-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let result = (|| -> Result<Run, Box<dyn Error>> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("clif-merge-{tag}-"))
+        .tempdir()?;
+    let dir = dir.path();
+    (|| -> Result<Run, Box<dyn Error>> {
         let (main, exe) = (dir.join("main.c"), dir.join("program"));
         std::fs::write(&main, c_source)?;
         let mut cc = Command::new("cc");
@@ -56,9 +58,7 @@ pub fn link_all_and_run(
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             code: output.status.code().unwrap_or(-1),
         })
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    })()
 }
 
 /// Bytes of code (all text sections) in an object file.

@@ -21,9 +21,11 @@ use cranelift_reader::IsaSpec;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-const ABOUT: &str = "Merge identical functions in Cranelift IR (CLIF)";
+/// The tool's one-line description.
+pub(crate) const ABOUT: &str = "Merge identical functions in Cranelift IR (CLIF)";
 
-const LONG_ABOUT: &str = "\
+/// The tool's description.
+pub(crate) const LONG_ABOUT: &str = "\
 Merge identical functions in Cranelift IR (CLIF).
 
 All functions of all inputs form one module. Functions that provably compute the same \
@@ -39,7 +41,8 @@ The merged module is printed as CLIF; each removed function leaves a comment lin
 `; %g: erased, calls go to %f` or `; %g: alias of %f`, each thunk is preceded by \
 `; %g: thunk to %f`.";
 
-const AFTER_HELP: &str = "\
+/// Examples and exit status.
+pub(crate) const AFTER_HELP: &str = "\
 Examples:
   clif-merge filetests/merge/core_mutual_recursion_pairs.clif
   clif-merge --report json --export %main a.clif b.clif
@@ -64,7 +67,8 @@ pub enum ReportFormat {
     Json,
 }
 
-/// Command-line arguments of `clif-merge`.
+/// Command-line arguments of the merge (`clif-merge [OPTIONS] FILE...`): flattened
+/// into [`super::Cli`], and a parser of its own for tests.
 #[derive(Parser, Debug)]
 #[command(name = "clif-merge", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
 pub struct Args {

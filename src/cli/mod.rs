@@ -1,5 +1,6 @@
-//! The `clif-merge` command line: the merge (`clif-merge FILE...`) and the
-//! separate-compilation subcommands (`summarize`, `plan`, `apply`, `dump`).
+//! The `clif-merge` command line: one clap parser ([`Cli`]) for the merge
+//! (`clif-merge FILE...`, no subcommand) and the separate-compilation subcommands
+//! (`summarize`, `plan`, `apply`, `dump`).
 //!
 //! * `merge`: the merge command's arguments and run;
 //! * `separate`: the subcommands;
@@ -20,12 +21,43 @@ pub(crate) mod separate;
 pub use error::CliError;
 pub use load::{LoadedModule, ModeArg, SourceLocation, check_entity_numbers, expand_inputs, load};
 pub use merge::{Args, ReportFormat, run};
+pub use separate::SeparateCommand;
 
 use clap::Parser;
 use error::catch_panic;
-use separate::SeparateArgs;
 use std::ffi::OsString;
 use std::io::Write;
+
+/// The command line of `clif-merge`: one parser. Without a subcommand it is the
+/// merge (`clif-merge [OPTIONS] FILE...`); `summarize`, `plan`, `apply` and `dump`
+/// are the stages of separate compilation.
+#[derive(Parser, Debug)]
+#[command(
+    name = "clif-merge",
+    version,
+    about = merge::ABOUT,
+    long_about = merge::LONG_ABOUT,
+    after_help = merge::AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    /// A stage of separate compilation; none for the merge.
+    #[command(subcommand)]
+    pub command: Option<SeparateCommand>,
+    /// The merge's arguments.
+    #[command(flatten)]
+    pub merge: Args,
+}
+
+/// Runs what `cli` asks for. Returns `(stdout, stderr)` text on success.
+pub fn run_cli(cli: &Cli) -> Result<(String, String), CliError> {
+    match &cli.command {
+        Some(command) => separate::run(command),
+        None => merge::run(&cli.merge),
+    }
+}
 
 /// Entry point of the binary: parses `argv`, runs, prints, returns the exit code.
 pub fn main_with_args(
@@ -33,13 +65,7 @@ pub fn main_with_args(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
-    let argv: Vec<OsString> = argv.into_iter().collect();
-    if let Some(command) = argv.get(1).and_then(|a| a.to_str())
-        && separate::SUBCOMMANDS.contains(&command)
-    {
-        return run_command::<SeparateArgs>(argv, stdout, stderr, separate::run);
-    }
-    run_command::<Args>(argv, stdout, stderr, merge::run)
+    run_command::<Cli>(argv.into_iter().collect(), stdout, stderr, run_cli)
 }
 
 /// Parses `argv` as `A`, runs `run` on it and prints: clap's own output for usage
@@ -47,8 +73,7 @@ pub fn main_with_args(
 /// `error: MESSAGE` and the error's exit code. A panic (in a Cranelift crate or
 /// here) does not reach the user as a crash: it becomes an internal error (exit 3).
 /// The panic hook is left as the program set it (the `clif-merge` binary sets a
-/// quiet one). Shared by the main command and the separate-compilation
-/// subcommands.
+/// quiet one).
 fn run_command<A: Parser>(
     argv: Vec<OsString>,
     stdout: &mut dyn Write,

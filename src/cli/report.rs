@@ -8,6 +8,7 @@ use crate::identical::rewrite::OutputEntry;
 use crate::ir::FunctionSet;
 #[cfg(feature = "module")]
 use crate::module::MergeReport;
+use crate::separate::ProgramPlan;
 use crate::similar::{SimilarGroupReport, SimilarPass};
 use crate::validate::ValidationReport;
 use cranelift_codegen::ir::Function;
@@ -31,12 +32,7 @@ pub fn clif_text(
         if i > 0 || !header.is_empty() {
             out.push('\n');
         }
-        let function = match entry {
-            OutputEntry::Function(f, _) => *f,
-            OutputEntry::Thunk { function, .. } | OutputEntry::Removed { function, .. } => {
-                *function
-            }
-        };
+        let function = entry.function();
         if let Some(similar) = similar {
             if let Some((group, merged)) = similar.merged_before(function) {
                 let members: Vec<String> = group
@@ -293,7 +289,6 @@ impl MergeReport {
                 .map(|(f, k, a)| json!({"function": f, "into": k, "action": a.as_str()}))
                 .collect::<Vec<_>>(),
         });
-        #[cfg(feature = "separate")]
         if !self.cross_module.is_empty() {
             json["cross_module"] = self
                 .cross_module
@@ -325,4 +320,34 @@ pub fn check_printable(functions: &[&Function]) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The JSON report of `clif-merge plan`: `functions`, `merged`, `classes` and
+/// `actions`, functions named `MODULE::NAME`.
+pub fn plan_json(plan: &ProgramPlan) -> serde_json::Value {
+    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+    let actions: Vec<serde_json::Value> = plan
+        .decisions
+        .iter()
+        .flat_map(|m| {
+            m.decisions.iter().map(move |d| {
+                json!({
+                    "function": format!("{}::{}", m.module, d.function),
+                    "into": format!("{}::{}", d.to_module, d.to),
+                    "action": d.action.as_str(),
+                })
+            })
+        })
+        .collect();
+    let classes: Vec<Vec<String>> = plan
+        .classes
+        .iter()
+        .map(|c| c.iter().map(|q| q.to_string()).collect())
+        .collect();
+    json!({
+        "functions": plan.functions,
+        "merged": decided,
+        "classes": classes,
+        "actions": actions,
+    })
 }

@@ -4,14 +4,14 @@
 
 use super::error::CliError;
 use super::load::{LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
-use super::report::check_printable;
+use super::report::{check_printable, plan_json};
 use crate::identical::MergeOptions;
 use crate::ir::SymbolName;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
 use crate::separate::transform::apply_decisions;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags, FlagsOrIsa};
 use cranelift_codegen::verify_function;
@@ -19,35 +19,35 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The first arguments that select a subcommand.
-pub const SUBCOMMANDS: [&str; 4] = ["summarize", "plan", "apply", "dump"];
-
-const ABOUT: &str = "Merge identical functions across separately compiled CLIF modules";
-
-const LONG_ABOUT: &str = "\
-Merge identical functions across separately compiled CLIF modules, in the three stages \
-of GCC's WHOPR design:
-
-1. `summarize`, per module (wherever it is compiled): the module's own merge runs, then \
-every function it still defines is summarized: name, linkage, address-taken flag, \
-structural hash and the comparator's view of its body, with references to other \
-functions by symbol name.
-2. `plan`, once for the whole program: reads every summary, finds the classes of equal \
-functions across modules (callees compared by symbol across modules), keeps one \
-representative per class (a visible function, the first by module and name: the order \
-of the summaries does not matter) and writes one decisions file per module.
-3. `apply`, per module: runs the module's own merge again and applies its decisions: a \
-duplicate whose representative lives elsewhere becomes a thunk to it (an object file \
-cannot alias a symbol it does not define), a local one whose address is never taken is \
-removed, and the module's own calls go straight to the representative.
+const SUMMARIZE_ABOUT: &str = "\
+Stage 1 of separate compilation, per module (wherever it is compiled): the module's own \
+merge runs, then every function it still defines is summarized: name, linkage, \
+address-taken flag, structural hash and the comparator's view of its body, with \
+references to other functions by symbol name.
 
 Symbol names are the CLIF names (`%foo`, `u0:12`), one namespace for the whole \
 program; a local function is private to its module. Use the same --mode and linkage \
-options in `summarize` and `apply`: `apply` checks every decision against the function \
-it names (its structural hash) and refuses stale decisions.";
+options in `summarize` and `apply`.";
+
+const PLAN_ABOUT: &str = "\
+Stage 2 of separate compilation, once for the whole program: reads every summary, finds \
+the classes of equal functions across modules (callees compared by symbol across \
+modules), keeps one representative per class (a visible function, the first by module \
+and name: the order of the summaries does not matter) and writes one decisions file per \
+module.";
+
+const APPLY_ABOUT: &str = "\
+Stage 3 of separate compilation, per module: runs the module's own merge again and \
+applies its decisions: a duplicate whose representative lives elsewhere becomes a thunk \
+to it (an object file cannot alias a symbol it does not define), a local one whose \
+address is never taken is removed, and the module's own calls go straight to the \
+representative. Use the same --mode and linkage options as in `summarize`: `apply` \
+checks every decision against the function it names (its structural hash) and refuses \
+stale decisions.";
 
 const AFTER_HELP: &str = "\
-Example:
+Example (GCC's WHOPR stages: summarize each module, plan the whole program, apply per \
+module):
   clif-merge summarize --export %f a/ -o a.sum
   clif-merge summarize --export %g b/ -o b.sum
   clif-merge plan a.sum b.sum --out-dir decisions --report json
@@ -57,15 +57,6 @@ Example:
 Exit status: 0 on success, 2 on bad input (unreadable, truncated or corrupt files, \
 a summary or decisions file of another format version, two modules defining one \
 symbol, stale decisions), 3 on an internal error.";
-
-/// Command-line arguments of the separate-compilation subcommands.
-#[derive(Parser, Debug)]
-#[command(name = "clif-merge", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
-pub struct SeparateArgs {
-    /// The stage to run.
-    #[command(subcommand)]
-    pub command: SeparateCommand,
-}
 
 /// Linkage and mode options, the same for `summarize` and `apply`.
 #[derive(clap::Args, Debug, Clone)]
@@ -84,10 +75,11 @@ pub struct ModuleOptions {
     pub mode: ModeArg,
 }
 
-/// A stage.
+/// A stage of separate compilation: the subcommands of `clif-merge`.
 #[derive(Subcommand, Debug)]
 pub enum SeparateCommand {
     /// Stage 1: summarize one module (after its own merge).
+    #[command(long_about = SUMMARIZE_ABOUT, after_help = AFTER_HELP)]
     Summarize {
         /// CLIF files or directories: one module.
         #[arg(required = true, value_name = "FILE.clif|DIR")]
@@ -104,6 +96,7 @@ pub enum SeparateCommand {
         options: ModuleOptions,
     },
     /// Stage 2: plan the whole program from all summaries.
+    #[command(long_about = PLAN_ABOUT, after_help = AFTER_HELP)]
     Plan {
         /// The summaries of all modules.
         #[arg(required = true, value_name = "M.sum")]
@@ -117,6 +110,7 @@ pub enum SeparateCommand {
         report: Option<String>,
     },
     /// Stage 3: apply a module's decisions and print the module as CLIF.
+    #[command(long_about = APPLY_ABOUT, after_help = AFTER_HELP)]
     Apply {
         /// The module's decisions file (from `plan`).
         #[arg(long, value_name = "M.dec")]
@@ -129,6 +123,7 @@ pub enum SeparateCommand {
         options: ModuleOptions,
     },
     /// Print a summary or decisions file in readable form.
+    #[command(after_help = AFTER_HELP)]
     Dump {
         /// The file.
         #[arg(value_name = "M.sum|M.dec")]
@@ -173,189 +168,190 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// Runs a subcommand. Returns `(stdout, stderr)` text on success.
-pub fn run(args: &SeparateArgs) -> Result<(String, String), CliError> {
-    match &args.command {
+pub fn run(command: &SeparateCommand) -> Result<(String, String), CliError> {
+    match command {
         SeparateCommand::Summarize {
             inputs,
             output,
             module,
             options,
-        } => {
-            let loaded = load_module(inputs, options)?;
-            let name = match module {
-                Some(name) => name.clone(),
-                None => output
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().to_string())
-                    .unwrap_or_else(|| "module".into()),
-            };
-            let start = Instant::now();
-            let summary = summarize(&loaded.functions, &name, &merge_options(options));
-            let time = start.elapsed();
-            let bytes = summary.to_bytes();
-            write(output, &bytes)?;
-            let text: usize = loaded
-                .functions
-                .iter()
-                .map(|(_, d)| d.func.display().to_string().len())
-                .sum();
-            let stderr = format!(
-                "summarized module `{name}`: {} functions ({} visible), {} bytes of summary for {} bytes of CLIF text ({:.2}), {:.3} ms\n",
-                summary.functions.len(),
-                summary
-                    .functions
-                    .iter()
-                    .filter(|f| f.visibility != Visibility::Local)
-                    .count(),
-                bytes.len(),
-                text,
-                bytes.len() as f64 / text.max(1) as f64,
-                time.as_secs_f64() * 1e3,
-            );
-            Ok((String::new(), stderr))
-        }
+        } => summarize_command(inputs, output, module, options),
         SeparateCommand::Plan {
             summaries,
             out_dir,
             report,
-        } => {
-            if let Some(format) = report
-                && format != "json"
-            {
-                return Err(CliError::input(format!(
-                    "unknown report format `{format}` (expected `json`)"
-                )));
-            }
-            let summaries: Vec<Summary> = summaries
-                .iter()
-                .map(|p| read_summary(p))
-                .collect::<Result<_, _>>()?;
-            let plan = plan_program(&summaries).map_err(|e| CliError::input(e.to_string()))?;
-            std::fs::create_dir_all(out_dir)
-                .map_err(|e| CliError::input(format!("{}: {e}", out_dir.display())))?;
-            for decisions in &plan.decisions {
-                if decisions.module.contains(['/', '\\']) || decisions.module.starts_with('.') {
-                    return Err(CliError::input(format!(
-                        "module name `{}` cannot be a file name",
-                        decisions.module
-                    )));
-                }
-                let path = out_dir.join(format!("{}.dec", decisions.module));
-                write(&path, &decisions.to_bytes())?;
-            }
-            let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
-            let stderr = format!(
-                "planned {} modules, {} functions: {} classes across modules, {} decisions; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
-                plan.decisions.len(),
-                plan.functions,
-                plan.classes.len(),
-                decided,
-                plan.comparisons,
-                plan.time_resolve.as_secs_f64() * 1e3,
-                plan.time_partition.as_secs_f64() * 1e3,
-            );
-            let stdout = if report.is_some() {
-                let actions: Vec<serde_json::Value> = plan
-                    .decisions
-                    .iter()
-                    .flat_map(|m| {
-                        m.decisions.iter().map(move |d| {
-                            serde_json::json!({
-                                "function": format!("{}::{}", m.module, d.function),
-                                "into": format!("{}::{}", d.to_module, d.to),
-                                "action": d.action.as_str(),
-                            })
-                        })
-                    })
-                    .collect();
-                let classes: Vec<Vec<String>> = plan
-                    .classes
-                    .iter()
-                    .map(|c| c.iter().map(|q| q.to_string()).collect())
-                    .collect();
-                let json = serde_json::json!({
-                    "functions": plan.functions,
-                    "merged": decided,
-                    "classes": classes,
-                    "actions": actions,
-                });
-                format!("{json}\n")
-            } else {
-                String::new()
-            };
-            Ok((stdout, stderr))
-        }
+        } => plan_command(summaries, out_dir, report),
         SeparateCommand::Apply {
             decisions,
             inputs,
             options,
-        } => {
-            let decisions = read_decisions(decisions)?;
-            let loaded = load_module(inputs, options)?;
-            let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
-                .map_err(|e| CliError::input(e.to_string()))?;
-            let out = &applied.functions;
-            let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
-            check_printable(&printed)?;
-            let default_flags = Flags::new(settings::builder());
-            let mut text = loaded.header.clone();
-            for (_, def) in out.iter() {
-                // With the target and flags the input was verified with.
-                let target = loaded.target_of(&SymbolName::of_function(&def.func));
-                let flags_or_isa =
-                    target.map_or(FlagsOrIsa::from(&default_flags), |t| t.flags_or_isa());
-                if let Err(e) = verify_function(&def.func, flags_or_isa) {
-                    return Err(CliError {
-                        code: 3,
-                        message: format!(
-                            "internal error: {} fails the Cranelift verifier: {e}",
-                            def.func.name
-                        ),
-                    });
-                }
-                if let Some(d) = decisions
-                    .decisions
-                    .iter()
-                    .find(|d| d.function == def.func.name.to_string())
-                {
-                    let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
-                }
-                let _ = writeln!(text, "{}", def.func.display());
-            }
-            for alias in &applied.aliases {
-                let _ = writeln!(text, "; {}: alias of {}", alias.name, alias.of);
-            }
-            for d in &decisions.decisions {
-                if d.action == DecisionAction::Redirect {
-                    let _ = writeln!(
-                        text,
-                        "; {}: removed, calls go to {}::{}",
-                        d.function, d.to_module, d.to
-                    );
-                }
-            }
-            let stderr = format!(
-                "applied {} decisions to module `{}`\n",
-                decisions.decisions.len(),
+        } => apply_command(decisions, inputs, options),
+        SeparateCommand::Dump { file } => dump_command(file),
+    }
+}
+
+/// `summarize`: loads one module, summarizes it and writes the summary.
+fn summarize_command(
+    inputs: &[PathBuf],
+    output: &Path,
+    module: &Option<String>,
+    options: &ModuleOptions,
+) -> Result<(String, String), CliError> {
+    let loaded = load_module(inputs, options)?;
+    let name = match module {
+        Some(name) => name.clone(),
+        None => output
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "module".into()),
+    };
+    let start = Instant::now();
+    let summary = summarize(&loaded.functions, &name, &merge_options(options));
+    let time = start.elapsed();
+    let bytes = summary.to_bytes();
+    write(output, &bytes)?;
+    let text: usize = loaded
+        .functions
+        .iter()
+        .map(|(_, d)| d.func.display().to_string().len())
+        .sum();
+    let stderr = format!(
+        "summarized module `{name}`: {} functions ({} visible), {} bytes of summary for {} bytes of CLIF text ({:.2}), {:.3} ms\n",
+        summary.functions.len(),
+        summary
+            .functions
+            .iter()
+            .filter(|f| f.visibility != Visibility::Local)
+            .count(),
+        bytes.len(),
+        text,
+        bytes.len() as f64 / text.max(1) as f64,
+        time.as_secs_f64() * 1e3,
+    );
+    Ok((String::new(), stderr))
+}
+
+/// `plan`: reads every summary, plans the program, writes one decisions file per
+/// module (and the JSON report when asked).
+fn plan_command(
+    summaries: &[PathBuf],
+    out_dir: &Path,
+    report: &Option<String>,
+) -> Result<(String, String), CliError> {
+    if let Some(format) = report
+        && format != "json"
+    {
+        return Err(CliError::input(format!(
+            "unknown report format `{format}` (expected `json`)"
+        )));
+    }
+    let summaries: Vec<Summary> = summaries
+        .iter()
+        .map(|p| read_summary(p))
+        .collect::<Result<_, _>>()?;
+    let plan = plan_program(&summaries).map_err(|e| CliError::input(e.to_string()))?;
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| CliError::input(format!("{}: {e}", out_dir.display())))?;
+    for decisions in &plan.decisions {
+        if decisions.module.contains(['/', '\\']) || decisions.module.starts_with('.') {
+            return Err(CliError::input(format!(
+                "module name `{}` cannot be a file name",
                 decisions.module
+            )));
+        }
+        let path = out_dir.join(format!("{}.dec", decisions.module));
+        write(&path, &decisions.to_bytes())?;
+    }
+    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+    let stderr = format!(
+        "planned {} modules, {} functions: {} classes across modules, {} decisions; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
+        plan.decisions.len(),
+        plan.functions,
+        plan.classes.len(),
+        decided,
+        plan.comparisons,
+        plan.time_resolve.as_secs_f64() * 1e3,
+        plan.time_partition.as_secs_f64() * 1e3,
+    );
+    let stdout = if report.is_some() {
+        format!("{}\n", plan_json(&plan))
+    } else {
+        String::new()
+    };
+    Ok((stdout, stderr))
+}
+
+/// `apply`: loads one module, applies its decisions and prints it as CLIF.
+fn apply_command(
+    decisions: &Path,
+    inputs: &[PathBuf],
+    options: &ModuleOptions,
+) -> Result<(String, String), CliError> {
+    let decisions = read_decisions(decisions)?;
+    let loaded = load_module(inputs, options)?;
+    let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let out = &applied.functions;
+    let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
+    check_printable(&printed)?;
+    let default_flags = Flags::new(settings::builder());
+    let mut text = loaded.header.clone();
+    for (_, def) in out.iter() {
+        // With the target and flags the input was verified with.
+        let target = loaded.target_of(&SymbolName::of_function(&def.func));
+        let flags_or_isa = target.map_or(FlagsOrIsa::from(&default_flags), |t| t.flags_or_isa());
+        if let Err(e) = verify_function(&def.func, flags_or_isa) {
+            return Err(CliError {
+                code: 3,
+                message: format!(
+                    "internal error: {} fails the Cranelift verifier: {e}",
+                    def.func.name
+                ),
+            });
+        }
+        if let Some(d) = decisions
+            .decisions
+            .iter()
+            .find(|d| d.function == def.func.name.to_string())
+        {
+            let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
+        }
+        let _ = writeln!(text, "{}", def.func.display());
+    }
+    for alias in &applied.aliases {
+        let _ = writeln!(text, "; {}: alias of {}", alias.name, alias.of);
+    }
+    for d in &decisions.decisions {
+        if d.action == DecisionAction::Redirect {
+            let _ = writeln!(
+                text,
+                "; {}: removed, calls go to {}::{}",
+                d.function, d.to_module, d.to
             );
-            Ok((text, stderr))
         }
-        SeparateCommand::Dump { file } => {
-            let bytes = read(file)?;
-            if bytes.starts_with(&SUMMARY_MAGIC) {
-                let summary = read_summary(file)?;
-                Ok((dump_summary(&summary), String::new()))
-            } else if bytes.starts_with(&DECISIONS_MAGIC) {
-                let decisions = read_decisions(file)?;
-                Ok((dump_decisions(&decisions), String::new()))
-            } else {
-                Err(CliError::input(format!(
-                    "{}: not a clif-merge summary or decisions file",
-                    file.display()
-                )))
-            }
-        }
+    }
+    let stderr = format!(
+        "applied {} decisions to module `{}`\n",
+        decisions.decisions.len(),
+        decisions.module
+    );
+    Ok((text, stderr))
+}
+
+/// `dump`: prints a summary or decisions file in readable form.
+fn dump_command(file: &Path) -> Result<(String, String), CliError> {
+    let bytes = read(file)?;
+    if bytes.starts_with(&SUMMARY_MAGIC) {
+        let summary = read_summary(file)?;
+        Ok((dump_summary(&summary), String::new()))
+    } else if bytes.starts_with(&DECISIONS_MAGIC) {
+        let decisions = read_decisions(file)?;
+        Ok((dump_decisions(&decisions), String::new()))
+    } else {
+        Err(CliError::input(format!(
+            "{}: not a clif-merge summary or decisions file",
+            file.display()
+        )))
     }
 }
 

@@ -49,6 +49,22 @@ pub enum OutputEntry<'a> {
 }
 
 impl OutputEntry<'_> {
+    /// The function of the input module this entry stands for.
+    pub fn function(&self) -> FuncIndex {
+        match self {
+            OutputEntry::Function(f, _) => *f,
+            OutputEntry::Thunk { function, .. } | OutputEntry::Removed { function, .. } => {
+                *function
+            }
+        }
+    }
+
+    /// The function and the body this entry emits (`None` for a removed
+    /// duplicate): what stays of the module.
+    pub fn kept(&self) -> Option<(FuncIndex, &Function)> {
+        Some((self.function(), self.body()?))
+    }
+
     /// The body this entry emits: the function (redirected) or the thunk; `None`
     /// for a removed duplicate.
     pub fn body(&self) -> Option<&Function> {

@@ -3,6 +3,8 @@
 //! * [`function_set`]: [`FunctionSet`], the functions of one module with their
 //!   [`Linkage`] and a name index;
 //! * [`linkage`]: [`Linkage`], the pass's own copy of `cranelift_module::Linkage`;
+//! * `fnv`: the one fixed hash of file checksums and printed digests (for
+//!   separate compilation and validation);
 //! * [`parallel`]: the one switch between `rayon` and sequential iteration (the
 //!   `parallel` feature); results never depend on it;
 //! * [`symbols`]: symbol names as a linker sees them ([`SymbolName`], borrowed as
@@ -11,6 +13,8 @@
 //!
 //! Nothing here imports another folder of the crate.
 
+#[cfg(any(feature = "separate", feature = "validate"))]
+pub mod fnv;
 pub mod function_set;
 pub mod linkage;
 pub mod parallel;

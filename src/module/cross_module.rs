@@ -2,8 +2,11 @@
 //! the inner module. Without the `separate` feature there never are any
 //! ([`ResolvedDecisions::none`]); the finish is written once for both.
 
+use crate::identical::rewrite::Redirects;
+use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::UserFuncName;
 use cranelift_module::FuncId;
-use std::collections::HashMap;
 
 /// What a whole-program decision does to a function of this module.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -32,7 +35,8 @@ pub(super) struct ResolvedDecisions {
     /// module that became a thunk, and its representative).
     pub(super) calls: Vec<(FuncId, FuncId)>,
     /// Each representative's `MODULE::NAME`.
-    pub(super) qualified: HashMap<FuncId, String>,
+    #[cfg(feature = "separate")]
+    pub(super) qualified: std::collections::HashMap<FuncId, String>,
 }
 
 impl ResolvedDecisions {
@@ -41,7 +45,44 @@ impl ResolvedDecisions {
         Self {
             per_function: vec![None; len],
             calls: Vec::new(),
-            qualified: HashMap::new(),
+            #[cfg(feature = "separate")]
+            qualified: std::collections::HashMap::new(),
         }
+    }
+
+    /// The redirections these decisions make in the functions this module keeps
+    /// (the functions of `set`, named `u0:FuncId`): every reference to a removed
+    /// function and every direct call to a new thunk (of this module, or an import
+    /// of another's) goes to the representative.
+    pub(super) fn redirects(&self, set: &FunctionSet) -> Redirects {
+        let decided = |action: CrossAction| {
+            self.per_function
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, r)| {
+                    let r = (*r)?;
+                    (r.action == action).then(|| {
+                        let func = &set.get(FuncIndex::new(i)).func;
+                        (
+                            SymbolName::of_function(func),
+                            UserFuncName::user(0, r.target.as_u32()),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let imports = self.calls.iter().map(|&(import, target)| {
+            (
+                SymbolName::User {
+                    namespace: 0,
+                    index: import.as_u32(),
+                },
+                UserFuncName::user(0, target.as_u32()),
+            )
+        });
+        Redirects::from_maps(
+            decided(CrossAction::Redirect),
+            decided(CrossAction::Thunk).into_iter().chain(imports),
+        )
     }
 }

@@ -6,9 +6,9 @@ use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{code_size, define_thunk};
 use crate::identical::plan::{MergeAction, MergePlan};
-use crate::identical::rewrite::{OutputEntry, Redirects};
-use crate::identical::{MergeOptions, merge_functions};
-use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+use crate::identical::rewrite::OutputEntry;
+use crate::identical::{MergeOptions, MergeOutcome, merge_functions};
+use crate::ir::{FuncIndex, FunctionSet};
 #[cfg(feature = "separate")]
 use crate::separate::program::{DecisionAction, ModuleDecisions};
 #[cfg(feature = "separate")]
@@ -256,54 +256,12 @@ impl<M: Module> MergingModule<M> {
         allow_redirect: bool,
     ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
         if !self.options.enabled {
-            for r in std::mem::take(&mut self.recorded) {
-                let mut ctx = Context::for_function(r.func);
-                self.inner.define_function(r.id, &mut ctx)?;
-            }
-            for (id, desc) in std::mem::take(&mut self.data) {
-                self.inner.define_data(id, &desc)?;
-            }
-            return Ok((self.inner, MergeReport::default(), None));
+            return Ok((self.define_unmerged()?, MergeReport::default(), None));
         }
         let (set, ids) = self.recorded_set()?;
         self.recorded.clear();
-        let ResolvedDecisions {
-            per_function: resolved,
-            calls: call_redirects,
-            qualified,
-        } = self.resolve_decisions(&set, allow_redirect)?;
-        let set_ref = &set;
-        let resolved_ref = &resolved;
-        let decided = |action: CrossAction| {
-            resolved_ref
-                .iter()
-                .enumerate()
-                .filter_map(move |(i, r)| {
-                    let r = (*r)?;
-                    (r.action == action).then(|| {
-                        let func = &set_ref.get(FuncIndex::new(i)).func;
-                        (
-                            SymbolName::of_function(func),
-                            UserFuncName::user(0, r.target.as_u32()),
-                        )
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
-        let imports = call_redirects.iter().map(|&(import, target)| {
-            (
-                SymbolName::User {
-                    namespace: 0,
-                    index: import.as_u32(),
-                },
-                UserFuncName::user(0, target.as_u32()),
-            )
-        });
-        let cross_redirects = Redirects::from_maps(
-            decided(CrossAction::Redirect),
-            decided(CrossAction::Thunk).into_iter().chain(imports),
-        );
-        let has_decisions = resolved.iter().any(Option::is_some);
+        let resolved = self.resolve_decisions(&set, allow_redirect)?;
+        let has_decisions = resolved.per_function.iter().any(Option::is_some);
         let outcome = merge_functions(&set, &self.options.merge);
         let similar = match &self.options.similar {
             Some(options) if !has_decisions => Some(self.declare_merged_bodies(
@@ -311,21 +269,64 @@ impl<M: Module> MergingModule<M> {
             )?),
             _ => None,
         };
-        // What each duplicate would have cost: compile it once, only to measure.
+        let (duplicate_bytes, thunk_bytes) =
+            self.define_output(&set, &ids, &outcome, similar.as_ref(), &resolved)?;
+        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
+            .per_function
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((ids[i], (*r)?)))
+            .collect();
+        let merged = Merged {
+            ids,
+            plan: outcome.plan,
+            redirected: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Redirect)
+                .map(|(id, _)| *id)
+                .collect(),
+        };
+        self.define_data_redirected(&merged, &cross_module)?;
+        let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
+        report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
+        Ok((self.inner, report, Some(merged)))
+    }
+
+    /// Merging is off: every function and data object as defined.
+    fn define_unmerged(mut self) -> ModuleResult<M> {
+        for r in std::mem::take(&mut self.recorded) {
+            let mut ctx = Context::for_function(r.func);
+            self.inner.define_function(r.id, &mut ctx)?;
+        }
+        for (id, desc) in std::mem::take(&mut self.data) {
+            self.inner.define_data(id, &desc)?;
+        }
+        Ok(self.inner)
+    }
+
+    /// Defines what the pass's `outcome` keeps of `set` (whose functions have the
+    /// `FuncId`s `ids`): kept functions with calls redirected, thunks, the merged
+    /// bodies and entry points of `similar`, and what `resolved` (a whole-program
+    /// plan) decides. Returns the code bytes the merged duplicates would have
+    /// taken (each compiled once, only to measure) and the bytes of their thunks.
+    fn define_output(
+        &mut self,
+        set: &FunctionSet,
+        ids: &[FuncId],
+        outcome: &MergeOutcome<'_>,
+        similar: Option<&SimilarPass>,
+        resolved: &ResolvedDecisions,
+    ) -> ModuleResult<(u64, u64)> {
+        let cross_redirects = resolved.redirects(set);
         let mut duplicate_bytes = 0u64;
         for d in &outcome.plan.decisions {
             duplicate_bytes += code_size(self.inner.isa(), &set.get(d.function).func)?;
         }
         let mut thunk_bytes = 0u64;
-        let id_of = |f: FuncIndex| ids[cranelift_codegen::entity::EntityRef::index(f)];
+        let id_of = |f: FuncIndex| ids[f.index()];
         for entry in &outcome.output {
-            let function = match entry {
-                OutputEntry::Function(f, _) => *f,
-                OutputEntry::Thunk { function, .. } | OutputEntry::Removed { function, .. } => {
-                    *function
-                }
-            };
-            if let Some(similar) = &similar {
+            let function = entry.function();
+            if let Some(similar) = similar {
                 if let Some((_, merged)) = similar.merged_before(function)
                     && let UserFuncName::User(name) = &merged.name
                 {
@@ -340,7 +341,7 @@ impl<M: Module> MergingModule<M> {
                 }
             }
             // A decision of the whole-program plan.
-            if let Some(r) = resolved[function.index()] {
+            if let Some(r) = resolved.per_function[function.index()] {
                 let func = &set.get(function).func;
                 duplicate_bytes += code_size(self.inner.isa(), func)?;
                 if r.action == CrossAction::Thunk {
@@ -356,7 +357,8 @@ impl<M: Module> MergingModule<M> {
                     body,
                 } => {
                     // The kept function may itself go to a representative elsewhere.
-                    let target = resolved[into.index()].map_or(id_of(*into), |r| r.target);
+                    let target =
+                        resolved.per_function[into.index()].map_or(id_of(*into), |r| r.target);
                     thunk_bytes += define_thunk(&mut self.inner, id_of(*function), body, target)?;
                     continue;
                 }
@@ -366,22 +368,17 @@ impl<M: Module> MergingModule<M> {
             let mut ctx = Context::for_function(func.into_owned());
             self.inner.define_function(id_of(index), &mut ctx)?;
         }
-        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| Some((id_of(FuncIndex::new(i)), (*r)?)))
-            .collect();
-        let merged = Merged {
-            ids,
-            plan: outcome.plan,
-            redirected: cross_module
-                .iter()
-                .filter(|(_, r)| r.action == CrossAction::Redirect)
-                .map(|(id, _)| *id)
-                .collect(),
-        };
-        // Function addresses in data: an erased or aliased duplicate has no code of
-        // its own, so its address is the kept function's.
+        Ok((duplicate_bytes, thunk_bytes))
+    }
+
+    /// Defines the held data objects. Function addresses in data: an erased or
+    /// aliased duplicate (or one a whole-program decision removed) has no code of
+    /// its own, so its address is the kept function's.
+    fn define_data_redirected(
+        &mut self,
+        merged: &Merged,
+        cross_module: &[(FuncId, ResolvedDecision)],
+    ) -> ModuleResult<()> {
         let redirects: HashMap<u32, u32> = merged
             .plan
             .decisions
@@ -408,6 +405,19 @@ impl<M: Module> MergingModule<M> {
             }
             self.inner.define_data(id, &desc)?;
         }
+        Ok(())
+    }
+
+    /// The report of a finished merge, functions named by their declared names
+    /// (anonymous ones as `u0:N`); `bytes_saved` counts only what the similar
+    /// merge saved (the caller adds the duplicates').
+    fn report(
+        &self,
+        merged: &Merged,
+        cross_module: &[(FuncId, ResolvedDecision)],
+        resolved: &ResolvedDecisions,
+        similar: Option<&SimilarPass>,
+    ) -> MergeReport {
         let names: Vec<String> = merged
             .ids
             .iter()
@@ -420,7 +430,6 @@ impl<M: Module> MergingModule<M> {
             })
             .collect();
         let mut report = report_of(&names, &merged.plan);
-        report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
         #[cfg(feature = "separate")]
         {
             let declared = |id: FuncId| {
@@ -433,7 +442,8 @@ impl<M: Module> MergingModule<M> {
             report.cross_module = cross_module
                 .iter()
                 .map(|(id, r)| {
-                    let into = qualified
+                    let into = resolved
+                        .qualified
                         .get(&r.target)
                         .cloned()
                         .unwrap_or_else(|| declared(r.target));
@@ -442,8 +452,8 @@ impl<M: Module> MergingModule<M> {
                 .collect();
         }
         #[cfg(not(feature = "separate"))]
-        let _ = &qualified;
-        if let Some(similar) = &similar {
+        let _ = (cross_module, resolved);
+        if let Some(similar) = similar {
             let groups = &similar.outcome.groups;
             report.similar_groups = groups.len();
             report.bytes_saved += groups
@@ -453,7 +463,7 @@ impl<M: Module> MergingModule<M> {
                 .sum::<u64>();
             report.similar = Some(similar.group_reports());
         }
-        Ok((self.inner, report, Some(merged)))
+        report
     }
 
     /// Runs the pass, defines what stays in the inner module and returns it with the

@@ -3,6 +3,7 @@
 //! another kind or version, or a truncated or corrupt one, is a [`FormatError`],
 //! never a panic or a wrong merge.
 
+use crate::ir::fnv::fnv1a;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -48,9 +49,7 @@ impl std::error::Error for FormatError {}
 /// A checksum of a file's payload (64-bit FNV-1a): a corrupted file is refused
 /// even where the corruption still decodes.
 pub(crate) fn checksum(payload: &[u8]) -> u64 {
-    payload.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    fnv1a(payload)
 }
 
 /// The length of the header: magic, version, checksum.

@@ -193,356 +193,27 @@ struct Node {
 /// Plans the whole program. The result does not depend on the order of
 /// `summaries`.
 pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
+    // Phase 1 of 4: one node per summarized function, every reference resolved.
     let start = Instant::now();
-    let mut order: Vec<&Summary> = summaries.iter().collect();
-    order.sort_by(|a, b| a.module.cmp(&b.module));
-    for pair in order.windows(2) {
-        if pair[0].module == pair[1].module {
-            return Err(PlanError::DuplicateModule(pair[0].module.clone()));
-        }
-    }
-    if order
-        .windows(2)
-        .any(|p| p[0].addresses_significant != p[1].addresses_significant)
-    {
-        return Err(PlanError::MixedModes);
-    }
-
-    // One node per summarized function, module by module.
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut global: HashMap<&str, usize> = HashMap::new();
-    let mut local: HashMap<(usize, &str), usize> = HashMap::new();
-    for (m, summary) in order.iter().enumerate() {
-        for (i, f) in summary.functions.iter().enumerate() {
-            let node = nodes.len();
-            nodes.push(Node {
-                module: m,
-                function: i,
-            });
-            if f.visibility == Visibility::Local {
-                local.insert((m, &f.name), node);
-            } else if let Some(&other) = global.get(f.name.as_str()) {
-                return Err(PlanError::DuplicateSymbol {
-                    symbol: f.name.clone(),
-                    modules: (
-                        order[nodes[other].module].module.clone(),
-                        summary.module.clone(),
-                    ),
-                });
-            } else {
-                global.insert(&f.name, node);
-            }
-        }
-    }
-    let function = |n: usize| -> &FunctionSummary {
-        let node = nodes[n];
-        &order[node.module].functions[node.function]
-    };
-    // The function a symbol of module `m` names, if summarized.
-    let lookup = |m: usize, symbol: &SymbolRef| -> Option<usize> {
-        if symbol.local {
-            local.get(&(m, symbol.name.as_str())).copied()
-        } else {
-            global.get(symbol.name.as_str()).copied()
-        }
-    };
-    // A thunk or alias of the module's own merge stands for the function it
-    // transfers to (a kept function, never itself a thunk; the hop limit only
-    // guards against a crafted summary).
-    let stands_for = |mut n: usize| -> usize {
-        for _ in 0..4 {
-            let f = function(n);
-            let m = nodes[n].module;
-            match f
-                .same_as
-                .and_then(|s| order[m].symbols.get(s as usize))
-                .and_then(|symbol| lookup(m, symbol))
-            {
-                Some(t) if t != n => n = t,
-                _ => break,
-            }
-        }
-        n
-    };
-
-    // Nodes of their own for symbols that only equal themselves.
-    let mut exact: HashMap<(Option<usize>, &str), usize> = HashMap::new();
-    let mut next_exact = nodes.len();
-
-    let mut encodings: Vec<Option<FunctionEncoding>> = Vec::with_capacity(nodes.len());
-    let mut address_taken = vec![false; nodes.len()];
-    for (m, summary) in order.iter().enumerate() {
-        // Where each of this summary's symbols resolves, for class references and
-        // for exact ones.
-        let mut by_class: Vec<usize> = Vec::with_capacity(summary.symbols.len());
-        let mut by_name: Vec<usize> = Vec::with_capacity(summary.symbols.len());
-        for symbol in &summary.symbols {
-            let scope = symbol.local.then_some(m);
-            let exact_id = *exact
-                .entry((scope, symbol.name.as_str()))
-                .or_insert_with(|| {
-                    next_exact += 1;
-                    next_exact - 1
-                });
-            let defined = lookup(m, symbol).map(stands_for);
-            by_name.push(exact_id);
-            by_class.push(match defined {
-                Some(n) if function(n).visibility != Visibility::Preemptible => n,
-                _ => exact_id,
-            });
-        }
-        for &s in &summary.addresses_taken {
-            if let Some(&n) = by_class.get(s as usize)
-                && n < nodes.len()
-            {
-                address_taken[n] = true;
-            }
-        }
-        for f in &summary.functions {
-            if !f.supported || f.same_as.is_some() {
-                encodings.push(None);
-                continue;
-            }
-            let mut tokens = f.tokens.clone();
-            for &p in &f.references {
-                let symbol = tokens[p as usize] as usize;
-                let target = if f.is_exact(p) {
-                    by_name[symbol]
-                } else {
-                    by_class[symbol]
-                };
-                tokens[p as usize] = target as u64;
-            }
-            encodings.push(Some(FunctionEncoding::from_parts(
-                tokens,
-                f.references.clone(),
-                f.instructions,
-            )));
-        }
-    }
-
-    let len = next_exact;
-    let mut encoded = EncodedFunctions {
-        len,
-        ..EncodedFunctions::default()
-    };
-    for (n, encoding) in encodings.into_iter().enumerate() {
-        let f = FuncIndex::new(n);
-        let summary = function(n);
-        encoded.supported[f] = summary.supported && summary.same_as.is_none();
-        encoded.hashes[f] = StructuralHash(summary.hash);
-        encoded.instruction_counts[f] = summary.instructions;
-        encoded.address_taken[f] = address_taken[n] || summary.address_taken;
-        encoded.encodings[f] = encoding;
-    }
-    // The exact-symbol nodes (indices from `nodes.len()` on) have no encoding and
-    // are not supported: each is a class of its own.
+    let program = Program::new(summaries)?;
+    let encoded = program.encode();
     let time_resolve = start.elapsed();
 
+    // Phase 2 of 4: the partition the single-module pass runs.
     let start = Instant::now();
     let partition = partition(&encoded);
     let time_partition = start.elapsed();
 
-    let name_of = |n: usize| QualifiedName {
-        module: order[nodes[n].module].module.clone(),
-        name: function(n).name.clone(),
-    };
-    // Thunks and aliases of each module's own merge, by the function they stand for.
-    let mut standing_in: HashMap<usize, Vec<usize>> = HashMap::new();
-    for n in 0..nodes.len() {
-        if function(n).same_as.is_some() {
-            let target = stands_for(n);
-            if target != n {
-                standing_in.entry(target).or_default().push(n);
-            }
-        }
-    }
-    let mut per_module: Vec<Vec<Decision>> = vec![Vec::new(); order.len()];
-    let mut classes = Vec::new();
-    for class in partition.merge_classes() {
-        let members: Vec<usize> = class
-            .iter()
-            .map(|f| f.index())
-            .filter(|&n| n < nodes.len())
-            .collect();
-        if members.len() < 2 {
-            continue;
-        }
-        // Reported with the class, but already thunks or aliases in their module.
-        let stand_ins: Vec<QualifiedName> = members
-            .iter()
-            .flat_map(|n| standing_in.get(n).into_iter().flatten())
-            .map(|&n| name_of(n))
-            .collect();
-        let key = |n: usize| {
-            let f = function(n);
-            let rank = match f.visibility {
-                Visibility::Export => 0,
-                Visibility::Hidden => 1,
-                Visibility::Local => 2,
-                Visibility::Preemptible => 3,
-            };
-            (rank, name_of(n))
-        };
-        let mut sorted = members.clone();
-        sorted.sort_by_cached_key(|&n| key(n));
-        let visible = sorted.iter().copied().find(|&n| {
-            matches!(
-                function(n).visibility,
-                Visibility::Export | Visibility::Hidden
-            )
-        });
-        let mut decide = |member: usize, rep: usize| {
-            if member == rep || function(member).visibility == Visibility::Preemptible {
-                return;
-            }
-            let f = function(member);
-            let action = if f.visibility == Visibility::Local
-                && !encoded.address_taken[FuncIndex::new(member)]
-            {
-                DecisionAction::Redirect
-            } else {
-                DecisionAction::Thunk
-            };
-            per_module[nodes[member].module].push(Decision {
-                function: f.name.clone(),
-                fingerprint: order[nodes[member].module].fingerprint(nodes[member].function),
-                action,
-                to: function(rep).name.clone(),
-                to_module: order[nodes[rep].module].module.clone(),
-            });
-        };
-        match visible {
-            Some(rep) => {
-                for &n in &sorted {
-                    decide(n, rep);
-                }
-                let mut names: Vec<QualifiedName> = sorted.iter().map(|&n| name_of(n)).collect();
-                names.extend(stand_ins);
-                let rep_name = name_of(rep);
-                names.retain(|q| *q != rep_name);
-                names.sort();
-                names.insert(0, rep_name);
-                classes.push(names);
-            }
-            None => {
-                // Only within each module: a local representative per module.
-                let mut by_module: HashMap<usize, Vec<usize>> = HashMap::new();
-                for &n in &sorted {
-                    by_module.entry(nodes[n].module).or_default().push(n);
-                }
-                let mut modules: Vec<_> = by_module.into_iter().collect();
-                modules.sort_by_key(|(m, _)| *m);
-                let mut names: Vec<QualifiedName> = sorted.iter().map(|&n| name_of(n)).collect();
-                names.extend(stand_ins);
-                names.sort();
-                for (_, members) in modules {
-                    if let Some(&rep) = members
-                        .iter()
-                        .find(|&&n| function(n).visibility != Visibility::Preemptible)
-                    {
-                        for &n in &members {
-                            decide(n, rep);
-                        }
-                    }
-                }
-                classes.push(names);
-            }
-        }
-    }
-    classes.sort();
-    // A decision names its representative by symbol, bound in the applying module:
-    // where that module has a local of the same name, the name would mean the local
-    // (or the member itself). Such members stay as they are.
-    let local_names: Vec<HashSet<&str>> = order
-        .iter()
-        .map(|summary| {
-            let functions = summary
-                .functions
-                .iter()
-                .filter(|f| f.visibility == Visibility::Local)
-                .map(|f| f.name.as_str());
-            let symbols = summary
-                .symbols
-                .iter()
-                .filter(|s| s.local)
-                .map(|s| s.name.as_str());
-            functions.chain(symbols).collect()
-        })
-        .collect();
-    let binds_elsewhere = |m: usize, to: &str, to_module: &str| {
-        to_module != order[m].module && local_names[m].contains(to)
-    };
-    let mut shadowed = Vec::new();
-    for (m, decisions) in per_module.iter_mut().enumerate() {
-        decisions.retain(|d| {
-            let refused = binds_elsewhere(m, &d.to, &d.to_module);
-            if refused {
-                shadowed.push((
-                    QualifiedName {
-                        module: order[m].module.clone(),
-                        name: d.function.clone(),
-                    },
-                    QualifiedName {
-                        module: d.to_module.clone(),
-                        name: d.to.clone(),
-                    },
-                ));
-            }
-            !refused
-        });
-    }
-    shadowed.sort();
-    // Visible functions that became thunks: other modules may call their
-    // representative directly.
-    let mut thunked: HashMap<&str, (usize, &Decision)> = HashMap::new();
-    for (m, decisions) in per_module.iter().enumerate() {
-        for d in decisions
-            .iter()
-            .filter(|d| d.action == DecisionAction::Thunk)
-        {
-            // The visible symbol of that name must be this very function: a local
-            // of module `m` may share its name with another module's visible one,
-            // whose callers must not be sent to the local's representative.
-            if global
-                .get(d.function.as_str())
-                .is_some_and(|&n| nodes[n].module == m)
-            {
-                thunked.insert(&d.function, (m, d));
-            }
-        }
-    }
-    let calls: Vec<Vec<CallRedirect>> = order
-        .iter()
-        .enumerate()
-        .map(|(m, summary)| {
-            let mut called = vec![false; summary.symbols.len()];
-            for f in &summary.functions {
-                for &p in f.references.iter().filter(|&&p| !f.is_exact(p)) {
-                    if let Some(c) = called.get_mut(f.tokens[p as usize] as usize) {
-                        *c = true;
-                    }
-                }
-            }
-            let mut calls: Vec<CallRedirect> = summary
-                .symbols
-                .iter()
-                .zip(called)
-                .filter(|(symbol, called)| *called && !symbol.local)
-                .filter_map(|(symbol, _)| {
-                    let &(owner, d) = thunked.get(symbol.name.as_str())?;
-                    (owner != m && !binds_elsewhere(m, &d.to, &d.to_module)).then(|| CallRedirect {
-                        symbol: symbol.name.clone(),
-                        to: d.to.clone(),
-                        to_module: d.to_module.clone(),
-                    })
-                })
-                .collect();
-            calls.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-            calls
-        })
-        .collect();
-    let decisions = order
+    // Phase 3 of 4: a representative per class, a decision per other member.
+    let (mut per_module, classes) = program.decide(&partition.merge_classes(), &encoded);
+
+    // Phase 4 of 4: decisions that would bind to a local of the applying module
+    // are dropped, and calls from other modules to new thunks are redirected.
+    let local_names = program.local_names();
+    let shadowed = program.drop_shadowed(&mut per_module, &local_names);
+    let calls = program.call_redirects(&per_module, &local_names);
+    let decisions = program
+        .order
         .iter()
         .zip(per_module)
         .zip(calls)
@@ -560,10 +231,452 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
     Ok(ProgramPlan {
         decisions,
         classes,
-        functions: nodes.len(),
+        functions: program.nodes.len(),
         shadowed,
         comparisons: partition.stats.comparisons,
         time_resolve,
         time_partition,
     })
+}
+
+/// The summaries of a program, in module-name order, with one node per
+/// summarized function and the symbol tables that resolve references.
+struct Program<'s> {
+    /// The summaries, sorted by module name.
+    order: Vec<&'s Summary>,
+    /// One node per summarized function, module by module.
+    nodes: Vec<Node>,
+    /// Visible functions by symbol name.
+    global: HashMap<&'s str, usize>,
+    /// Local functions by module and symbol name.
+    local: HashMap<(usize, &'s str), usize>,
+}
+
+impl<'s> Program<'s> {
+    /// Sorts `summaries` by module name and gives every function a node. Two
+    /// summaries of one module, summaries of different modes, and two modules
+    /// defining one visible symbol are errors.
+    fn new(summaries: &'s [Summary]) -> Result<Self, PlanError> {
+        let mut order: Vec<&Summary> = summaries.iter().collect();
+        order.sort_by(|a, b| a.module.cmp(&b.module));
+        for pair in order.windows(2) {
+            if pair[0].module == pair[1].module {
+                return Err(PlanError::DuplicateModule(pair[0].module.clone()));
+            }
+        }
+        if order
+            .windows(2)
+            .any(|p| p[0].addresses_significant != p[1].addresses_significant)
+        {
+            return Err(PlanError::MixedModes);
+        }
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut global: HashMap<&str, usize> = HashMap::new();
+        let mut local: HashMap<(usize, &str), usize> = HashMap::new();
+        for (m, summary) in order.iter().enumerate() {
+            for (i, f) in summary.functions.iter().enumerate() {
+                let node = nodes.len();
+                nodes.push(Node {
+                    module: m,
+                    function: i,
+                });
+                if f.visibility == Visibility::Local {
+                    local.insert((m, &f.name), node);
+                } else if let Some(&other) = global.get(f.name.as_str()) {
+                    return Err(PlanError::DuplicateSymbol {
+                        symbol: f.name.clone(),
+                        modules: (
+                            order[nodes[other].module].module.clone(),
+                            summary.module.clone(),
+                        ),
+                    });
+                } else {
+                    global.insert(&f.name, node);
+                }
+            }
+        }
+        Ok(Self {
+            order,
+            nodes,
+            global,
+            local,
+        })
+    }
+
+    /// The summary of node `n`.
+    fn function(&self, n: usize) -> &'s FunctionSummary {
+        let node = self.nodes[n];
+        &self.order[node.module].functions[node.function]
+    }
+
+    /// Node `n` as `MODULE::NAME`.
+    fn name_of(&self, n: usize) -> QualifiedName {
+        QualifiedName {
+            module: self.order[self.nodes[n].module].module.clone(),
+            name: self.function(n).name.clone(),
+        }
+    }
+
+    /// The function a symbol of module `m` names, if summarized.
+    fn lookup(&self, m: usize, symbol: &SymbolRef) -> Option<usize> {
+        if symbol.local {
+            self.local.get(&(m, symbol.name.as_str())).copied()
+        } else {
+            self.global.get(symbol.name.as_str()).copied()
+        }
+    }
+
+    /// The function node `n` stands for: a thunk or alias of the module's own merge
+    /// stands for the function it transfers to (a kept function, never itself a
+    /// thunk; the hop limit only guards against a crafted summary).
+    fn stands_for(&self, mut n: usize) -> usize {
+        for _ in 0..4 {
+            let f = self.function(n);
+            let m = self.nodes[n].module;
+            match f
+                .same_as
+                .and_then(|s| self.order[m].symbols.get(s as usize))
+                .and_then(|symbol| self.lookup(m, symbol))
+            {
+                Some(t) if t != n => n = t,
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// The encodings the partition reads: every reference resolved to the node it
+    /// names (read through its class), or, where it must match exactly (an exact
+    /// reference, a preemptible function, a symbol defined nowhere), to a node of
+    /// its own that equals only itself. Those exact-symbol nodes come after the
+    /// function nodes, have no encoding and are not supported: each is a class of
+    /// its own.
+    fn encode(&self) -> EncodedFunctions {
+        let mut exact: HashMap<(Option<usize>, &str), usize> = HashMap::new();
+        let mut next_exact = self.nodes.len();
+        let mut encodings: Vec<Option<FunctionEncoding>> = Vec::with_capacity(self.nodes.len());
+        let mut address_taken = vec![false; self.nodes.len()];
+        for (m, summary) in self.order.iter().enumerate() {
+            // Where each of this summary's symbols resolves, for class references
+            // and for exact ones.
+            let mut by_class: Vec<usize> = Vec::with_capacity(summary.symbols.len());
+            let mut by_name: Vec<usize> = Vec::with_capacity(summary.symbols.len());
+            for symbol in &summary.symbols {
+                let scope = symbol.local.then_some(m);
+                let exact_id = *exact
+                    .entry((scope, symbol.name.as_str()))
+                    .or_insert_with(|| {
+                        next_exact += 1;
+                        next_exact - 1
+                    });
+                let defined = self.lookup(m, symbol).map(|n| self.stands_for(n));
+                by_name.push(exact_id);
+                by_class.push(match defined {
+                    Some(n) if self.function(n).visibility != Visibility::Preemptible => n,
+                    _ => exact_id,
+                });
+            }
+            for &s in &summary.addresses_taken {
+                if let Some(&n) = by_class.get(s as usize)
+                    && n < self.nodes.len()
+                {
+                    address_taken[n] = true;
+                }
+            }
+            for f in &summary.functions {
+                encodings.push(resolved_encoding(f, &by_class, &by_name));
+            }
+        }
+        let mut encoded = EncodedFunctions {
+            len: next_exact,
+            ..EncodedFunctions::default()
+        };
+        for (n, encoding) in encodings.into_iter().enumerate() {
+            let f = FuncIndex::new(n);
+            let summary = self.function(n);
+            encoded.supported[f] = summary.supported && summary.same_as.is_none();
+            encoded.hashes[f] = StructuralHash(summary.hash);
+            encoded.instruction_counts[f] = summary.instructions;
+            encoded.address_taken[f] = address_taken[n] || summary.address_taken;
+            encoded.encodings[f] = encoding;
+        }
+        encoded
+    }
+
+    /// Per class (of the partition's `classes`), a representative and a decision
+    /// for every other member, in the member's module; and the classes as names
+    /// (the representative first where there is one), sorted.
+    fn decide(
+        &self,
+        classes: &[Vec<FuncIndex>],
+        encoded: &EncodedFunctions,
+    ) -> (Vec<Vec<Decision>>, Vec<Vec<QualifiedName>>) {
+        // Thunks and aliases of each module's own merge, by the function they
+        // stand for.
+        let mut standing_in: HashMap<usize, Vec<usize>> = HashMap::new();
+        for n in 0..self.nodes.len() {
+            if self.function(n).same_as.is_some() {
+                let target = self.stands_for(n);
+                if target != n {
+                    standing_in.entry(target).or_default().push(n);
+                }
+            }
+        }
+        let mut per_module: Vec<Vec<Decision>> = vec![Vec::new(); self.order.len()];
+        let mut named = Vec::new();
+        for class in classes {
+            let members: Vec<usize> = class
+                .iter()
+                .map(|f| f.index())
+                .filter(|&n| n < self.nodes.len())
+                .collect();
+            if members.len() < 2 {
+                continue;
+            }
+            // Reported with the class, but already thunks or aliases in their module.
+            let stand_ins: Vec<QualifiedName> = members
+                .iter()
+                .flat_map(|n| standing_in.get(n).into_iter().flatten())
+                .map(|&n| self.name_of(n))
+                .collect();
+            let key = |n: usize| {
+                let rank = match self.function(n).visibility {
+                    Visibility::Export => 0,
+                    Visibility::Hidden => 1,
+                    Visibility::Local => 2,
+                    Visibility::Preemptible => 3,
+                };
+                (rank, self.name_of(n))
+            };
+            let mut sorted = members.clone();
+            sorted.sort_by_cached_key(|&n| key(n));
+            let visible = sorted.iter().copied().find(|&n| {
+                matches!(
+                    self.function(n).visibility,
+                    Visibility::Export | Visibility::Hidden
+                )
+            });
+            let mut decide = |member: usize, rep: usize| {
+                if let Some(decision) = self.decision(member, rep, encoded) {
+                    per_module[self.nodes[member].module].push(decision);
+                }
+            };
+            let mut names: Vec<QualifiedName> = sorted.iter().map(|&n| self.name_of(n)).collect();
+            names.extend(stand_ins);
+            match visible {
+                Some(rep) => {
+                    for &n in &sorted {
+                        decide(n, rep);
+                    }
+                    let rep_name = self.name_of(rep);
+                    names.retain(|q| *q != rep_name);
+                    names.sort();
+                    names.insert(0, rep_name);
+                }
+                None => {
+                    // Only within each module: a local representative per module.
+                    let mut by_module: HashMap<usize, Vec<usize>> = HashMap::new();
+                    for &n in &sorted {
+                        by_module.entry(self.nodes[n].module).or_default().push(n);
+                    }
+                    let mut modules: Vec<_> = by_module.into_iter().collect();
+                    modules.sort_by_key(|(m, _)| *m);
+                    names.sort();
+                    for (_, members) in modules {
+                        if let Some(&rep) = members
+                            .iter()
+                            .find(|&&n| self.function(n).visibility != Visibility::Preemptible)
+                        {
+                            for &n in &members {
+                                decide(n, rep);
+                            }
+                        }
+                    }
+                }
+            }
+            named.push(names);
+        }
+        named.sort();
+        (per_module, named)
+    }
+
+    /// The decision for `member` of a class represented by `rep`: none for the
+    /// representative itself and for a preemptible member; a local function whose
+    /// address is never taken is removed (its calls go to the representative), any
+    /// other becomes a thunk.
+    fn decision(&self, member: usize, rep: usize, encoded: &EncodedFunctions) -> Option<Decision> {
+        let f = self.function(member);
+        if member == rep || f.visibility == Visibility::Preemptible {
+            return None;
+        }
+        let action = if f.visibility == Visibility::Local
+            && !encoded.address_taken[FuncIndex::new(member)]
+        {
+            DecisionAction::Redirect
+        } else {
+            DecisionAction::Thunk
+        };
+        let node = self.nodes[member];
+        Some(Decision {
+            function: f.name.clone(),
+            fingerprint: self.order[node.module].fingerprint(node.function),
+            action,
+            to: self.function(rep).name.clone(),
+            to_module: self.order[self.nodes[rep].module].module.clone(),
+        })
+    }
+
+    /// Per module, the names it uses for local symbols (its local functions and
+    /// the local symbols it refers to).
+    fn local_names(&self) -> Vec<HashSet<&'s str>> {
+        self.order
+            .iter()
+            .map(|summary| {
+                let functions = summary
+                    .functions
+                    .iter()
+                    .filter(|f| f.visibility == Visibility::Local)
+                    .map(|f| f.name.as_str());
+                let symbols = summary
+                    .symbols
+                    .iter()
+                    .filter(|s| s.local)
+                    .map(|s| s.name.as_str());
+                functions.chain(symbols).collect()
+            })
+            .collect()
+    }
+
+    /// Whether the name `to` (of a representative in `to_module`), bound in module
+    /// `m`, would mean a local of `m` instead.
+    fn binds_elsewhere(
+        &self,
+        local_names: &[HashSet<&str>],
+        m: usize,
+        to: &str,
+        to_module: &str,
+    ) -> bool {
+        to_module != self.order[m].module && local_names[m].contains(to)
+    }
+
+    /// A decision names its representative by symbol, bound in the applying module:
+    /// where that module has a local of the same name, the name would mean the
+    /// local (or the member itself). Such members stay as they are: their decisions
+    /// are dropped and returned as (member, representative), sorted.
+    fn drop_shadowed(
+        &self,
+        per_module: &mut [Vec<Decision>],
+        local_names: &[HashSet<&str>],
+    ) -> Vec<(QualifiedName, QualifiedName)> {
+        let mut shadowed = Vec::new();
+        for (m, decisions) in per_module.iter_mut().enumerate() {
+            decisions.retain(|d| {
+                let refused = self.binds_elsewhere(local_names, m, &d.to, &d.to_module);
+                if refused {
+                    shadowed.push((
+                        QualifiedName {
+                            module: self.order[m].module.clone(),
+                            name: d.function.clone(),
+                        },
+                        QualifiedName {
+                            module: d.to_module.clone(),
+                            name: d.to.clone(),
+                        },
+                    ));
+                }
+                !refused
+            });
+        }
+        shadowed.sort();
+        shadowed
+    }
+
+    /// Per module, its direct calls to visible functions of other modules that
+    /// became thunks: they may go straight to the representative (sorted by
+    /// symbol).
+    fn call_redirects(
+        &self,
+        per_module: &[Vec<Decision>],
+        local_names: &[HashSet<&str>],
+    ) -> Vec<Vec<CallRedirect>> {
+        let mut thunked: HashMap<&str, (usize, &Decision)> = HashMap::new();
+        for (m, decisions) in per_module.iter().enumerate() {
+            for d in decisions
+                .iter()
+                .filter(|d| d.action == DecisionAction::Thunk)
+            {
+                // The visible symbol of that name must be this very function: a
+                // local of module `m` may share its name with another module's
+                // visible one, whose callers must not be sent to the local's
+                // representative.
+                if self
+                    .global
+                    .get(d.function.as_str())
+                    .is_some_and(|&n| self.nodes[n].module == m)
+                {
+                    thunked.insert(&d.function, (m, d));
+                }
+            }
+        }
+        self.order
+            .iter()
+            .enumerate()
+            .map(|(m, summary)| {
+                let mut called = vec![false; summary.symbols.len()];
+                for f in &summary.functions {
+                    for &p in f.references.iter().filter(|&&p| !f.is_exact(p)) {
+                        if let Some(c) = called.get_mut(f.tokens[p as usize] as usize) {
+                            *c = true;
+                        }
+                    }
+                }
+                let mut calls: Vec<CallRedirect> = summary
+                    .symbols
+                    .iter()
+                    .zip(called)
+                    .filter(|(symbol, called)| *called && !symbol.local)
+                    .filter_map(|(symbol, _)| {
+                        let &(owner, d) = thunked.get(symbol.name.as_str())?;
+                        let shadowed = self.binds_elsewhere(local_names, m, &d.to, &d.to_module);
+                        (owner != m && !shadowed).then(|| CallRedirect {
+                            symbol: symbol.name.clone(),
+                            to: d.to.clone(),
+                            to_module: d.to_module.clone(),
+                        })
+                    })
+                    .collect();
+                calls.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+                calls
+            })
+            .collect()
+    }
+}
+
+/// The encoding of summarized function `f` with its references resolved: a
+/// class reference to `by_class[symbol]`, an exact one to `by_name[symbol]`.
+/// `None` for a function that is not compared (unsupported, or a thunk or alias of
+/// its module's own merge).
+fn resolved_encoding(
+    f: &FunctionSummary,
+    by_class: &[usize],
+    by_name: &[usize],
+) -> Option<FunctionEncoding> {
+    if !f.supported || f.same_as.is_some() {
+        return None;
+    }
+    let mut tokens = f.tokens.clone();
+    for &p in &f.references {
+        let symbol = tokens[p as usize] as usize;
+        let target = if f.is_exact(p) {
+            by_name[symbol]
+        } else {
+            by_class[symbol]
+        };
+        tokens[p as usize] = target as u64;
+    }
+    Some(FunctionEncoding::from_parts(
+        tokens,
+        f.references.clone(),
+        f.instructions,
+    ))
 }

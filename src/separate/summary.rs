@@ -166,12 +166,7 @@ pub fn merged_module(module: &FunctionSet, options: &MergeOptions) -> MergedModu
     let outcome = merge_functions(module, options);
     let mut set = FunctionSet::new();
     let mut index_in_set: SecondaryMap<FuncIndex, Option<FuncIndex>> = SecondaryMap::new();
-    for entry in &outcome.output {
-        let (function, body) = match entry {
-            OutputEntry::Function(f, body) => (*f, &**body),
-            OutputEntry::Thunk { function, body, .. } => (*function, body),
-            OutputEntry::Removed { .. } => continue,
-        };
+    for (function, body) in outcome.output.iter().filter_map(OutputEntry::kept) {
         // Names are unique in `module`, hence in any subset of its bodies.
         if let Ok(index) = set.push(body.clone(), module.get(function).linkage) {
             index_in_set[function] = Some(index);

@@ -34,16 +34,15 @@ mod merged_body;
 
 pub use groups::{HoleKind, HoleParameter};
 
-use crate::identical::encode::{FunctionEncoding, WalkOptions, encode_function, walk_in_parallel};
-use crate::identical::hash::{StructuralHash, hole_blind_hash};
+use crate::identical::encode::{FunctionEncoding, WalkOptions};
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
 use cost::{host_isa, sizes};
 use cranelift_codegen::entity::SecondaryMap;
-use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
+use cranelift_codegen::ir::{Function, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
 use entry_points::build_entry_points;
-use groups::{Slot, blanked, differing_positions, split_to_limit};
+use groups::{Differing, differing_parameters, find_groups};
 use merged_body::{MergedNames, build_merged_body};
 
 /// Options of the similar-function merge.
@@ -148,171 +147,126 @@ pub(crate) fn merge_similar_reserving(
     isa: Option<&dyn TargetIsa>,
     authority: NameAuthority,
 ) -> SimilarOutcome {
+    // Phase 1 of 2: the groups of similar functions, each within the hole limit.
     let walk = WalkOptions {
         addresses_significant: true,
         ..WalkOptions::default()
     };
-    let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-    let hashes = walk_in_parallel(module, &all, |func, scratch| {
-        hole_blind_hash(func, module, walk, scratch).ok()
-    });
+    let candidates = find_groups(module, walk, options.max_holes);
 
-    // Buckets of functions sharing the constant-blind hash.
-    let mut by_hash: Vec<(StructuralHash, FuncIndex)> = all
-        .iter()
-        .zip(&hashes)
-        .filter_map(|(&f, h)| h.map(|h| (h, f)))
-        .collect();
-    by_hash.sort_unstable();
-    let buckets: Vec<&[(StructuralHash, FuncIndex)]> = by_hash
-        .chunk_by(|a, b| a.0 == b.0)
-        .filter(|run| run.len() > 1)
-        .collect();
-    let candidates: Vec<FuncIndex> = buckets.iter().flat_map(|b| b.iter().map(|e| e.1)).collect();
-    let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
-        encode_function(func, module, walk, scratch).ok()
-    });
-    let mut encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>> = SecondaryMap::new();
-    for (&f, e) in candidates.iter().zip(encoded) {
-        encodings[f] = e;
-    }
-
-    // Groups: equal encodings with the constants blanked out.
-    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
-    let mut outcome_rejections = Vec::new();
-    for bucket in buckets {
-        let mut keyed: Vec<(Vec<u64>, FuncIndex)> = bucket
-            .iter()
-            .filter_map(|&(_, f)| encodings[f].as_ref().map(|e| (blanked(e), f)))
-            .collect();
-        keyed.sort();
-        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
-            if run.len() > 1 {
-                groups.push(run.iter().map(|e| e.1).collect());
-            }
-        }
-    }
-    // A group with more differing holes than allowed is split into subgroups that
-    // agree on enough of them.
-    let mut within_limit = Vec::new();
-    for members in groups {
-        let parts = split_to_limit(members.clone(), &encodings, options.max_holes);
-        if parts.is_empty() {
-            let differing = differing_positions(&members, &encodings).len();
-            outcome_rejections.push((
-                members,
-                format!(
-                    "{differing} constants or callees differ (at most {}), and no two members agree on enough of them",
-                    options.max_holes
-                ),
-            ));
-        }
-        within_limit.extend(parts);
-    }
-    let mut groups = within_limit;
-    groups.sort_by_key(|g| g[0]);
-
-    let pointer_type = isa.map_or(types::I64, |isa| isa.pointer_type());
-    let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
+    // Phase 2 of 2: per group, the merged body and the entry points, kept when
+    // they pay.
     let mut names = MergedNames::new(module, authority);
     let mut outcome = SimilarOutcome {
-        rejected: outcome_rejections,
+        rejected: candidates.rejected,
         ..SimilarOutcome::default()
     };
-    for members in groups {
-        let Some(first) = encodings[members[0]].as_ref() else {
-            continue;
-        };
-        let mut slots: Vec<Slot> = first
-            .holes()
-            .iter()
-            .map(|&h| Slot::Constant(h))
-            .chain(first.call_sites().iter().map(|&c| Slot::Callee(c)))
-            .collect();
-        slots.sort_by_key(|s| s.position());
-        // Which constants and callees differ between members.
-        let mut parameters = Vec::new();
-        let mut differing: Vec<(Slot, Type)> = Vec::new();
-        for slot in slots {
-            let values: Vec<u64> = members
-                .iter()
-                .filter_map(|&m| encodings[m].as_ref())
-                .map(|e| e.tokens()[slot.position() as usize])
-                .collect();
-            if values.iter().all(|&v| v == values[0]) {
-                continue;
-            }
-            let (kind, ty) = match slot {
-                Slot::Constant(h) => (HoleKind::Constant, h.ty),
-                Slot::Callee(_) => (HoleKind::Callee, pointer_type),
-            };
-            parameters.push(HoleParameter { kind, ty, values });
-            differing.push((slot, ty));
-        }
-        if parameters.is_empty() {
-            // Equal functions left apart on purpose (distinct addresses).
-            continue;
-        }
-        if parameters.len() > options.max_holes {
-            outcome.rejected.push((
-                members,
-                format!(
-                    "{} constants differ (at most {})",
-                    parameters.len(),
-                    options.max_holes
-                ),
-            ));
-            continue;
-        }
-        let merged_name = names.next(&module.get(members[0]).func.name);
-        let first_func = &module.get(members[0]).func;
-        let merged = build_merged_body(first_func, merged_name.clone(), &differing);
-        let entry_points =
-            build_entry_points(module, &members, &parameters, &merged, frame_pointers);
-        let (size_before, size_after, sizes_in_bytes) =
-            match sizes(isa, module, &members, &merged, &entry_points) {
-                Ok(sizes) => sizes,
-                Err(not_compiled) => {
-                    let reason = format!(
-                        "the target cannot compile {}: {}",
-                        not_compiled.function, not_compiled.reason
-                    );
-                    outcome.rejected.push((members, reason));
-                    names.release(&merged_name);
-                    continue;
-                }
-            };
-        let min_saved = options.min_saved.max(1);
-        if size_after.saturating_add(min_saved) > size_before {
-            let reason = if size_after >= size_before {
-                format!("not smaller ({size_before} -> {size_after})")
-            } else {
-                format!(
-                    "saves {} (less than {min_saved}: {size_before} -> {size_after})",
-                    size_before - size_after
-                )
-            };
-            outcome.rejected.push((members, reason));
-            names.release(&merged_name);
-            continue;
-        }
-        for (&m, entry) in members.iter().zip(entry_points) {
-            outcome.entry_points[m] = Some(entry);
-        }
-        outcome.merged_bodies.push(merged);
-        outcome.groups.push(SimilarGroup {
+    for members in candidates.groups {
+        match merge_group(
+            module,
             members,
-            parameters,
-            merged_name,
-            size_before,
-            size_after,
-            sizes_in_bytes,
-        });
+            &candidates.encodings,
+            options,
+            isa,
+            &mut names,
+        ) {
+            GroupMerge::Merged(group, merged, entry_points) => {
+                for (&m, entry) in group.members.iter().zip(entry_points) {
+                    outcome.entry_points[m] = Some(entry);
+                }
+                outcome.merged_bodies.push(*merged);
+                outcome.groups.push(group);
+            }
+            GroupMerge::Rejected(members, reason) => outcome.rejected.push((members, reason)),
+            GroupMerge::Equal => {}
+        }
     }
     outcome
         .rejected
         .sort_by_key(|(members, _)| members.first().copied());
     outcome
+}
+
+/// What became of one group.
+enum GroupMerge {
+    /// Merged: the group, its merged body, and each member's entry point (in
+    /// member order).
+    Merged(SimilarGroup, Box<Function>, Vec<Function>),
+    /// Not merged, with the reason.
+    Rejected(Vec<FuncIndex>, String),
+    /// Nothing differs: equal functions the first pass left apart on purpose
+    /// (distinct addresses).
+    Equal,
+}
+
+/// Builds the merged body and the entry points of one group (members in input
+/// order) and keeps them when they save at least `options.min_saved` on `isa`.
+fn merge_group(
+    module: &FunctionSet,
+    members: Vec<FuncIndex>,
+    encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+    options: &SimilarOptions,
+    isa: Option<&dyn TargetIsa>,
+    names: &mut MergedNames,
+) -> GroupMerge {
+    let pointer_type = isa.map_or(types::I64, |isa| isa.pointer_type());
+    let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
+    let Some(Differing {
+        parameters,
+        slots: differing,
+    }) = differing_parameters(&members, encodings, pointer_type)
+    else {
+        return GroupMerge::Equal;
+    };
+    if parameters.is_empty() {
+        return GroupMerge::Equal;
+    }
+    if parameters.len() > options.max_holes {
+        let reason = format!(
+            "{} constants differ (at most {})",
+            parameters.len(),
+            options.max_holes
+        );
+        return GroupMerge::Rejected(members, reason);
+    }
+    let merged_name = names.next(&module.get(members[0]).func.name);
+    let first_func = &module.get(members[0]).func;
+    let merged = build_merged_body(first_func, merged_name.clone(), &differing);
+    let entry_points = build_entry_points(module, &members, &parameters, &merged, frame_pointers);
+    let (size_before, size_after, sizes_in_bytes) =
+        match sizes(isa, module, &members, &merged, &entry_points) {
+            Ok(sizes) => sizes,
+            Err(not_compiled) => {
+                let reason = format!(
+                    "the target cannot compile {}: {}",
+                    not_compiled.function, not_compiled.reason
+                );
+                names.release(&merged_name);
+                return GroupMerge::Rejected(members, reason);
+            }
+        };
+    let min_saved = options.min_saved.max(1);
+    if size_after.saturating_add(min_saved) > size_before {
+        let reason = if size_after >= size_before {
+            format!("not smaller ({size_before} -> {size_after})")
+        } else {
+            format!(
+                "saves {} (less than {min_saved}: {size_before} -> {size_after})",
+                size_before - size_after
+            )
+        };
+        names.release(&merged_name);
+        return GroupMerge::Rejected(members, reason);
+    }
+    let group = SimilarGroup {
+        members,
+        parameters,
+        merged_name,
+        size_before,
+        size_after,
+        sizes_in_bytes,
+    };
+    GroupMerge::Merged(group, Box::new(merged), entry_points)
 }
 
 /// The similar-function merge run on the output of the identical-function merge:
@@ -349,12 +303,7 @@ impl SimilarPass {
     ) -> Self {
         let mut set = FunctionSet::new();
         let mut index_of = SecondaryMap::new();
-        for entry in output {
-            let (function, body) = match entry {
-                OutputEntry::Function(f, body) => (*f, &**body),
-                OutputEntry::Thunk { function, body, .. } => (*function, body),
-                OutputEntry::Removed { .. } => continue,
-            };
+        for (function, body) in output.iter().filter_map(OutputEntry::kept) {
             let linkage = module.get(function).linkage;
             // Names are unique in `module`, so they are in a subset of its bodies.
             if let Ok(index) = set.push(body.clone(), linkage) {

@@ -27,6 +27,7 @@
 //! [`Sandbox::run`] drives the interpreter's `step` function itself (the
 //! interpreter's own driver is tied to its built-in state).
 
+use crate::ir::fnv::{Fnv1a, fnv1a};
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir::{
     self, ArgumentPurpose, ExternalName, FuncRef, Function, GlobalValue, GlobalValueData,
@@ -262,9 +263,8 @@ impl std::fmt::Display for RunOutcome {
             let digest = self
                 .memory
                 .iter()
-                .fold(0xcbf2_9ce4_8422_2325u64, |h, &(a, b)| {
-                    (h ^ a ^ (u64::from(b) << 56)).wrapping_mul(0x0100_0000_01b3)
-                });
+                .fold(Fnv1a::new(), |h, &(a, b)| h.word(a ^ (u64::from(b) << 56)))
+                .finish();
             write!(
                 f,
                 ", {} bytes of memory written (digest {digest:016x})",
@@ -487,9 +487,7 @@ impl<'a> Sandbox<'a> {
 
 /// The address of a function outside the store.
 fn external_address(name: &str) -> u64 {
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = fnv1a(name.as_bytes());
     EXTERNAL_TAG | (hash & 0x0000_0fff_ffff_fff0)
 }
 

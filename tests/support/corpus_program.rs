@@ -17,18 +17,19 @@ pub fn load_corpus_program(program: &str, test: &str) -> Option<FunctionSet> {
         super::skip::skip_or_fail(test, "../shared/corpus not found");
         return None;
     }
-    let dest = std::env::temp_dir().join(format!("clif-merge-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dest).expect("temp dir");
+    let dest = tempfile::Builder::new()
+        .prefix(&format!("clif-merge-{test}-"))
+        .tempdir()
+        .expect("temp dir");
     let status = std::process::Command::new("tar")
         .arg("-C")
-        .arg(&dest)
+        .arg(dest.path())
         .arg("-xJf")
         .arg(&archive)
         .status()
         .expect("tar");
     assert!(status.success(), "unpacking {program} failed");
-    let files = expand_inputs(&[dest.join(program)]).expect("unpacked program");
+    let files = expand_inputs(&[dest.path().join(program)]).expect("unpacked program");
     let module = load(&files).expect("loads").functions;
-    std::fs::remove_dir_all(&dest).ok();
     Some(module)
 }

@@ -7,49 +7,35 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A fresh directory under the system temp dir, removed on drop.
-pub struct TempDir(PathBuf);
+/// A fresh directory under the system temp dir, removed on drop (`tempfile`).
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub fn new(test: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "clif-merge-cli-{}-{test}-{n}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("clif-merge-cli-{test}-"))
+            .tempdir()
+            .expect("create temp dir");
         Self(dir)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     pub fn join(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
+        self.0.path().join(rel)
     }
 
     /// Writes `contents` to `rel` (creating parent directories) and returns its path.
     pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.0.join(rel);
+        let path = self.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).expect("create parent dir");
         }
         std::fs::write(&path, contents).expect("write temp file");
         path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
