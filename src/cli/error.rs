@@ -28,16 +28,7 @@ impl fmt::Display for CliError {
     }
 }
 
-/// Runs `f`, turning a panic into its message.
-pub(crate) fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into())
-    })
-}
+pub(crate) use crate::ir::catch_panic;
 
 /// `text` with every line indented by two spaces.
 pub(crate) fn indent(text: &str) -> String {

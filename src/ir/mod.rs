@@ -5,6 +5,7 @@
 //! * [`linkage`]: [`Linkage`], the pass's own copy of `cranelift_module::Linkage`;
 //! * `fnv`: the one fixed hash of file checksums and printed digests (for
 //!   separate compilation and validation);
+//! * [`panics`]: the message of a caught panic ([`catch_panic`]);
 //! * [`parallel`]: the one switch between `rayon` and sequential iteration (the
 //!   `parallel` feature); results never depend on it;
 //! * [`symbols`]: symbol names as a linker sees them ([`SymbolName`], borrowed as
@@ -17,9 +18,11 @@
 pub mod fnv;
 pub mod function_set;
 pub mod linkage;
+pub mod panics;
 pub mod parallel;
 pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet};
 pub use linkage::Linkage;
+pub use panics::{catch_panic, panic_message};
 pub use symbols::{NameAuthority, SymbolKey, SymbolName, mentioned_names};

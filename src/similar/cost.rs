@@ -1,6 +1,6 @@
 //! Code-size measurement: what decides whether merging a group pays.
 
-use crate::ir::{FuncIndex, FunctionSet};
+use crate::ir::{FuncIndex, FunctionSet, catch_panic};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
@@ -33,16 +33,8 @@ fn measured_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, NotCompile
         function: func.name.to_string(),
         reason,
     };
-    let compiled =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compiled_size(isa, func)))
-            .map_err(|payload| {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".into());
-                not_compiled(format!("Cranelift panicked: {message}"))
-            })?;
+    let compiled = catch_panic(|| compiled_size(isa, func))
+        .map_err(|message| not_compiled(format!("Cranelift panicked: {message}")))?;
     compiled.map_err(|e| not_compiled(e.to_string()))
 }
 

@@ -21,7 +21,7 @@ use super::inputs::inputs_for;
 use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
 use crate::identical::plan::MergePlan;
 use crate::identical::rewrite::OutputEntry;
-use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+use crate::ir::{FuncIndex, FunctionSet, SymbolName, panic_message};
 use crate::similar::SimilarOutcome;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
@@ -190,15 +190,6 @@ fn on_stack<T: Send>(
             cause: format!("it panicked: {}", panic_message(payload.as_ref())),
         })
     })
-}
-
-/// The message of a panic's payload.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
 }
 
 fn validate_on_this_thread(
