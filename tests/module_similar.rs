@@ -144,6 +144,11 @@ fn similar_functions_run_the_same_after_merging() {
     // The three `scale` functions differ in a constant, the two `via` ones in their
     // callee: two groups.
     assert_eq!(groups, 2, "similar groups");
-    assert!(bytes_saved > 0, "the merge saved no code");
+    // A group is merged only when it saves at least `min_saved` bytes (default 1),
+    // so a merge saves something; the exact count is a snapshot of the x86_64 code
+    // (opt_level speed): changes when the fixture, the similar merge or Cranelift's
+    // x86_64 backend changes; update deliberately.
+    assert!(bytes_saved >= SimilarOptions::default().min_saved);
+    assert_eq!(bytes_saved, 223, "bytes saved");
     assert_eq!(results(&merged, &merged_ids), results(&plain, &plain_ids));
 }

@@ -16,6 +16,8 @@ mod corpus_program;
 #[path = "../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
+#[path = "support/skip.rs"]
+mod skip;
 
 use clif_merge::OutputEntry;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
@@ -199,7 +201,9 @@ fn filetests_are_merged_identically_on_any_number_of_threads() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests");
     let mut files = expand_inputs(&[root]).expect("filetests");
     files.sort();
-    assert!(files.len() > 100);
+    // Snapshot: every filetest (66 merge, 75 nomerge, 17 similar, as in
+    // tests/filetests.rs); changes when one is added or removed.
+    assert_eq!(files.len(), 158, "filetests");
     for file in &files {
         let module = load_paths(std::slice::from_ref(file));
         let name = file.display().to_string();
@@ -217,7 +221,15 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
     let merged = check_threads("brotli", &module);
     // The corpus README's two pairs.
     assert_eq!(merged, 2);
-    assert!(check_similar_threads("brotli", &module) > 0);
+    // Snapshot (x86_64 code sizes decide which groups pay): changes when the corpus,
+    // the similar merge, the size model or Cranelift changes; update deliberately.
+    let groups = check_similar_threads("brotli", &module);
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(groups, 57, "similar groups in brotli");
+    } else {
+        // Elsewhere only this: some group merged, so the check compared real work.
+        assert!(groups > 0);
+    }
     check_hash_first("brotli", &module);
     check_in_place("brotli", &module);
 }

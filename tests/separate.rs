@@ -16,6 +16,8 @@ mod corpus_program;
 #[path = "../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
+#[path = "support/skip.rs"]
+mod skip;
 
 use clif_merge::Linkage;
 use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
@@ -127,7 +129,9 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
     let flags = Flags::new(settings::builder());
     let mut program = FunctionSet::new();
     for (part, decisions) in parts.iter().zip(&plan.decisions) {
-        let out = apply_decisions(part, &options, decisions).expect("apply");
+        let out = apply_decisions(part, &options, decisions)
+            .expect("apply")
+            .functions;
         for (_, def) in out.iter() {
             if let Err(e) = verify_function(&def.func, &flags) {
                 panic!("{name} K={k}: {} fails the verifier: {e}", def.func.name);
@@ -145,7 +149,7 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         );
         return (expected.len(), decided);
     }
-    let report = validate_program(&whole, &program);
+    let report = validate_program(&whole, &program).expect("the validator crashed");
     assert!(
         report.mismatches.is_empty(),
         "{name} K={k}: {:?}",
@@ -161,26 +165,34 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
 
 #[test]
 fn separate_compilation_finds_the_whole_module_classes_on_generated_modules() {
-    for seed in [1] {
-        let module = parse(
-            &generator::generate(&generator::GenConfig {
-                functions: 300,
-                dup_rate: 0.25,
-                near_rate: 0.2,
-                seed,
-            })
-            .clif,
-        );
-        for k in [1, 2, 4, 8] {
+    let seed = 1;
+    let module = parse(
+        &generator::generate(&generator::GenConfig {
+            functions: 300,
+            dup_rate: 0.25,
+            near_rate: 0.2,
+            seed,
+        })
+        .clif,
+    );
+    let found: Vec<(usize, usize, usize)> = [1, 2, 4, 8]
+        .into_iter()
+        .map(|k| {
             // Running is the slow part (loops): once per module.
             let (classes, decided) =
                 check_separate(&format!("generated seed {seed}"), &module, k, k == 4);
-            assert!(classes >= 15, "{classes}");
-            if k > 1 {
-                assert!(decided > 0, "K={k}: nothing merged across modules");
-            }
-        }
-    }
+            (k, classes, decided)
+        })
+        .collect();
+    // Snapshot of (K, whole-module classes, cross-module decisions) for this seed:
+    // the classes are the same for every K (each checked against the whole module);
+    // with one part nothing crosses modules. Changes when the generator, the
+    // comparator or the split changes; update deliberately.
+    assert_eq!(
+        found,
+        [(1, 49, 0), (2, 49, 23), (4, 49, 46), (8, 49, 60)],
+        "(K, classes, cross-module decisions), generated seed {seed}"
+    );
 }
 
 #[test]
@@ -189,9 +201,10 @@ fn separate_compilation_finds_the_whole_module_classes_on_filetests() {
     let mut files = expand_inputs(&[root]).expect("filetests");
     files.sort();
     for file in &files {
-        let Ok(loaded) = load(std::slice::from_ref(file)) else {
-            continue;
-        };
+        // Every filetest loads (tests/filetests.rs runs them all): one that does
+        // not is a failure here too, not a file to skip.
+        let loaded = load(std::slice::from_ref(file))
+            .unwrap_or_else(|e| panic!("{}: does not load: {e}", file.display()));
         // Files that set linkage or mode through arguments keep their defaults here.
         for k in [1, 2, 4] {
             check_separate(&file.display().to_string(), &loaded.functions, k, true);

@@ -332,6 +332,7 @@ fn end_to_end_three_modules() {
 
     // Stage 1.
     let summaries = summarize_all(&dir, &modules);
+    let mut sizes = Vec::new();
     for (summary, name) in summaries.iter().zip(["a", "b", "c"]) {
         let bytes = std::fs::read(summary).expect("summary written");
         assert!(
@@ -339,12 +340,17 @@ fn end_to_end_three_modules() {
             "{} does not start with the summary magic",
             summary.display()
         );
-        assert!(bytes.len() > 12, "a summary has a header and a body");
         assert!(
             bytes.windows(name.len()).any(|w| w == name.as_bytes()),
             "the summary of module {name} does not record its name"
         );
+        sizes.push(bytes.len());
     }
+    // Snapshot of the summaries' sizes: a 20-byte header (magic, format version,
+    // checksum), then the body. The format has no paths or times, so the sizes are
+    // exact; they change when the modules or the summary format change (update
+    // deliberately).
+    assert_eq!(sizes, [246, 251, 226], "bytes of the summaries of a, b, c");
 
     // Stage 2.
     let out_dir = dir.join("decisions");
@@ -1107,6 +1113,13 @@ fn summary_is_smaller_than_the_clif_text() {
         summary_len < clif_len,
         "summary {summary_len} bytes, CLIF {clif_len} bytes"
     );
+    // Snapshot of the sizes: changes when `REALISTIC` or the summary format changes;
+    // update deliberately.
+    assert_eq!(
+        (summary_len, clif_len),
+        (651, 1308),
+        "bytes of summary, CLIF"
+    );
 
     // "... N bytes of summary for M bytes of CLIF text (R), ..."
     let line = run.stderr.trim_end();
@@ -1134,4 +1147,30 @@ fn summary_is_smaller_than_the_clif_text() {
         "the ratio is not summary / text: {line}"
     );
     assert!(line.contains("4 functions"), "{line}");
+}
+
+/// In `--mode all` a module's own merge makes an exported duplicate an alias: `apply`
+/// must still name it (as the main command does), or whatever links against it
+/// finds nothing.
+#[test]
+fn apply_keeps_the_aliases_of_the_module_own_merge() {
+    let dir = TempDir::new("aliases");
+    dir.write(
+        "m/m.clif",
+        format!(
+            "{}\n{}",
+            branchy("%f", 7, 0, false),
+            branchy("%g", 7, 10, false)
+        ),
+    );
+    let options = ["--mode", "all", "--export", "%f", "--export", "%g"];
+    let module = dir.join("m");
+    let summary = dir.join("m.sum");
+    summarize(&module, &summary, &options);
+    let out_dir = dir.join("d");
+    ok(plan(&[summary], &out_dir, false));
+    let run = ok(apply(&out_dir.join("m.dec"), &module, &options));
+    assert!(run.stdout.contains("function %f("), "{}", run.stdout);
+    assert!(run.stdout.contains("; %g: alias of %f"), "{}", run.stdout);
+    reparse_and_verify(&run.stdout);
 }

@@ -56,7 +56,7 @@ fn validate_forced_merge(text: &str, action: MergeAction) -> ValidationReport {
         unmerged_preemptible_classes: 0,
     };
     let output = apply(&set, &plan);
-    validate(&set, &plan, &output)
+    validate(&set, &plan, &output).expect("the validator crashed")
 }
 
 #[test]
@@ -119,7 +119,7 @@ block0:
     );
     let outcome = merge_functions(&set, &MergeOptions::default());
     assert_eq!(outcome.plan.decisions.len(), 3);
-    let report = validate(&set, &outcome.plan, &outcome.output);
+    let report = validate(&set, &outcome.plan, &outcome.output).expect("the validator crashed");
     // Loads through a pointer run in the sandbox's memory.
     assert_eq!(report.validated, 2, "{}", report.summary());
     assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
@@ -132,8 +132,13 @@ block0:
         report.unvalidated
     );
     assert!(report.mismatches.is_empty());
-    // Edge values (5 per i64) plus 64 random inputs all ran.
-    assert!(report.runs >= 64, "{}", report.runs);
+    // Each validated pair (%load_b, %b) takes one i64: its 5 edge values plus
+    // `RANDOM_INPUTS` (64) random ones, every one conclusive: 2 * (5 + 64) runs.
+    assert_eq!(
+        report.runs,
+        2 * (5 + clif_merge::validate::RANDOM_INPUTS),
+        "runs"
+    );
 }
 
 #[test]

@@ -3,10 +3,11 @@
 
 use super::error::{CliError, catch_panic, indent};
 use crate::identical::plan::MergeMode;
-use crate::ir::Linkage;
-use crate::ir::{DefinitionError, FunctionSet};
+use crate::ir::{DefinitionError, FunctionSet, Linkage, SymbolName};
 use clap::ValueEnum;
-use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable, Flags, FlagsOrIsa, OptLevel};
 use cranelift_codegen::verify_function;
 use cranelift_reader::{IsaSpec, ParseOptions, parse_test};
 use std::fmt;
@@ -51,10 +52,95 @@ pub struct LoadedModule {
     pub functions: FunctionSet,
     /// Where each function was defined, in input order.
     pub locations: Vec<SourceLocation>,
+    /// Per file read, the target and flags its functions were verified with.
+    pub targets: Vec<InputTarget>,
+    /// Per function, in input order, the index of its file in [`Self::targets`].
+    pub function_file: Vec<usize>,
     /// `test`/`set`/`target` lines of the first file that has any, to print again.
     pub header: String,
     /// Number of files read.
     pub files: usize,
+}
+
+/// The target and flags of one input file (its `set` and `target` lines): what its
+/// functions were verified with, so what the output is verified with, and what
+/// similar merging measures code size on.
+#[derive(Clone)]
+pub struct InputTarget {
+    /// The first ISA the file names, if any.
+    pub isa: Option<OwnedTargetIsa>,
+    /// The shared flags (the ISA's own when there is one).
+    pub flags: Flags,
+}
+
+impl InputTarget {
+    /// The target a parsed file names.
+    pub fn of(spec: &IsaSpec) -> Self {
+        match spec {
+            IsaSpec::None(flags) => Self {
+                isa: None,
+                flags: flags.clone(),
+            },
+            IsaSpec::Some(isas) => match isas.first() {
+                Some(isa) => Self {
+                    isa: Some(isa.clone()),
+                    flags: isa.flags().clone(),
+                },
+                None => Self {
+                    isa: None,
+                    flags: Flags::new(settings::builder()),
+                },
+            },
+        }
+    }
+
+    /// What the verifier takes.
+    pub fn flags_or_isa(&self) -> FlagsOrIsa<'_> {
+        match &self.isa {
+            Some(isa) => FlagsOrIsa::from(&**isa),
+            None => FlagsOrIsa::from(&self.flags),
+        }
+    }
+
+    /// The ISA similar merging measures code size on: this target (the host when
+    /// the file names none) with the file's flags, at `opt_level=speed` unless the
+    /// file asks for another optimization level, and with frame pointers kept
+    /// (`return_call` needs them on x86_64). `None` when Cranelift has no backend
+    /// for it.
+    pub fn measuring_isa(&self) -> Option<OwnedTargetIsa> {
+        let mut shared = settings::builder();
+        for value in self.flags.iter() {
+            // Every value came from a builder of this very crate: it is accepted.
+            let _ = shared.set(value.name, &value.value_string());
+        }
+        if self.flags.opt_level() == OptLevel::None {
+            shared.set("opt_level", "speed").ok()?;
+        }
+        shared.set("preserve_frame_pointers", "true").ok()?;
+        let triple = match &self.isa {
+            Some(isa) => isa.triple().clone(),
+            None => target_lexicon::Triple::host(),
+        };
+        let mut builder = cranelift_codegen::isa::lookup(triple).ok()?;
+        if let Some(isa) = &self.isa {
+            for value in isa.isa_flags() {
+                let _ = builder.set(value.name, &value.value_string());
+            }
+        }
+        builder.finish(Flags::new(shared)).ok()
+    }
+}
+
+impl LoadedModule {
+    /// The target and flags the function named `name` was verified with (the first
+    /// file's for a name no file defines, such as a thunk's or merged body's).
+    pub fn target_of(&self, name: &SymbolName) -> Option<&InputTarget> {
+        let file = self
+            .functions
+            .lookup(name)
+            .map_or(0, |f| self.function_file[f.index()]);
+        self.targets.get(file)
+    }
 }
 
 /// Expands directories into the sorted list of `.clif` files under them.
@@ -106,6 +192,8 @@ fn collect_clif_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError
 pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
     let mut functions = FunctionSet::new();
     let mut locations: Vec<SourceLocation> = Vec::new();
+    let mut targets: Vec<InputTarget> = Vec::new();
+    let mut function_file: Vec<usize> = Vec::new();
     let mut header = String::new();
     for path in paths {
         let bytes = std::fs::read(path)
@@ -149,17 +237,8 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
         if header.is_empty() {
             header = header_lines(text);
         }
-        let default_flags;
-        let flags_or_isa = match &test.isa_spec {
-            IsaSpec::None(flags) => cranelift_codegen::settings::FlagsOrIsa::from(flags),
-            IsaSpec::Some(isas) => match isas.first() {
-                Some(isa) => cranelift_codegen::settings::FlagsOrIsa::from(&**isa),
-                None => {
-                    default_flags = Flags::new(settings::builder());
-                    cranelift_codegen::settings::FlagsOrIsa::from(&default_flags)
-                }
-            },
-        };
+        let target = InputTarget::of(&test.isa_spec);
+        let flags_or_isa = target.flags_or_isa();
         for (func, details) in test.functions {
             let location = SourceLocation {
                 path: path.clone(),
@@ -195,11 +274,15 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                 Err(e) => return Err(CliError::input(format!("{location}: {e}"))),
             }
             locations.push(location);
+            function_file.push(targets.len());
         }
+        targets.push(target);
     }
     Ok(LoadedModule {
         functions,
         locations,
+        targets,
+        function_file,
         header,
         files: paths.len(),
     })

@@ -3,19 +3,22 @@
 //! and prints the result.
 
 use super::error::{CliError, indent};
-use super::load::{ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::load::{InputTarget, LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
 use super::report::{
-    clif_text, json_report, similar_json, similar_stats_line, stats_text, validation_json,
+    check_printable, clif_text, json_report, similar_json, similar_stats_line, stats_text,
+    validation_json,
 };
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, merge_functions};
-use crate::ir::FunctionSet;
+use crate::ir::{FunctionSet, SymbolName};
 use crate::similar::{SimilarOptions, SimilarPass};
-use crate::validate::{ValidationReport, validate, validate_similar};
+use crate::validate::{ValidationReport, ValidatorCrash, validate, validate_similar};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
+use cranelift_reader::IsaSpec;
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// The tool's one-line description.
@@ -135,11 +138,39 @@ fn apply_linkage(module: &mut FunctionSet, args: &Args) -> Result<(), CliError> 
     apply_linkage_lists(module, &args.export, &args.hidden, &args.preemptible)
 }
 
-/// Checks every function of the merged module with the Cranelift verifier.
-fn verify_output(functions: &[&Function]) -> Result<(), CliError> {
-    let flags = Flags::new(settings::builder());
+/// Checks every function of the merged module with the Cranelift verifier, each
+/// with the target and flags of the file it came from (a merged body with those of
+/// its group's first member, whose body it is), as the input was verified.
+fn verify_output(
+    functions: &[&Function],
+    loaded: &LoadedModule,
+    similar: Option<&SimilarPass>,
+) -> Result<(), CliError> {
+    let merged_from: HashMap<SymbolName, SymbolName> = similar
+        .map(|similar| {
+            similar
+                .outcome
+                .groups
+                .iter()
+                .filter_map(|g| {
+                    let first = similar.module.get(*g.members.first()?);
+                    Some((
+                        SymbolName::of_user_func_name(&g.merged_name),
+                        SymbolName::of_function(&first.func),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let target_of = |func: &Function| {
+        let name = SymbolName::of_function(func);
+        loaded.target_of(merged_from.get(&name).unwrap_or(&name))
+    };
+    // Only without any input file (never after a successful load).
+    let default_target = InputTarget::of(&IsaSpec::None(Flags::new(settings::builder())));
     for func in functions {
-        if let Err(errors) = verify_function(func, &flags) {
+        let target = target_of(func).unwrap_or(&default_target);
+        if let Err(errors) = verify_function(func, target.flags_or_isa()) {
             return Err(CliError {
                 code: 3,
                 message: format!(
@@ -151,6 +182,15 @@ fn verify_output(functions: &[&Function]) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// A validator that crashed is an internal error (exit 3) naming what crashed,
+/// never a report of nothing checked.
+fn crashed(crash: ValidatorCrash) -> CliError {
+    CliError {
+        code: 3,
+        message: format!("internal error: {crash}"),
+    }
 }
 
 /// Runs the tool. Returns `(stdout, stderr)` text on success.
@@ -167,7 +207,9 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
             max_holes: args.max_holes,
             min_saved: args.min_saved,
         };
-        SimilarPass::after(&loaded.functions, &outcome.output, &options)
+        // Sizes on the input's target and flags (the first file's).
+        let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
+        SimilarPass::after_for(&loaded.functions, &outcome.output, &options, isa.as_deref())
     });
     let printed: Vec<&Function> = match &similar {
         Some(similar) => similar.functions(),
@@ -177,12 +219,16 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
             .filter_map(OutputEntry::body)
             .collect(),
     };
-    verify_output(&printed)?;
+    verify_output(&printed, &loaded, similar.as_ref())?;
+    if args.report == ReportFormat::Clif {
+        check_printable(&printed)?;
+    }
     let mut stderr = String::new();
     let validation = if args.validate {
         // The interpreter may panic on what it does not support: such runs count as
         // inconclusive (`main_with_args` keeps their panic reports quiet).
-        let report = validate(&loaded.functions, &outcome.plan, &outcome.output);
+        let report =
+            validate(&loaded.functions, &outcome.plan, &outcome.output).map_err(crashed)?;
         if !report.mismatches.is_empty() {
             return Err(CliError {
                 code: 1,
@@ -192,7 +238,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         stderr.push_str(&report.summary());
         stderr.push('\n');
         if let Some(similar) = &similar {
-            let report = validate_similar(&similar.module, &similar.outcome);
+            let report = validate_similar(&similar.module, &similar.outcome).map_err(crashed)?;
             if !report.mismatches.is_empty() {
                 return Err(CliError {
                     code: 1,

@@ -71,8 +71,9 @@ pub fn main_with_args(
 /// Parses `argv` as `A`, runs `run` on it and prints: clap's own output for usage
 /// errors and `--help`; on success the run's stdout and stderr text; on failure
 /// `error: MESSAGE` and the error's exit code. A panic (in a Cranelift crate or
-/// here) does not reach the user as a crash: it becomes an internal error (exit 3),
-/// and its default report is not printed.
+/// here) does not reach the user as a crash: it becomes an internal error (exit 3).
+/// The panic hook is left as the program set it (the `clif-merge` binary sets a
+/// quiet one).
 fn run_command<A: Parser>(
     argv: Vec<OsString>,
     stdout: &mut dyn Write,
@@ -92,14 +93,12 @@ fn run_command<A: Parser>(
             return code;
         }
     };
-    std::panic::set_hook(Box::new(|_| {}));
     let result = catch_panic(|| run(&args)).unwrap_or_else(|panic| {
         Err(CliError {
             code: 3,
             message: format!("internal error: {panic}"),
         })
     });
-    let _ = std::panic::take_hook();
     match result {
         Ok((out, err)) => {
             let _ = stderr.write_all(err.as_bytes());

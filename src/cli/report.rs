@@ -1,6 +1,7 @@
 //! What the pass prints: the merged module as CLIF text, the JSON report, and the
 //! human summary of `--stats`.
 
+use super::error::CliError;
 use crate::identical::MergeOutcome;
 use crate::identical::plan::MergeAction;
 use crate::identical::rewrite::OutputEntry;
@@ -10,6 +11,7 @@ use crate::module::MergeReport;
 use crate::separate::ProgramPlan;
 use crate::similar::{SimilarGroupReport, SimilarPass};
 use crate::validate::ValidationReport;
+use cranelift_codegen::ir::Function;
 use serde_json::json;
 use std::fmt::Write;
 
@@ -332,4 +334,20 @@ pub fn plan_json(plan: &ProgramPlan) -> serde_json::Value {
         "classes": classes,
         "actions": actions,
     })
+}
+
+/// Refuses to print functions that Cranelift's printer cannot print back: a
+/// function with dynamic vector types comes out without its `dtN = ...`
+/// declarations and with the types spelled `types::I32x4xN`, CLIF that does not
+/// parse again. Exit 2, naming the function and what to use instead.
+pub fn check_printable(functions: &[&Function]) -> Result<(), CliError> {
+    for func in functions {
+        if let Some((dt, _)) = func.dfg.dynamic_types.iter().next() {
+            return Err(CliError::input(format!(
+                "function {} uses the dynamic vector type {dt}, which Cranelift's printer cannot print as CLIF that parses again (it drops the declaration); the merge itself is fine: use --report json to see it",
+                func.name
+            )));
+        }
+    }
+    Ok(())
 }

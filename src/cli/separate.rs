@@ -4,14 +4,16 @@
 
 use super::error::CliError;
 use super::load::{LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
-use super::report::plan_json;
+use super::report::{check_printable, plan_json};
 use crate::identical::MergeOptions;
+use crate::ir::SymbolName;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
 use crate::separate::transform::apply_decisions;
 use clap::Subcommand;
-use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::settings::{self, Flags, FlagsOrIsa};
 use cranelift_codegen::verify_function;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -287,12 +289,18 @@ fn apply_command(
 ) -> Result<(String, String), CliError> {
     let decisions = read_decisions(decisions)?;
     let loaded = load_module(inputs, options)?;
-    let out = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
+    let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
         .map_err(|e| CliError::input(e.to_string()))?;
-    let flags = Flags::new(settings::builder());
+    let out = &applied.functions;
+    let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
+    check_printable(&printed)?;
+    let default_flags = Flags::new(settings::builder());
     let mut text = loaded.header.clone();
     for (_, def) in out.iter() {
-        if let Err(e) = verify_function(&def.func, &flags) {
+        // With the target and flags the input was verified with.
+        let target = loaded.target_of(&SymbolName::of_function(&def.func));
+        let flags_or_isa = target.map_or(FlagsOrIsa::from(&default_flags), |t| t.flags_or_isa());
+        if let Err(e) = verify_function(&def.func, flags_or_isa) {
             return Err(CliError {
                 code: 3,
                 message: format!(
@@ -309,6 +317,9 @@ fn apply_command(
             let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
         }
         let _ = writeln!(text, "{}", def.func.display());
+    }
+    for alias in &applied.aliases {
+        let _ = writeln!(text, "; {}: alias of {}", alias.name, alias.of);
     }
     for d in &decisions.decisions {
         if d.action == DecisionAction::Redirect {

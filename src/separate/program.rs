@@ -605,7 +605,15 @@ impl<'s> Program<'s> {
                 .iter()
                 .filter(|d| d.action == DecisionAction::Thunk)
             {
-                if self.global.contains_key(d.function.as_str()) {
+                // The visible symbol of that name must be this very function: a
+                // local of module `m` may share its name with another module's
+                // visible one, whose callers must not be sent to the local's
+                // representative.
+                if self
+                    .global
+                    .get(d.function.as_str())
+                    .is_some_and(|&n| self.nodes[n].module == m)
+                {
                     thunked.insert(&d.function, (m, d));
                 }
             }

@@ -18,7 +18,10 @@ use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::identical::rewrite::Redirects;
 use crate::identical::thunks::build_thunk;
-use crate::ir::{FunctionSet, SymbolName};
+use crate::ir::{FunctionSet, Linkage, SymbolName};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::UserFuncName;
+
 use std::collections::HashMap;
 use std::fmt;
 
@@ -69,19 +72,44 @@ impl fmt::Display for TransformError {
 
 impl std::error::Error for TransformError {}
 
+/// A second name for a function's code, made by the module's own merge
+/// (`--mode all`): CLIF has no aliases, so it is returned beside the functions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleAlias {
+    /// The alias (a function of the input whose body was merged away).
+    pub name: UserFuncName,
+    /// Its linkage.
+    pub linkage: Linkage,
+    /// The function whose code it names (in this module, or the representative it
+    /// was redirected to).
+    pub of: UserFuncName,
+}
+
+/// A module after stage 3.
+#[derive(Clone)]
+pub struct AppliedModule {
+    /// The functions, in definition order.
+    pub functions: FunctionSet,
+    /// Names that stand for another function's code: they must still be defined
+    /// (as symbol aliases, or thunks) wherever the module is emitted.
+    pub aliases: Vec<ModuleAlias>,
+}
+
 /// Applies `decisions` to `module` (CLIF naming): returns the module's functions
-/// after its own merge and the decisions, in definition order.
+/// after its own merge and the decisions, in definition order, and the aliases its
+/// own merge made.
 pub fn apply_decisions(
     module: &FunctionSet,
     options: &MergeOptions,
     decisions: &ModuleDecisions,
-) -> Result<FunctionSet, TransformError> {
+) -> Result<AppliedModule, TransformError> {
     if decisions.addresses_significant != (options.mode == MergeMode::Safe) {
         return Err(TransformError::ModeMismatch);
     }
     let merged = merged_module(module, options);
     let summary = summarize_merged(&merged, &decisions.module, options.mode, &ClifNames);
     let merged_aliases: Vec<_> = merged.aliases.iter().map(|(name, _, _)| name).collect();
+    let own_aliases = merged.aliases.clone();
     let merged = merged.set;
     let by_name: HashMap<String, usize> = merged
         .iter()
@@ -94,8 +122,7 @@ pub fn apply_decisions(
         .enumerate()
         .map(|(i, f)| (f.name.as_str(), summary.fingerprint(i)))
         .collect();
-    let mut action_of: Vec<Option<(DecisionAction, cranelift_codegen::ir::UserFuncName)>> =
-        vec![None; merged.len()];
+    let mut action_of: Vec<Option<(DecisionAction, UserFuncName)>> = vec![None; merged.len()];
     let (mut all, mut calls) = (Vec::new(), Vec::new());
     for d in &decisions.decisions {
         let &i = by_name
@@ -143,6 +170,16 @@ pub fn apply_decisions(
         calls.push((name, to));
     }
     let redirects = Redirects::from_maps(all, calls);
+    let aliases = own_aliases
+        .into_iter()
+        .map(|(name, linkage, kept)| {
+            let of = match &action_of[kept.index()] {
+                Some((DecisionAction::Redirect, to)) => to.clone(),
+                _ => merged.get(kept).func.name.clone(),
+            };
+            ModuleAlias { name, linkage, of }
+        })
+        .collect();
     let mut out = FunctionSet::new();
     for ((_, def), action) in merged.iter().zip(action_of) {
         let func = match action {
@@ -157,5 +194,8 @@ pub fn apply_decisions(
         // Names stay unique: a subset of the merged module's.
         let _ = out.push(func, def.linkage);
     }
-    Ok(out)
+    Ok(AppliedModule {
+        functions: out,
+        aliases,
+    })
 }

@@ -16,6 +16,36 @@ pub fn compiled_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, Codege
     Ok(compiled.code_buffer().len() as u64)
 }
 
+/// Why a function could not be measured on the target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotCompiled {
+    /// The function.
+    pub function: String,
+    /// Cranelift's error, or the message of its panic (some backends panic on
+    /// verified IR they have no lowering for, such as i128 arguments without
+    /// `enable_llvm_abi_extensions` or 64-bit vectors on x86_64).
+    pub reason: String,
+}
+
+/// [`compiled_size`], with a panic inside Cranelift turned into an error.
+fn measured_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, NotCompiled> {
+    let not_compiled = |reason: String| NotCompiled {
+        function: func.name.to_string(),
+        reason,
+    };
+    let compiled =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compiled_size(isa, func)))
+            .map_err(|payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                not_compiled(format!("Cranelift panicked: {message}"))
+            })?;
+    compiled.map_err(|e| not_compiled(e.to_string()))
+}
+
 /// The host ISA at `opt_level=speed` (with frame pointers, which `return_call`
 /// needs on x86_64), or `None` where Cranelift has no backend for the host.
 pub fn host_isa() -> Option<OwnedTargetIsa> {
@@ -28,27 +58,26 @@ pub fn host_isa() -> Option<OwnedTargetIsa> {
         .ok()
 }
 
-/// Sizes before and after: code bytes when every function compiles for `isa`, else
-/// instruction counts.
+/// Sizes before and after: code bytes on `isa`, or instruction counts without one.
+/// A function that `isa` cannot compile (a member or a part of the merge) is an
+/// error: a group the target cannot compile is not merged.
 pub(crate) fn sizes(
     isa: Option<&dyn TargetIsa>,
     module: &FunctionSet,
     members: &[FuncIndex],
     merged: &Function,
     entry_points: &[Function],
-) -> (u64, u64, bool) {
+) -> Result<(u64, u64, bool), NotCompiled> {
     if let Some(isa) = isa {
-        let before: Option<u64> = members
+        let before: u64 = members
             .iter()
-            .map(|&m| compiled_size(isa, &module.get(m).func).ok())
-            .sum();
-        let after: Option<u64> = std::iter::once(merged)
+            .map(|&m| measured_size(isa, &module.get(m).func))
+            .sum::<Result<u64, NotCompiled>>()?;
+        let after: u64 = std::iter::once(merged)
             .chain(entry_points)
-            .map(|f| compiled_size(isa, f).ok())
-            .sum();
-        if let (Some(before), Some(after)) = (before, after) {
-            return (before, after, true);
-        }
+            .map(|f| measured_size(isa, f))
+            .sum::<Result<u64, NotCompiled>>()?;
+        return Ok((before, after, true));
     }
     let count = |f: &Function| -> u64 {
         f.layout
@@ -58,5 +87,5 @@ pub(crate) fn sizes(
     };
     let before = members.iter().map(|&m| count(&module.get(m).func)).sum();
     let after = std::iter::once(merged).chain(entry_points).map(count).sum();
-    (before, after, false)
+    Ok((before, after, false))
 }

@@ -234,7 +234,17 @@ fn merge_group(
     let merged = build_merged_body(first_func, merged_name.clone(), &differing);
     let entry_points = build_entry_points(module, &members, &parameters, &merged, frame_pointers);
     let (size_before, size_after, sizes_in_bytes) =
-        sizes(isa, module, &members, &merged, &entry_points);
+        match sizes(isa, module, &members, &merged, &entry_points) {
+            Ok(sizes) => sizes,
+            Err(not_compiled) => {
+                let reason = format!(
+                    "the target cannot compile {}: {}",
+                    not_compiled.function, not_compiled.reason
+                );
+                names.release(&merged_name);
+                return GroupMerge::Rejected(members, reason);
+            }
+        };
     let min_saved = options.min_saved.max(1);
     if size_after.saturating_add(min_saved) > size_before {
         let reason = if size_after >= size_before {

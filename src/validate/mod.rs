@@ -16,5 +16,6 @@ mod translation;
 pub use inputs::RANDOM_INPUTS;
 pub use sandbox::{Ending, RunOutcome};
 pub use translation::{
-    Mismatch, UnvalidatedReason, ValidationReport, validate, validate_program, validate_similar,
+    Mismatch, UnvalidatedReason, ValidationReport, ValidatorCrash, validate, validate_program,
+    validate_similar,
 };

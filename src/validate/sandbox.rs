@@ -200,6 +200,10 @@ pub enum Ending {
     Return(Vec<DataValue>),
     /// A trap, as the interpreter describes it (its trap type is not `Clone`).
     Trap(String),
+    /// The run stopped before it returned or trapped: the interpreter panicked, met
+    /// something it cannot do, or ran out of fuel. Only ever the merged side of a
+    /// mismatch (an original that stops is no conclusive input); equal to nothing.
+    Stopped(String),
 }
 
 impl PartialEq for Ending {
@@ -224,6 +228,7 @@ impl std::fmt::Display for Ending {
         match self {
             Self::Return(values) => write!(f, "return {values:?}"),
             Self::Trap(trap) => write!(f, "trap {trap}"),
+            Self::Stopped(why) => write!(f, "stopped: {why}"),
         }
     }
 }

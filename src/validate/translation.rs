@@ -11,12 +11,14 @@
 //! and identically for both sides, and what a run leaves in memory (including a trace
 //! of the calls that left the module) is part of its result. What the sandbox cannot
 //! run (exceptions, reads of machine state, vector parameters) is counted as
-//! *unvalidated* with the reason, never as passed. An input on which either side
-//! runs out of fuel or hits an interpreter error is inconclusive; a pair with no
+//! *unvalidated* with the reason, never as passed. An input on which the original
+//! runs out of fuel or hits an interpreter error is inconclusive; once the original
+//! finished, the merged side must finish the same way (a panic, an interpreter
+//! error, or running out of four times the fuel is a mismatch). A pair with no
 //! conclusive input is unvalidated.
 
 use super::inputs::inputs_for;
-use super::sandbox::{RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
+use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
 use crate::identical::plan::MergePlan;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::{FuncIndex, FunctionSet, SymbolName};
@@ -31,6 +33,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Interpreter steps per run.
 const FUEL: u64 = 20_000;
+
+/// A merged side that runs out of [`FUEL`] where the original finished is run again
+/// with this many times more: thunks and entry points add a few steps per call.
+const MERGED_FUEL_FACTOR: u64 = 4;
 
 /// A pair whose two sides disagreed.
 #[derive(Clone, Debug)]
@@ -128,21 +134,71 @@ pub fn validate(
     module: &FunctionSet,
     plan: &MergePlan,
     output: &[OutputEntry],
-) -> ValidationReport {
-    on_big_stack(|| validate_on_this_thread(module, plan, output))
+) -> Result<ValidationReport, ValidatorCrash> {
+    on_big_stack("the validation of the merge", || {
+        validate_on_this_thread(module, plan, output)
+    })
 }
 
-/// Runs `f` on a thread with a 1 GB stack: the interpreter recurses on the host
-/// stack for every CLIF call. A panic that escapes `f` (it catches the
-/// interpreter's own) or a thread that cannot start gives an empty report.
-fn on_big_stack(f: impl FnOnce() -> ValidationReport + Send) -> ValidationReport {
+/// The validator itself failed: its thread could not be started, or it panicked.
+/// Never a "validated: 0" report: the caller must say what crashed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidatorCrash {
+    /// What was being validated.
+    pub what: &'static str,
+    /// The spawn error or the panic's message.
+    pub cause: String,
+}
+
+impl std::fmt::Display for ValidatorCrash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} crashed: {}", self.what, self.cause)
+    }
+}
+
+impl std::error::Error for ValidatorCrash {}
+
+/// Stack of the validator's thread: the interpreter recurses on the host stack for
+/// every CLIF call.
+const VALIDATOR_STACK: usize = 1 << 30;
+
+/// Runs `validation` on a thread with a [`VALIDATOR_STACK`]-byte stack; a failed
+/// spawn or a panic is a [`ValidatorCrash`] naming `what`.
+fn on_big_stack<T: Send>(
+    what: &'static str,
+    validation: impl FnOnce() -> T + Send,
+) -> Result<T, ValidatorCrash> {
+    on_stack(VALIDATOR_STACK, what, validation)
+}
+
+fn on_stack<T: Send>(
+    stack: usize,
+    what: &'static str,
+    validation: impl FnOnce() -> T + Send,
+) -> Result<T, ValidatorCrash> {
     std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .stack_size(1 << 30)
-            .spawn_scoped(scope, f)
-            .map(|handle| handle.join().unwrap_or_default())
-            .unwrap_or_default()
+        let handle = std::thread::Builder::new()
+            .name("clif-merge validator".into())
+            .stack_size(stack)
+            .spawn_scoped(scope, validation)
+            .map_err(|e| ValidatorCrash {
+                what,
+                cause: format!("its thread could not be started ({e})"),
+            })?;
+        handle.join().map_err(|payload| ValidatorCrash {
+            what,
+            cause: format!("it panicked: {}", panic_message(payload.as_ref())),
+        })
     })
+}
+
+/// The message of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 fn validate_on_this_thread(
@@ -185,8 +241,11 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// Checks the similar-function merge: every member of every group, run in the
 /// original module, against its entry point (which calls the merged body) run in
 /// the merged module. Runs on a thread with a large stack, like [`validate`].
-pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> ValidationReport {
-    on_big_stack(|| {
+pub fn validate_similar(
+    module: &FunctionSet,
+    outcome: &SimilarOutcome,
+) -> Result<ValidationReport, ValidatorCrash> {
+    on_big_stack("the validation of the similar merge", || {
         let originals = runnable(module.iter().map(|(_, d)| &d.func));
         let merged = runnable(
             module
@@ -214,8 +273,11 @@ pub fn validate_similar(module: &FunctionSet, outcome: &SimilarOutcome) -> Valid
 /// body differs in `transformed` (a thunk, or calls redirected) is run in both and
 /// must agree. A function removed from `transformed` is checked through its
 /// callers. Runs on a thread with a large stack, like [`validate`].
-pub fn validate_program(original: &FunctionSet, transformed: &FunctionSet) -> ValidationReport {
-    on_big_stack(|| {
+pub fn validate_program(
+    original: &FunctionSet,
+    transformed: &FunctionSet,
+) -> Result<ValidationReport, ValidatorCrash> {
+    on_big_stack("the validation of the program", || {
         let originals = runnable(original.iter().map(|(_, d)| &d.func));
         let merged = runnable(transformed.iter().map(|(_, d)| &d.func));
         let pairs = original.iter().filter_map(|(f, d)| {
@@ -278,22 +340,41 @@ fn validate_pairs<'a>(
         let mut mismatch = None;
         for (i, input) in inputs.into_iter().enumerate() {
             let seed = (pair.function.index() as u64) << 16 | i as u64;
-            let original = run(&original_world, &dup_name, &input, seed);
-            let merged = run(&merged_world, &replacement, &input, seed);
-            match (original, merged) {
-                (Some(a), Some(b)) if a == b => conclusive += 1,
-                (Some(a), Some(b)) => {
-                    mismatch = Some(Mismatch {
-                        function: pair.function,
-                        into: pair.into,
-                        input,
-                        original: a,
-                        merged: b,
-                    });
-                    break;
+            // Only what the original does decides whether an input is conclusive:
+            // once it finished, the merged side must finish the same way.
+            let Ok(original) = run(&original_world, &dup_name, &input, seed, FUEL) else {
+                continue;
+            };
+            let merged = match run(&merged_world, &replacement, &input, seed, FUEL) {
+                // Thunks and entry points take a few steps more: more fuel, once.
+                Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => run(
+                    &merged_world,
+                    &replacement,
+                    &input,
+                    seed,
+                    FUEL * MERGED_FUEL_FACTOR,
+                ),
+                other => other,
+            };
+            let merged = match merged {
+                Ok(b) if b == original => {
+                    conclusive += 1;
+                    continue;
                 }
-                _ => {}
-            }
+                Ok(b) => b,
+                Err(failure) => RunOutcome {
+                    ending: Ending::Stopped(failure.to_string()),
+                    memory: Vec::new(),
+                },
+            };
+            mismatch = Some(Mismatch {
+                function: pair.function,
+                into: pair.into,
+                input,
+                original,
+                merged,
+            });
+            break;
         }
         report.runs += conclusive;
         if let Some(m) = mismatch {
@@ -365,19 +446,73 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), Unvalidate
     Ok(())
 }
 
-/// Runs `name` on `input` in a fresh [`Sandbox`] whose memory is given by `seed`;
-/// `None` if the run was inconclusive (fuel, something the interpreter cannot do, or
-/// an interpreter panic).
-fn run(world: &SandboxWorld<'_>, name: &str, input: &[DataValue], seed: u64) -> Option<RunOutcome> {
+/// How a run that did not finish ended.
+#[derive(Clone, Debug)]
+enum Failure {
+    /// Out of fuel, or something the interpreter cannot do.
+    Inconclusive(Inconclusive),
+    /// The interpreter panicked.
+    Panic(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Inconclusive(Inconclusive::OutOfFuel) => write!(
+                f,
+                "did not finish within {MERGED_FUEL_FACTOR} times the steps the original took at most"
+            ),
+            Self::Inconclusive(Inconclusive::Unsupported(what)) => {
+                write!(f, "stopped in the interpreter: {what}")
+            }
+            Self::Panic(message) => write!(f, "the interpreter panicked: {message}"),
+        }
+    }
+}
+
+/// Runs `name` on `input` in a fresh [`Sandbox`] whose memory is given by `seed`,
+/// with `fuel` steps.
+fn run(
+    world: &SandboxWorld<'_>,
+    name: &str,
+    input: &[DataValue],
+    seed: u64,
+    fuel: u64,
+) -> Result<RunOutcome, Failure> {
     catch_unwind(AssertUnwindSafe(|| {
-        Sandbox::new(world, seed, FUEL).run(name, input).ok()
+        Sandbox::new(world, seed, fuel).run(name, input)
     }))
-    .ok()
-    .flatten()
+    .map_err(|payload| Failure::Panic(panic_message(payload.as_ref())))?
+    .map_err(Failure::Inconclusive)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_validator_is_a_crash_that_names_it() {
+        let crash = on_big_stack("the test validation", || -> ValidationReport {
+            panic!("boom")
+        })
+        .expect_err("a panic is no report");
+        assert_eq!(crash.what, "the test validation");
+        assert!(crash.to_string().contains("panicked: boom"), "{crash}");
+    }
+
+    #[test]
+    fn a_validator_thread_that_cannot_start_is_a_crash() {
+        let crash = on_stack(usize::MAX, "the test validation", ValidationReport::default)
+            .expect_err("no thread has a stack of usize::MAX bytes");
+        assert!(
+            crash.to_string().contains("could not be started"),
+            "{crash}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
     use super::UnvalidatedReason::*;
 
     #[test]

@@ -7,13 +7,14 @@ use std::path::Path;
 
 /// Unpacks `../shared/corpus/PROGRAM.tar.xz` into a temporary directory named after
 /// `test`, loads every function of it as one module (local linkage) and removes the
-/// directory. `None` (with a note on stderr) when the corpus is not there.
+/// directory. `None` when the corpus is not there, after a loud note (a failure
+/// under CI: see `support/skip.rs`, which the including test must include as `skip`).
 pub fn load_corpus_program(program: &str, test: &str) -> Option<FunctionSet> {
     let archive = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/corpus")
         .join(format!("{program}.tar.xz"));
     if !archive.exists() {
-        eprintln!("../shared/corpus not found: corpus part skipped");
+        super::skip::skip_or_fail(test, "../shared/corpus not found");
         return None;
     }
     let dest = tempfile::Builder::new()

@@ -1,0 +1,1257 @@
+//! The linked-program oracle: merges are judged by what the merged code does when it
+//! is linked with the system `cc` and run, not by clif-merge's own model of it.
+//!
+//! Every check builds a program twice (or more): once from the CLIF as it is, once
+//! from what clif-merge made of it. Each module becomes a real object file
+//! (`cranelift-object`, host ISA, `opt_level=speed`, frame pointers kept, PIC;
+//! `%name` is the symbol `name`, local functions are symbols private to their
+//! object, so two objects may each have a local `g`), the objects are linked with a C
+//! file by `cc`, the executable runs, and its output and exit status must be the
+//! same. A merge clif-merge refuses (an `Err` from `plan_program` or
+//! `apply_decisions`) is not a miscompile: it is counted and printed. A panic, a
+//! function failing the Cranelift verifier, a merged module that does not compile
+//! or link, or a different output is a failure; the failure message has the seed,
+//! the modules' CLIF before and after, and both outputs.
+//!
+//! 1. `generated_programs_link_and_run_alike_after_separate_merging`: generated
+//!    programs of 2 to 4 modules (`support/oracle_programs.rs`: same-named locals
+//!    in several modules next to another module's exported function of that name,
+//!    cross-module calls to exported, hidden and preemptible functions, addresses
+//!    taken, called indirectly and compared, `return_call` between `tail`
+//!    functions, functions provided by C, some calling back, and sometimes a module
+//!    clif-merge never sees). clif-merge runs its separate-compilation pipeline
+//!    through the library: `summary::summarize` per module (through the summary
+//!    file format), `program::plan_program` over all summaries,
+//!    `transform::apply_decisions` per module, in `MergeMode::Safe` and
+//!    `MergeMode::All`. The C `main` calls every visible function on ten inputs,
+//!    calls through the addresses CLIF hands out, and prints which addresses compare
+//!    equal (`addr` lines: compared in safe mode only, where addresses are
+//!    significant).
+//! 2. `separate_test_modules_link_and_run_alike`: the modules `tests/separate.rs`
+//!    builds through the same pipeline: the benchmark generator's module (seed 1,
+//!    300 functions) split by `summary::split_module` into 2, 4 and 8 parts, and
+//!    the `filetests/merge` and `filetests/nomerge` files (as one module, every
+//!    `%name` prefixed by its file's number; a file with `uN:M` names on its own)
+//!    split into 2 and 4 parts, and into 3 with every function exported (split
+//!    parts export only what other parts call). Their C `main` (generic, from the
+//!    signatures) calls every exported function C can call on three rows of
+//!    arguments, each call in a child process (a trap, crash or endless loop ends
+//!    only that call, after at most 1 s), with pointer arguments into memory mapped
+//!    at a fixed address, and prints results, signals and a checksum of that
+//!    memory; imports become C stubs that leave a trace in that memory. Output
+//!    lines that differ between two builds of the *unmerged* program with different
+//!    code layouts (other object and function order, padding) depend on addresses
+//!    and are not compared, nor are calls that time out; both are counted and
+//!    printed, as are functions C cannot call (vectors, `tail`, several results).
+//!    `tests/separate.rs` also splits brotli from the corpus: its functions need
+//!    the wasmtime runtime (vmctx, linear memory), so it is not run (said so).
+//! 3. `generated_modules_run_alike_after_similar_merging` and
+//!    `filetests_run_alike_after_similar_merging`: single modules through what the
+//!    command line's `--similar` runs (`driver::merge_functions`, then
+//!    `similar::SimilarPass::after`), in both modes, compiled as
+//!    `SimilarPass::functions` gives them. The generated modules have families of
+//!    long functions differing in constants or callees (some `tail` ones ending in
+//!    `return_call`s whose callee differs) and names the merge could collide with:
+//!    an import named `%F_merged` (or `u0:N`, one past the largest index) provided
+//!    by C, and a visible duplicate named so (an alias in mode all).
+//!
+//! An alias is lowered as a forwarding function with the alias's name that calls
+//! (or, for `tail`, tail-calls) the kept function: the simplest faithful lowering
+//! with `cranelift-module`, whose object files cannot give one body two names. Its
+//! address differs from the kept function's, which is never observable: in mode all
+//! addresses are not compared, and in safe mode clif-merge makes an alias only where
+//! the kept function's address matters to no one. `apply_decisions` returns the
+//! aliases of a module's own merge beside its functions.
+//!
+//! Environment: `ORACLE_SEED=N` runs only seed N of the generated programs and
+//! modules (and prints its CLIF and outputs), `ORACLE_PROGRAMS=N` sets how many
+//! programs run (default 200 multi-module programs and 160 single modules), and
+//! `ORACLE_KEEP=1` keeps each program's directory (C source, objects, executables,
+//! outputs) under the temp dir. Without `cc` the tests fail under CI (`CI` set)
+//! and skip loudly otherwise.
+//!
+//! Run: `cargo test --release --test linked_oracle -- --nocapture` (the counters:
+//! programs, builds, functions merged, refusals, what was not compared and why).
+
+#[path = "../benches/merge_bench/generator.rs"]
+#[allow(dead_code)]
+mod generator;
+#[path = "support/oracle_native.rs"]
+mod oracle_native;
+#[path = "support/oracle_programs.rs"]
+mod oracle_programs;
+
+use clif_merge::OutputEntry;
+use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
+use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::testing::split_module;
+use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{Function, Signature};
+use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::verify_function;
+use cranelift_module::Linkage;
+use oracle_native::{
+    CSignature, HarnessCall, Run, Scratch, compile_c, compile_object, forwarding_function,
+    generic_harness, link_and_run, referenced_functions, referenced_symbols, require_cc, symbol_of,
+};
+use oracle_programs::{Program, generate_program, generate_similar_module};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Functions of one object file, with their linkage.
+type Object = Vec<(Function, Linkage)>;
+
+/// A way of merging a program's modules (name, functions) in a mode.
+type Merge<'a> = &'a dyn Fn(&[(String, FunctionSet)], MergeMode) -> Merged;
+
+const MODES: [MergeMode; 2] = [MergeMode::Safe, MergeMode::All];
+
+/// What clif-merge made of a program.
+enum Merged {
+    /// The objects to build, how many functions clif-merge changed or removed, how
+    /// many groups of similar functions it merged, and what it decided (text).
+    Built(Vec<Object>, usize, usize, String),
+    /// It refused (an error, not a panic): not a miscompile.
+    Refused(String),
+    /// It panicked or produced a function the verifier rejects.
+    Broken(String),
+}
+
+/// One failure: a one-line summary and the details to debug it.
+struct Failure {
+    summary: String,
+    details: String,
+}
+
+/// Counters over a test's programs.
+#[derive(Default)]
+struct Tally {
+    programs: AtomicUsize,
+    builds: AtomicUsize,
+    refused: AtomicUsize,
+    changed: AtomicUsize,
+    groups: AtomicUsize,
+}
+
+impl Tally {
+    fn add(counter: &AtomicUsize, n: usize) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Runs `f`, turning a panic into its message.
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+fn mode_name(mode: MergeMode) -> &'static str {
+    match mode {
+        MergeMode::Safe => "safe",
+        MergeMode::All => "all",
+    }
+}
+
+/// The seeds to run: `ORACLE_SEED` alone, or `0..ORACLE_PROGRAMS` (default
+/// `default`).
+fn seeds(default: u64) -> Vec<u64> {
+    if let Some(seed) = std::env::var("ORACLE_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
+        return vec![seed];
+    }
+    let n = std::env::var("ORACLE_PROGRAMS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(default);
+    (0..n).collect()
+}
+
+fn single_seed() -> bool {
+    std::env::var("ORACLE_SEED").is_ok()
+}
+
+fn verify(functions: &Object) -> Result<(), String> {
+    let flags = Flags::new(settings::builder());
+    for (func, _) in functions {
+        if let Err(e) = verify_function(func, &flags) {
+            return Err(format!(
+                "{} fails the Cranelift verifier: {e}\n{}",
+                func.name,
+                func.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn as_object(set: &FunctionSet) -> Object {
+    set.iter()
+        .map(|(_, d)| (d.func.clone(), d.linkage.into()))
+        .collect()
+}
+
+/// Runs clif-merge's separate-compilation pipeline over `modules` (name, functions)
+/// through the library, as the `summarize`, `plan` and `apply` subcommands do.
+fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merged {
+    let options = MergeOptions::default().with_mode(mode);
+    let summaries = match catch(|| {
+        modules
+            .iter()
+            .map(|(name, set)| summarize(set, name, &options))
+            .collect::<Vec<_>>()
+    }) {
+        Ok(s) => s,
+        Err(panic) => return Merged::Broken(format!("summarize panicked: {panic}")),
+    };
+    let mut read = Vec::new();
+    for s in &summaries {
+        match Summary::from_bytes(&s.to_bytes()) {
+            Ok(back) if back == *s => read.push(back),
+            Ok(_) => return Merged::Broken(format!("summary of {} changes in its file", s.module)),
+            Err(e) => return Merged::Broken(format!("summary of {} unreadable: {e}", s.module)),
+        }
+    }
+    let plan = match catch(|| plan_program(&read)) {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(e)) => return Merged::Refused(format!("plan_program: {e}")),
+        Err(panic) => return Merged::Broken(format!("plan_program panicked: {panic}")),
+    };
+    let mut objects = Vec::new();
+    let mut changed = 0;
+    let mut decided = String::new();
+    for d in &plan.decisions {
+        for x in &d.decisions {
+            decided.push_str(&format!(
+                "{}: {} {} -> {}::{}\n",
+                d.module,
+                x.action.as_str(),
+                x.function,
+                x.to_module,
+                x.to
+            ));
+        }
+        for c in &d.calls {
+            decided.push_str(&format!(
+                "{}: calls to {} go to {}::{}\n",
+                d.module, c.symbol, c.to_module, c.to
+            ));
+        }
+    }
+    for (name, set) in modules {
+        let Some(decisions) = plan.decisions.iter().find(|d| d.module == *name) else {
+            return Merged::Broken(format!("plan_program gave no decisions for module {name}"));
+        };
+        let out = match catch(|| apply_decisions(set, &options, decisions)) {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => return Merged::Refused(format!("apply_decisions({name}): {e}")),
+            Err(panic) => {
+                return Merged::Broken(format!("apply_decisions({name}) panicked: {panic}"));
+            }
+        };
+        let mut object = as_object(&out.functions);
+        let defined: HashSet<String> = object.iter().map(|(f, _)| symbol_of(&f.name)).collect();
+        let signatures: HashMap<String, Signature> = object
+            .iter()
+            .map(|(f, _)| (symbol_of(&f.name), f.signature.clone()))
+            .collect();
+        for alias in &out.aliases {
+            if defined.contains(&symbol_of(&alias.name)) {
+                return Merged::Broken(format!(
+                    "apply_decisions({name}): alias {} is also defined",
+                    alias.name
+                ));
+            }
+            let Some(signature) = signatures.get(&symbol_of(&alias.of)) else {
+                return Merged::Broken(format!(
+                    "apply_decisions({name}): alias {} of {}, which is not defined here",
+                    alias.name, alias.of
+                ));
+            };
+            object.push((
+                forwarding_function(alias.name.clone(), signature, &alias.of),
+                alias.linkage.into(),
+            ));
+        }
+        let before: Vec<String> = set
+            .iter()
+            .map(|(_, d)| d.func.display().to_string())
+            .collect();
+        changed += object
+            .iter()
+            .filter(|(f, _)| !before.contains(&f.display().to_string()))
+            .count()
+            + set.len().saturating_sub(object.len());
+        if let Err(e) = verify(&object) {
+            return Merged::Broken(format!("apply_decisions({name}) output: {e}"));
+        }
+        objects.push(object);
+    }
+    Merged::Built(objects, changed, 0, decided)
+}
+
+/// Runs clif-merge on one module as `clif-merge --similar` does: the identical merge
+/// (`merge_functions`), then the similar merge on its output (`SimilarPass::after`).
+/// Every function printed becomes a function of the object (merged bodies local,
+/// entry points and others with their linkage); an alias becomes a forwarding
+/// function.
+fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
+    let result = catch(|| {
+        let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
+        let similar = SimilarPass::after(set, &outcome.output, &SimilarOptions::default());
+        let mut object: Object = similar
+            .functions()
+            .into_iter()
+            .enumerate()
+            .map(|(k, func)| {
+                let linkage = if k < similar.module.len() {
+                    similar.module.get(FuncIndex::new(k)).linkage.into()
+                } else {
+                    Linkage::Local
+                };
+                (func.clone(), linkage)
+            })
+            .collect();
+        for entry in &outcome.output {
+            if let OutputEntry::Removed {
+                function,
+                into,
+                action: MergeAction::Alias,
+            } = entry
+            {
+                let alias = set.get(*function);
+                let kept = &set.get(*into).func;
+                object.push((
+                    forwarding_function(alias.func.name.clone(), &kept.signature, &kept.name),
+                    alias.linkage.into(),
+                ));
+            }
+        }
+        let mut decided = String::new();
+        for d in &outcome.plan.decisions {
+            decided.push_str(&format!(
+                "{} {} -> {}\n",
+                d.action,
+                set.display_name(d.function),
+                set.display_name(d.into)
+            ));
+        }
+        for g in &similar.outcome.groups {
+            let members: Vec<String> = g
+                .members
+                .iter()
+                .map(|&m| similar.module.display_name(m))
+                .collect();
+            decided.push_str(&format!(
+                "similar: {} merged into {} ({} parameters)\n",
+                members.join(", "),
+                g.merged_name,
+                g.parameters.len()
+            ));
+        }
+        let changed = outcome.plan.decisions.len()
+            + similar
+                .outcome
+                .groups
+                .iter()
+                .map(|g| g.members.len())
+                .sum::<usize>();
+        (object, changed, similar.outcome.groups.len(), decided)
+    });
+    match result {
+        Err(panic) => Merged::Broken(format!("merge_functions/SimilarPass panicked: {panic}")),
+        Ok((object, changed, groups, decided)) => match verify(&object) {
+            Err(e) => Merged::Broken(format!("similar merge output: {e}")),
+            Ok(()) => Merged::Built(vec![object], changed, groups, decided),
+        },
+    }
+}
+
+/// Compiles `objects` and links them with `extra` object files (the C side) in
+/// `dir`; runs the executable. `Err` on anything before the run.
+fn build_and_run(
+    dir: &Scratch,
+    tag: &str,
+    objects: &[Object],
+    rename: &dyn Fn(&str) -> String,
+    extra: &[PathBuf],
+    reverse: bool,
+    timeout: Duration,
+) -> Result<Run, String> {
+    let mut paths: Vec<PathBuf> = extra.to_vec();
+    let mut compiled = Vec::new();
+    for (i, object) in objects.iter().enumerate() {
+        let bytes = catch(|| compile_object(object, rename))
+            .map_err(|panic| format!("Cranelift panicked compiling object {i}: {panic}"))?
+            .map_err(|e| format!("object {i} does not compile: {e}"))?;
+        compiled.push(dir.write(&format!("{tag}-{i}.o"), &bytes));
+    }
+    if reverse {
+        compiled.reverse();
+    }
+    paths.extend(compiled);
+    link_and_run(dir, tag, &paths, timeout)
+}
+
+/// The lines of `out` that are compared: without the `addr` lines when addresses
+/// are not significant.
+fn significant(out: &str, addresses: bool) -> Vec<&str> {
+    out.lines()
+        .filter(|l| addresses || !l.starts_with("addr"))
+        .collect()
+}
+
+/// The first differing lines of two outputs.
+fn first_differences(a: &[&str], b: &[&str]) -> String {
+    let mut out = String::new();
+    let mut shown = 0;
+    for i in 0..a.len().max(b.len()) {
+        let (x, y) = (a.get(i).copied(), b.get(i).copied());
+        if x != y {
+            out.push_str(&format!(
+                "  line {}: unmerged `{}`, merged `{}`\n",
+                i + 1,
+                x.unwrap_or("<none>"),
+                y.unwrap_or("<none>")
+            ));
+            shown += 1;
+            if shown == 12 {
+                out.push_str("  ...\n");
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn objects_clif(objects: &[Object], names: &[String]) -> String {
+    let mut out = String::new();
+    for (object, name) in objects.iter().zip(names) {
+        out.push_str(&format!(";; ---- module {name} ----\n"));
+        for (func, linkage) in object {
+            out.push_str(&format!("; {linkage:?}\n{}\n", func.display()));
+        }
+    }
+    out
+}
+
+/// Prints the counters and panics with every failure (details of the first three).
+fn conclude(test: &str, tally: &Tally, failures: Vec<Failure>, elapsed: Duration) {
+    println!(
+        "{test}: {} programs, {} merged builds linked and run, {} functions changed by merging \
+         ({} groups of similar functions), {} merges refused (errors, not miscompiles), \
+         {} failures, {:.1} s",
+        tally.programs.load(Ordering::Relaxed),
+        tally.builds.load(Ordering::Relaxed),
+        tally.changed.load(Ordering::Relaxed),
+        tally.groups.load(Ordering::Relaxed),
+        tally.refused.load(Ordering::Relaxed),
+        failures.len(),
+        elapsed.as_secs_f64()
+    );
+    if failures.is_empty() {
+        return;
+    }
+    let mut message = format!("{test}: {} failures:\n", failures.len());
+    for f in &failures {
+        message.push_str(&format!("  {}\n", f.summary));
+    }
+    for f in failures.iter().take(3) {
+        message.push_str(&format!(
+            "\n==================== {} ====================\n{}\n",
+            f.summary, f.details
+        ));
+    }
+    message.push_str("\n(rerun one generated program with ORACLE_SEED=N)\n");
+    panic!("{message}");
+}
+
+/// The result of checking one generated program.
+struct Checked {
+    failures: Vec<Failure>,
+    /// Refusals, with the reason.
+    refused: Vec<String>,
+    builds: usize,
+    changed: usize,
+    groups: usize,
+}
+
+/// Builds program `program` unmerged and merged by `merge` (per mode; `shown` are
+/// the modules clif-merge sees), runs both, compares.
+fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
+    let seed = program.seed;
+    let mut checked = Checked {
+        failures: Vec::new(),
+        refused: Vec::new(),
+        builds: 0,
+        changed: 0,
+        groups: 0,
+    };
+    let dir = Scratch::new(&format!("{kind}{seed}"));
+    let c_source = program.c_main();
+    let c_object = compile_c(&dir, "main", &c_source)
+        .unwrap_or_else(|e| panic!("seed {seed}: the generated C does not compile: {e}"));
+    let sets: Vec<FunctionSet> = (0..program.modules)
+        .map(|m| program.module_set(m))
+        .collect();
+    let names: Vec<String> = (0..program.modules).map(Program::module_name).collect();
+    let originals: Vec<Object> = sets.iter().map(as_object).collect();
+    let rename = |s: &str| s.to_string();
+    // The programs run in milliseconds; a merged one still running after 10 s hangs.
+    let timeout = Duration::from_secs(10);
+    let base = build_and_run(
+        &dir,
+        "unmerged",
+        &originals,
+        &rename,
+        std::slice::from_ref(&c_object),
+        false,
+        timeout,
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "seed {seed}: the unmerged program does not build: {e}\n{}",
+            objects_clif(&originals, &names)
+        )
+    });
+    assert_eq!(
+        base.status,
+        "exit 0",
+        "seed {seed}: the unmerged program fails\n{}\n{}",
+        objects_clif(&originals, &names),
+        base.stdout
+    );
+    let original_text: String = (0..program.modules)
+        .map(|m| {
+            let role = if program.opaque == Some(m) {
+                " (opaque: not shown to clif-merge)"
+            } else {
+                ""
+            };
+            format!(";; ---- module m{m}{role} ----\n{}", program.module_clif(m))
+        })
+        .collect();
+    for mode in MODES {
+        let shown: Vec<(String, FunctionSet)> = (0..program.modules)
+            .filter(|&m| program.opaque != Some(m))
+            .map(|m| (names[m].clone(), sets[m].clone()))
+            .collect();
+        let fail = |what: String, merged_text: &str, outputs: &str| Failure {
+            summary: format!("{kind} seed {seed}, mode {}: {what}", mode_name(mode)),
+            details: format!(
+                "seed {seed}, mode {}: {what}\n--- the modules (CLIF; linkage in comments) ---\n\
+                 {original_text}\n--- after clif-merge ---\n{merged_text}\n--- C main ---\n\
+                 {c_source}\n{outputs}",
+                mode_name(mode)
+            ),
+        };
+        let (merged, decided) = match merge(&shown, mode) {
+            Merged::Refused(why) => {
+                checked.refused.push(why);
+                continue;
+            }
+            Merged::Broken(why) => {
+                checked.failures.push(fail(why, "", ""));
+                continue;
+            }
+            Merged::Built(objects, changed, groups, decided) => {
+                checked.changed += changed;
+                checked.groups += groups;
+                (objects, decided)
+            }
+        };
+        // The opaque module is linked as it is.
+        let mut objects = Vec::new();
+        let mut object_names = Vec::new();
+        let mut merged_iter = merged.into_iter();
+        for m in 0..program.modules {
+            if program.opaque == Some(m) {
+                objects.push(originals[m].clone());
+            } else {
+                objects.push(merged_iter.next().expect("one object per shown module"));
+            }
+            object_names.push(names[m].clone());
+        }
+        let merged_text = format!(
+            "--- what clif-merge decided ---\n{decided}\n{}",
+            objects_clif(&objects, &object_names)
+        );
+        checked.builds += 1;
+        let run = match build_and_run(
+            &dir,
+            &format!("merged-{}", mode_name(mode)),
+            &objects,
+            &rename,
+            std::slice::from_ref(&c_object),
+            false,
+            timeout,
+        ) {
+            Ok(run) => run,
+            Err(e) => {
+                checked.failures.push(fail(
+                    format!("the merged program does not build: {}", first_line(&e)),
+                    &merged_text,
+                    &format!(
+                        "--- error ---\n{e}\n--- output unmerged ---\n{}",
+                        base.stdout
+                    ),
+                ));
+                continue;
+            }
+        };
+        let addresses = mode == MergeMode::Safe;
+        let (a, b) = (
+            significant(&base.stdout, addresses),
+            significant(&run.stdout, addresses),
+        );
+        if a != b || base.status != run.status {
+            let what = if base.status != run.status {
+                format!(
+                    "the merged program ends with {} (unmerged: {})",
+                    run.status, base.status
+                )
+            } else {
+                format!(
+                    "the merged program prints something else: {}",
+                    first_differences(&a, &b)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                )
+            };
+            checked.failures.push(fail(
+                what,
+                &merged_text,
+                &format!(
+                    "--- differing lines ---\n{}--- output unmerged ({}) ---\n{}--- output merged ({}) ---\n{}",
+                    first_differences(&a, &b),
+                    base.status,
+                    base.stdout,
+                    run.status,
+                    run.stdout
+                ),
+            ));
+        } else if single_seed() {
+            println!(
+                "seed {seed}, mode {}: same output\n{original_text}\n--- after clif-merge ---\n{merged_text}\n--- output ---\n{}",
+                mode_name(mode),
+                run.stdout
+            );
+        }
+    }
+    checked
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn run_generated(
+    test: &str,
+    default_programs: u64,
+    generate: fn(u64) -> Program,
+    kind: &str,
+    merge: fn(&[(String, FunctionSet)], MergeMode) -> Merged,
+) {
+    if !require_cc(test) {
+        return;
+    }
+    let start = Instant::now();
+    let tally = Tally::default();
+    let results: Vec<Checked> = seeds(default_programs)
+        .into_par_iter()
+        .map(|seed| {
+            let program = generate(seed);
+            match catch(|| check_generated(&program, kind, &merge)) {
+                Ok(checked) => checked,
+                Err(panic) => Checked {
+                    failures: vec![Failure {
+                        summary: format!(
+                            "{kind} seed {seed}: the check panicked: {}",
+                            first_line(&panic)
+                        ),
+                        details: panic,
+                    }],
+                    refused: Vec::new(),
+                    builds: 0,
+                    changed: 0,
+                    groups: 0,
+                },
+            }
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for r in results {
+        Tally::add(&tally.programs, 1);
+        Tally::add(&tally.builds, r.builds);
+        Tally::add(&tally.changed, r.changed);
+        Tally::add(&tally.groups, r.groups);
+        Tally::add(&tally.refused, r.refused.len());
+        for why in r.refused {
+            let key: String = why.split('`').next().unwrap_or(&why).to_string();
+            *reasons.entry(key).or_default() += 1;
+        }
+        failures.extend(r.failures);
+    }
+    for (why, n) in &reasons {
+        println!("  refused {n}x: {why}");
+    }
+    assert!(
+        single_seed() || tally.changed.load(Ordering::Relaxed) > 0,
+        "{test}: nothing was merged: the oracle checked nothing"
+    );
+    conclude(test, &tally, failures, start.elapsed());
+}
+
+#[test]
+fn generated_programs_link_and_run_alike_after_separate_merging() {
+    run_generated(
+        "generated_programs_link_and_run_alike_after_separate_merging",
+        200,
+        generate_program,
+        "program",
+        merge_separately,
+    );
+}
+
+#[test]
+fn generated_modules_run_alike_after_similar_merging() {
+    run_generated(
+        "generated_modules_run_alike_after_similar_merging",
+        160,
+        generate_similar_module,
+        "similar",
+        |modules, mode| merge_similar(&modules[0].1, mode),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Modules that were not generated for this test: the generic harness.
+
+/// A program of existing CLIF: the parts clif-merge sees, as modules.
+struct Existing {
+    label: String,
+    parts: Vec<(String, FunctionSet)>,
+}
+
+/// Why functions of `parts` cannot be called from C, or `None`; and the calls.
+fn harness_calls(parts: &[(String, FunctionSet)]) -> (Vec<HarnessCall>, BTreeMap<String, usize>) {
+    let mut calls = Vec::new();
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, set) in parts {
+        for (_, def) in set.iter() {
+            if def.linkage == clif_merge::Linkage::Local {
+                continue;
+            }
+            match CSignature::of(&def.func.signature) {
+                Ok(sig) => calls.push(HarnessCall {
+                    symbol: symbol_of(&def.func.name),
+                    sig,
+                }),
+                Err(why) => *skipped.entry(why).or_default() += 1,
+            }
+        }
+    }
+    (calls, skipped)
+}
+
+/// Names the program defines, and the functions and data it needs from C.
+#[allow(clippy::type_complexity)]
+fn outside_names(
+    parts: &[(String, FunctionSet)],
+) -> Result<
+    (
+        HashSet<String>,
+        BTreeMap<String, CSignature>,
+        BTreeSet<String>,
+    ),
+    String,
+> {
+    let defined: HashSet<String> = parts
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|(_, d)| symbol_of(&d.func.name)))
+        .collect();
+    let mut imports = BTreeMap::new();
+    let mut called = HashSet::new();
+    for (_, set) in parts {
+        for (_, def) in set.iter() {
+            for (name, sig) in referenced_functions(&def.func) {
+                called.insert(name.clone());
+                if defined.contains(&name) || imports.contains_key(&format!("x_{name}")) {
+                    continue;
+                }
+                let c = CSignature::of(&sig)
+                    .map_err(|why| format!("imports `{name}`, which C cannot provide: {why}"))?;
+                imports.insert(format!("x_{name}"), c);
+            }
+        }
+    }
+    let mut data = BTreeSet::new();
+    for (_, set) in parts {
+        for (_, def) in set.iter() {
+            for name in referenced_symbols(&def.func) {
+                if !defined.contains(&name) && !called.contains(&name) {
+                    data.insert(format!("x_{name}"));
+                }
+            }
+        }
+    }
+    Ok((defined, imports, data))
+}
+
+/// Links and runs an existing program unmerged (in two code layouts, to find the
+/// output lines that depend on addresses) and merged by `merge` in each mode, and
+/// compares the lines that do not depend on addresses.
+fn check_existing(program: &Existing, merge: Merge<'_>, tally: &Tally) -> Vec<Failure> {
+    let label = &program.label;
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let (calls, skipped) = harness_calls(&program.parts);
+    let (defined, imports, data) = match outside_names(&program.parts) {
+        Ok(x) => x,
+        Err(why) => {
+            println!("{label}: skipped: {why}");
+            return failures;
+        }
+    };
+    if calls.is_empty() {
+        println!("{label}: skipped: no exported function C can call");
+        return failures;
+    }
+    for (why, n) in &skipped {
+        println!("{label}: {n} exported functions not called from C: {why}");
+    }
+    Tally::add(&tally.programs, 1);
+    let rename = |s: &str| {
+        if defined.contains(s) {
+            s.to_string()
+        } else {
+            format!("x_{s}")
+        }
+    };
+    let dir = Scratch::new("existing");
+    let c = generic_harness(&calls, &imports, &data, false);
+    let c_padded = generic_harness(&calls, &imports, &data, true);
+    let main = compile_c(&dir, "main", &c).expect("harness compiles");
+    let main_padded = compile_c(&dir, "main_padded", &c_padded).expect("harness compiles");
+    let originals: Vec<Object> = program.parts.iter().map(|(_, s)| as_object(s)).collect();
+    let names: Vec<String> = program.parts.iter().map(|(n, _)| n.clone()).collect();
+    // Every call ends within 1 s (an alarm); all of them well within this.
+    let timeout = Duration::from_secs(300);
+    let build = |tag: &str, objects: &[Object], main: &PathBuf, reverse: bool| {
+        build_and_run(
+            &dir,
+            tag,
+            objects,
+            &rename,
+            std::slice::from_ref(main),
+            reverse,
+            timeout,
+        )
+    };
+    let base = match build("unmerged", &originals, &main, false) {
+        Ok(run) => run,
+        Err(e) => {
+            println!(
+                "{label}: skipped: the unmerged program does not build: {}",
+                e.lines().take(6).collect::<Vec<_>>().join("\n    ")
+            );
+            return failures;
+        }
+    };
+    // The second layout: code and data in front, objects in the other order, each
+    // with its functions in the other order.
+    let reversed: Vec<Object> = originals
+        .iter()
+        .map(|o| o.iter().rev().cloned().collect())
+        .collect();
+    // Every call runs in a child: the harness itself always finishes (else, say, its
+    // memory could not be mapped, and nothing would be compared).
+    assert_eq!(
+        base.status, "exit 0",
+        "{label}: the harness of the unmerged program fails:\n{}",
+        base.stdout
+    );
+    let moved = build("unmerged-moved", &reversed, &main_padded, true)
+        .unwrap_or_else(|e| panic!("{label}: the unmerged program builds once only: {e}"));
+    let (a, b): (Vec<&str>, Vec<&str>) = (
+        base.stdout.lines().collect(),
+        moved.stdout.lines().collect(),
+    );
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "{label}: the harness printed different line counts"
+    );
+    // Compared: the calls that print the same in both layouts and end in time
+    // (SIGALRM, 14, after 1 s).
+    let timed_out = |l: &str| l.ends_with(": signal 14");
+    let stable: Vec<bool> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| x == y && !timed_out(x))
+        .collect();
+    let unstable: Vec<&str> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x != y)
+        .map(|(l, _)| l.split([' ', ':']).next().unwrap_or(l))
+        .collect();
+    println!(
+        "{label}: {} calls ({} of them crash or trap alike, {} time out: not compared), \
+         {} depend on addresses (not compared){}",
+        a.len(),
+        a.iter()
+            .filter(|l| (l.contains(": signal") || l.contains(": exit")) && !timed_out(l))
+            .count(),
+        a.iter().filter(|l| timed_out(l)).count(),
+        unstable.len(),
+        if unstable.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ": {}",
+                unstable
+                    .iter()
+                    .take(8)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    // The compared lines of the unmerged and a merged output: stable ones that did
+    // not time out in the merged run either.
+    let keep = |merged: &str| -> (Vec<String>, Vec<String>) {
+        let merged: Vec<&str> = merged.lines().collect();
+        (0..a.len())
+            .filter(|&i| stable[i] && !merged.get(i).is_some_and(|l| timed_out(l)))
+            .map(|i| {
+                let got = merged.get(i).copied().unwrap_or("<missing>");
+                (a[i].to_string(), got.to_string())
+            })
+            .unzip()
+    };
+    for mode in MODES {
+        let summary = |what: &str| format!("{label}, mode {}: {what}", mode_name(mode));
+        let (objects, decided) = match merge(&program.parts, mode) {
+            Merged::Refused(why) => {
+                println!("{}", summary(&format!("refused: {why}")));
+                Tally::add(&tally.refused, 1);
+                continue;
+            }
+            Merged::Broken(why) => {
+                failures.push(Failure {
+                    summary: summary(first_line(&why)),
+                    details: why,
+                });
+                continue;
+            }
+            Merged::Built(objects, changed, groups, decided) => {
+                Tally::add(&tally.changed, changed);
+                Tally::add(&tally.groups, groups);
+                (objects, decided)
+            }
+        };
+        Tally::add(&tally.builds, 1);
+        let run = match build(
+            &format!("merged-{}", mode_name(mode)),
+            &objects,
+            &main,
+            false,
+        ) {
+            Ok(run) => run,
+            Err(e) => {
+                failures.push(Failure {
+                    summary: summary(&format!(
+                        "the merged program does not build: {}",
+                        first_line(&e)
+                    )),
+                    details: format!(
+                        "{e}\n--- after clif-merge ---\n{}",
+                        objects_clif(&objects, &names)
+                    ),
+                });
+                continue;
+            }
+        };
+        let (expected, got) = keep(&run.stdout);
+        if got != expected || run.status != base.status || run.stdout.lines().count() != a.len() {
+            let (x, y): (Vec<&str>, Vec<&str>) = (
+                expected.iter().map(String::as_str).collect(),
+                got.iter().map(String::as_str).collect(),
+            );
+            let differences = first_differences(&x, &y);
+            // The functions named in differing lines, before and after.
+            let mut involved: Vec<String> = Vec::new();
+            for line in differences.lines() {
+                if let Some(rest) = line.split('`').nth(1)
+                    && let Some(name) = rest.split('#').next()
+                    && !involved.contains(&name.to_string())
+                {
+                    involved.push(name.to_string());
+                }
+            }
+            // With the functions they refer to.
+            for object in originals.iter().chain(&objects) {
+                for (func, _) in object {
+                    if involved.contains(&symbol_of(&func.name)) {
+                        for (callee, _) in referenced_functions(func) {
+                            if !involved.contains(&callee) {
+                                involved.push(callee);
+                            }
+                        }
+                    }
+                }
+            }
+            let show = |objects: &[Object]| -> String {
+                let mut out = String::new();
+                for (object, name) in objects.iter().zip(&names) {
+                    for (func, linkage) in object {
+                        if involved.contains(&symbol_of(&func.name)) {
+                            out.push_str(&format!("; {name}, {linkage:?}\n{}\n", func.display()));
+                        }
+                    }
+                }
+                out
+            };
+            failures.push(Failure {
+                summary: summary(&format!(
+                    "the merged program prints something else: {}",
+                    differences.lines().next().unwrap_or("").trim()
+                )),
+                details: format!(
+                    "--- differing lines ---\n{differences}--- status: unmerged {}, merged {} ---\n\
+                     --- the functions in differing lines and what they call, before ---\n{}\n\
+                     --- after clif-merge ---\n{}\n--- what clif-merge decided ---\n{decided}",
+                    base.status,
+                    run.status,
+                    show(&originals),
+                    show(&objects),
+                ),
+            });
+        }
+    }
+    println!(
+        "{label}: checked in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    failures
+}
+
+/// The `.clif` files of `filetests/DIR`, sorted.
+fn filetest_files(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("filetests")
+        .join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// `text` without comment lines, every `%name` spelled `%t{tag}_name`.
+fn prefixed(text: &str, tag: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with(';') {
+            continue;
+        }
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            out.push(c);
+            if c == '%'
+                && chars
+                    .peek()
+                    .is_some_and(|n| n.is_ascii_alphanumeric() || *n == '_')
+            {
+                out.push_str(&format!("t{tag}_"));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a file's functions compile for the host on their own.
+fn compiles_alone(set: &FunctionSet) -> Result<(), String> {
+    let rename = |s: &str| format!("y_{s}");
+    catch(|| compile_object(&as_object(set), &rename))
+        .map_err(|panic| format!("Cranelift panics: {}", first_line(&panic)))?
+        .map(|_| ())
+        .map_err(|e| first_line(&e).to_string())
+}
+
+/// The filetests of `dirs` as modules: the files that only use `%names` together in
+/// one (every name prefixed by its file's number), each file that uses `uN:M` names
+/// on its own. Files that do not parse, or do not compile for the host, are left out
+/// with a printed reason.
+fn filetest_modules(dirs: &[&str]) -> Vec<(String, FunctionSet)> {
+    let files: Vec<(usize, String, PathBuf)> = dirs
+        .iter()
+        .flat_map(|dir| filetest_files(dir).into_iter().map(move |p| (*dir, p)))
+        .enumerate()
+        .map(|(i, (dir, path))| {
+            let name = format!(
+                "{dir}/{}",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            );
+            (i + 1, name, path)
+        })
+        .collect();
+    // (name, uses uN:M names, functions) or why the file is left out.
+    let loaded: Vec<Result<(String, bool, FunctionSet), String>> = files
+        .par_iter()
+        .map(|(n, name, path)| {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+            let code = || text.lines().filter(|l| !l.trim_start().starts_with(';'));
+            let user_names = code().any(|l| l.contains(" u0:") || l.contains("function u"));
+            let text = if user_names {
+                code().collect::<Vec<_>>().join("\n")
+            } else {
+                prefixed(&text, *n)
+            };
+            let functions = cranelift_reader::parse_functions(&text)
+                .map_err(|e| format!("{name}: left out: does not parse ({e})"))?;
+            let mut set = FunctionSet::new();
+            for f in functions {
+                let _ = set.push(f, Linkage::Local);
+            }
+            compiles_alone(&set)
+                .map_err(|why| format!("{name}: left out: does not compile for the host: {why}"))?;
+            Ok((name.clone(), user_names, set))
+        })
+        .collect();
+    let mut batch = FunctionSet::new();
+    let mut alone = Vec::new();
+    for file in loaded {
+        match file {
+            Err(why) => println!("{why}"),
+            Ok((name, true, set)) => alone.push((name, set)),
+            Ok((_, false, set)) => {
+                for (_, def) in set.iter() {
+                    let _ = batch.push(def.func.clone(), Linkage::Local);
+                }
+            }
+        }
+    }
+    let mut out = vec![(format!("filetests/{{{}}} (%names)", dirs.join(",")), batch)];
+    out.extend(alone);
+    out
+}
+
+fn everything_exported(set: &FunctionSet) -> FunctionSet {
+    let mut out = set.clone();
+    for i in 0..out.len() {
+        out.set_linkage(FuncIndex::new(i), Linkage::Export);
+    }
+    out
+}
+
+fn parts_of(label: &str, module: &FunctionSet, k: usize) -> Existing {
+    let (_, parts) = split_module(module, k);
+    Existing {
+        label: format!("{label} K={k}"),
+        parts: parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (format!("part{i}"), p))
+            .collect(),
+    }
+}
+
+#[test]
+fn separate_test_modules_link_and_run_alike() {
+    let test = "separate_test_modules_link_and_run_alike";
+    if !require_cc(test) {
+        return;
+    }
+    let start = Instant::now();
+    let mut programs = Vec::new();
+    let bench = cranelift_reader::parse_functions(
+        &generator::generate(&generator::GenConfig {
+            functions: 300,
+            dup_rate: 0.25,
+            near_rate: 0.2,
+            seed: 1,
+        })
+        .clif,
+    )
+    .expect("generated module parses");
+    let mut module = FunctionSet::new();
+    for f in bench {
+        module.push(f, Linkage::Local).expect("unique");
+    }
+    for k in [2, 4, 8] {
+        programs.push(parts_of("generated seed 1 (tests/separate.rs)", &module, k));
+    }
+    for (label, set) in filetest_modules(&["merge", "nomerge"]) {
+        for k in [2, 4] {
+            programs.push(parts_of(&label, &set, k));
+        }
+        programs.push(parts_of(
+            &format!("{label} (all exported)"),
+            &everything_exported(&set),
+            3,
+        ));
+    }
+    println!(
+        "brotli (tests/separate.rs): not run natively: its functions are WebAssembly \
+         translated by wasmtime, reading the wasm instance (vmctx, linear memory) that only \
+         the wasmtime runtime provides"
+    );
+    let tally = Tally::default();
+    let failures: Vec<Failure> = programs
+        .par_iter()
+        .flat_map(|p| check_existing(p, &merge_separately, &tally))
+        .collect();
+    assert!(
+        tally.changed.load(Ordering::Relaxed) > 0,
+        "{test}: nothing merged"
+    );
+    conclude(test, &tally, failures, start.elapsed());
+}
+
+#[test]
+fn filetests_run_alike_after_similar_merging() {
+    let test = "filetests_run_alike_after_similar_merging";
+    if !require_cc(test) {
+        return;
+    }
+    let start = Instant::now();
+    let programs: Vec<Existing> = filetest_modules(&["similar", "merge"])
+        .into_iter()
+        .map(|(label, set)| Existing {
+            label: format!("{label} (all exported)"),
+            parts: vec![("m".to_string(), everything_exported(&set))],
+        })
+        .collect();
+    let tally = Tally::default();
+    let failures: Vec<Failure> = programs
+        .par_iter()
+        .flat_map(|p| check_existing(p, &|parts, mode| merge_similar(&parts[0].1, mode), &tally))
+        .collect();
+    assert!(
+        tally.changed.load(Ordering::Relaxed) > 0,
+        "{test}: nothing merged"
+    );
+    conclude(test, &tally, failures, start.elapsed());
+}
