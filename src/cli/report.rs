@@ -306,6 +306,22 @@ impl MergeReport {
     }
 }
 
+/// Refuses to print functions that Cranelift's printer cannot print back: a
+/// function with dynamic vector types comes out without its `dtN = ...`
+/// declarations and with the types spelled `types::I32x4xN`, CLIF that does not
+/// parse again. Exit 2, naming the function and what to use instead.
+pub fn check_printable(functions: &[&Function]) -> Result<(), CliError> {
+    for func in functions {
+        if let Some((dt, _)) = func.dfg.dynamic_types.iter().next() {
+            return Err(CliError::input(format!(
+                "function {} uses the dynamic vector type {dt}, which Cranelift's printer cannot print as CLIF that parses again (it drops the declaration); the merge itself is fine: use --report json to see it",
+                func.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The JSON report of `clif-merge plan`: `functions`, `merged`, `classes` and
 /// `actions`, functions named `MODULE::NAME`.
 pub fn plan_json(plan: &ProgramPlan) -> serde_json::Value {
@@ -334,20 +350,4 @@ pub fn plan_json(plan: &ProgramPlan) -> serde_json::Value {
         "classes": classes,
         "actions": actions,
     })
-}
-
-/// Refuses to print functions that Cranelift's printer cannot print back: a
-/// function with dynamic vector types comes out without its `dtN = ...`
-/// declarations and with the types spelled `types::I32x4xN`, CLIF that does not
-/// parse again. Exit 2, naming the function and what to use instead.
-pub fn check_printable(functions: &[&Function]) -> Result<(), CliError> {
-    for func in functions {
-        if let Some((dt, _)) = func.dfg.dynamic_types.iter().next() {
-            return Err(CliError::input(format!(
-                "function {} uses the dynamic vector type {dt}, which Cranelift's printer cannot print as CLIF that parses again (it drops the declaration); the merge itself is fine: use --report json to see it",
-                func.name
-            )));
-        }
-    }
-    Ok(())
 }
