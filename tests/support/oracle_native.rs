@@ -24,7 +24,6 @@ use cranelift_object::{ObjectBuilder, ObjectModule};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The host ISA the oracle compiles for: `opt_level=speed`, frame pointers kept
@@ -275,28 +274,25 @@ pub fn forwarding_function(
     func
 }
 
-/// A scratch directory under the system temp dir, removed on drop.
-pub struct Scratch(PathBuf);
+/// A scratch directory under the system temp dir, removed on drop (`tempfile`).
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(tag: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!(
-            "clif-merge-oracle-{}-{tag}-{n}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("clif-merge-oracle-{tag}-"))
+            .tempdir()
+            .expect("create scratch dir");
         Self(dir)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     /// Writes `bytes` to `name` in the directory and returns its path.
     pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
+        let path = self.0.path().join(name);
         std::fs::write(&path, bytes).expect("write scratch file");
         path
     }
@@ -306,10 +302,9 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         // `ORACLE_KEEP=1` keeps the sources, objects and executables to look at.
         if std::env::var_os("ORACLE_KEEP").is_some() {
-            eprintln!("kept {}", self.0.display());
-            return;
+            eprintln!("kept {}", self.0.path().display());
+            self.0.disable_cleanup(true);
         }
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
