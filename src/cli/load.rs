@@ -258,14 +258,13 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                     indent(&errors.to_string())
                 )));
             }
-            let name = func.name.to_string();
+            let symbol = SymbolName::of_function(&func);
             match functions.push(func, Linkage::Local) {
                 Ok(_) => {}
                 Err(e @ DefinitionError::Duplicate(_)) => {
                     let first = functions
-                        .iter()
-                        .position(|(_, d)| d.func.name.to_string() == name)
-                        .map(|i| locations[i].to_string())
+                        .lookup(&symbol)
+                        .map(|i| locations[i.index()].to_string())
                         .unwrap_or_default();
                     return Err(CliError::input(format!(
                         "{location}: {e} (first defined at {first})"

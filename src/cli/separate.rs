@@ -8,13 +8,14 @@ use super::report::{check_printable, plan_json};
 use crate::identical::MergeOptions;
 use crate::ir::SymbolName;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
-use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
-use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
+use crate::separate::program::{Decision, DecisionAction, ModuleDecisions, plan_program};
+use crate::separate::summary::{FunctionSummary, Summary, Visibility, clif_name, summarize};
 use crate::separate::transform::apply_decisions;
 use clap::Subcommand;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::{self, Flags, FlagsOrIsa};
 use cranelift_codegen::verify_function;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -295,6 +296,16 @@ fn apply_command(
     let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
     check_printable(&printed)?;
     let default_flags = Flags::new(settings::builder());
+    // The decisions by the symbol they name (every one names a function of the
+    // module: `apply_decisions` checked that), the first of any repeats.
+    let mut decided: HashMap<SymbolName, &Decision> = HashMap::new();
+    for d in &decisions.decisions {
+        if let Some(name) = clif_name(&d.function) {
+            decided
+                .entry(SymbolName::of_user_func_name(&name))
+                .or_insert(d);
+        }
+    }
     let mut text = loaded.header.clone();
     for (_, def) in out.iter() {
         // With the target and flags the input was verified with.
@@ -309,11 +320,7 @@ fn apply_command(
                 ),
             });
         }
-        if let Some(d) = decisions
-            .decisions
-            .iter()
-            .find(|d| d.function == def.func.name.to_string())
-        {
+        if let Some(d) = decided.get(&SymbolName::of_function(&def.func)) {
             let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
         }
         let _ = writeln!(text, "{}", def.func.display());
