@@ -6,6 +6,7 @@ use crate::identical::plan::MergeMode;
 use crate::ir::{DefinitionError, FunctionSet, Linkage, SymbolName};
 use clap::ValueEnum;
 use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable, Flags, FlagsOrIsa, OptLevel};
 use cranelift_codegen::verify_function;
@@ -140,6 +141,29 @@ impl LoadedModule {
             .lookup(name)
             .map_or(0, |f| self.function_file[f.index()]);
         self.targets.get(file)
+    }
+
+    /// Checks an output function with the Cranelift verifier, with the target and
+    /// flags the input function `verified_as` was verified with: a failure is an
+    /// internal error (exit 3), since the input passed.
+    pub fn verify_output(&self, func: &Function, verified_as: &SymbolName) -> Result<(), CliError> {
+        let default_flags;
+        let flags_or_isa = match self.target_of(verified_as) {
+            Some(target) => target.flags_or_isa(),
+            // Only without any input file (never after a successful load).
+            None => {
+                default_flags = Flags::new(settings::builder());
+                FlagsOrIsa::from(&default_flags)
+            }
+        };
+        verify_function(func, flags_or_isa).map_err(|errors| CliError {
+            code: 3,
+            message: format!(
+                "internal error: merged function {} fails the Cranelift verifier:\n{}",
+                func.name,
+                indent(&errors.to_string())
+            ),
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! that loads the inputs, runs the pass (and the similar merge, and validation)
 //! and prints the result.
 
-use super::error::{CliError, indent};
+use super::error::CliError;
 use super::load::{InputTarget, LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
 use super::report::{
     check_printable, clif_text, json_report, similar_json, similar_stats_line, stats_text,
@@ -15,9 +15,6 @@ use crate::similar::{SimilarOptions, SimilarPass};
 use crate::validate::{ValidationReport, ValidatorCrash, validate, validate_similar};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
-use cranelift_codegen::settings::{self, Flags};
-use cranelift_codegen::verify_function;
-use cranelift_reader::IsaSpec;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -162,24 +159,9 @@ fn verify_output(
                 .collect()
         })
         .unwrap_or_default();
-    let target_of = |func: &Function| {
-        let name = SymbolName::of_function(func);
-        loaded.target_of(merged_from.get(&name).unwrap_or(&name))
-    };
-    // Only without any input file (never after a successful load).
-    let default_target = InputTarget::of(&IsaSpec::None(Flags::new(settings::builder())));
     for func in functions {
-        let target = target_of(func).unwrap_or(&default_target);
-        if let Err(errors) = verify_function(func, target.flags_or_isa()) {
-            return Err(CliError {
-                code: 3,
-                message: format!(
-                    "internal error: merged function {} fails the Cranelift verifier:\n{}",
-                    func.name,
-                    indent(&errors.to_string())
-                ),
-            });
-        }
+        let name = SymbolName::of_function(func);
+        loaded.verify_output(func, merged_from.get(&name).unwrap_or(&name))?;
     }
     Ok(())
 }

@@ -13,8 +13,6 @@ use crate::separate::summary::{FunctionSummary, Summary, Visibility, clif_name, 
 use crate::separate::transform::apply_decisions;
 use clap::Subcommand;
 use cranelift_codegen::ir::Function;
-use cranelift_codegen::settings::{self, Flags, FlagsOrIsa};
-use cranelift_codegen::verify_function;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -295,7 +293,6 @@ fn apply_command(
     let out = &applied.functions;
     let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
     check_printable(&printed)?;
-    let default_flags = Flags::new(settings::builder());
     // The decisions by the symbol they name (every one names a function of the
     // module: `apply_decisions` checked that), the first of any repeats.
     let mut decided: HashMap<SymbolName, &Decision> = HashMap::new();
@@ -308,18 +305,7 @@ fn apply_command(
     }
     let mut text = loaded.header.clone();
     for (_, def) in out.iter() {
-        // With the target and flags the input was verified with.
-        let target = loaded.target_of(&SymbolName::of_function(&def.func));
-        let flags_or_isa = target.map_or(FlagsOrIsa::from(&default_flags), |t| t.flags_or_isa());
-        if let Err(e) = verify_function(&def.func, flags_or_isa) {
-            return Err(CliError {
-                code: 3,
-                message: format!(
-                    "internal error: {} fails the Cranelift verifier: {e}",
-                    def.func.name
-                ),
-            });
-        }
+        loaded.verify_output(&def.func, &SymbolName::of_function(&def.func))?;
         if let Some(d) = decided.get(&SymbolName::of_function(&def.func)) {
             let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
         }

@@ -13,7 +13,7 @@
 //! representative (which may live in another module: it is then an import).
 
 use super::program::{DecisionAction, ModuleDecisions};
-use super::summary::{ClifNames, clif_name, merged_module, summarize_merged};
+use super::summary::{ClifNames, MergedModule, clif_name, merged_module, summarize_merged};
 use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::identical::rewrite::Redirects;
@@ -108,9 +108,11 @@ pub fn apply_decisions(
     }
     let merged = merged_module(module, options);
     let summary = summarize_merged(&merged, &decisions.module, options.mode, &ClifNames);
-    let merged_aliases: Vec<_> = merged.aliases.iter().map(|(name, _, _)| name).collect();
-    let own_aliases = merged.aliases.clone();
-    let merged = merged.set;
+    let MergedModule {
+        set: merged,
+        aliases: own_aliases,
+        ..
+    } = merged;
     let by_name: HashMap<String, usize> = merged
         .iter()
         .enumerate()
@@ -148,7 +150,7 @@ pub fn apply_decisions(
     }
     // Names this module gives its own functions, aliases of its own merge included.
     let own_name = |name: &str| {
-        by_name.contains_key(name) || merged_aliases.iter().any(|a| a.to_string() == name)
+        by_name.contains_key(name) || own_aliases.iter().any(|(a, _, _)| a.to_string() == name)
     };
     let decision_targets = decisions.decisions.iter().map(|d| (&d.to, &d.to_module));
     let call_targets = decisions.calls.iter().map(|c| (&c.to, &c.to_module));
