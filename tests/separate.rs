@@ -1,12 +1,20 @@
 //! Separate compilation (summaries, whole-program plan, per-module transform) finds
 //! exactly what one run over the whole module finds.
 //!
-//! A module is split into K parts round-robin; a function referred to from another
-//! part is given export linkage, in the whole module too (classes do not depend on
-//! linkage). Each part is summarized on its own (after its own merge), the program
-//! is planned from the summaries, and the classes the parts' own merges found,
-//! joined with the classes of the plan, must be exactly the classes of the whole
-//! module. Then every part applies its decisions, every output function passes the
+//! A module is split into K parts round-robin with the linkage a real build has: a
+//! local function referred to from another part becomes hidden, in the whole module
+//! too. Each part is summarized on its own (after its own merge), the program is
+//! planned from the summaries, and:
+//!
+//! - the classes the parts' own merges found, joined with the classes of the plan,
+//!   must be exactly the classes of the whole module;
+//! - the *merges* must be the whole module's: the functions that lose their own
+//!   code (removed, aliased or thunked) in the parts' own merges and by the plan's
+//!   decisions are exactly those the single run over the parts put together (in
+//!   module order, so that "the first defined" means the same) removes, aliases or
+//!   thunks.
+//!
+//! Then every part applies its decisions, every output function passes the
 //! verifier, and the parts put together run like the original program in the
 //! sandboxed interpreter. The plan must not depend on the order of the summaries,
 //! and summaries go through their file format.
@@ -20,7 +28,7 @@ mod generator;
 mod skip;
 
 use clif_merge::Linkage;
-use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
+use clif_merge::separate::{DecisionAction, Summary, apply_decisions, plan_program, summarize};
 use clif_merge::testing::split_module;
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::validate::validate_program;
@@ -81,15 +89,41 @@ fn class_names(module: &FunctionSet, classes: &[Vec<FuncIndex>]) -> Vec<Vec<Stri
         .collect()
 }
 
+/// The names of the functions the merge of `module` leaves without code of their
+/// own (removed, aliased or thunked).
+fn merged_away(module: &FunctionSet, options: &MergeOptions) -> BTreeSet<String> {
+    merge_functions(module, options)
+        .plan
+        .decisions
+        .iter()
+        .map(|d| module.display_name(d.function))
+        .collect()
+}
+
 /// Runs the three stages on `module` split into `k` parts and checks them against
-/// the whole-module run. Returns (classes, cross-module decisions).
-fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usize, usize) {
+/// the whole-module run. Returns (classes, functions merged away, of them across
+/// modules).
+fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usize, usize, usize) {
     let options = MergeOptions::default();
     let (whole, parts) = split_module(module, k);
     let expected = join(class_names(
         &whole,
         &merge_functions(&whole, &options).plan.classes,
     ));
+    // The whole program with the functions in module order (part0's first, ...),
+    // as the plan orders them.
+    let mut in_module_order = FunctionSet::new();
+    for part in &parts {
+        for (f, def) in part.iter() {
+            let index = in_module_order
+                .push(def.func.clone(), def.linkage)
+                .expect("unique names");
+            if part.address_taken_outside(f) {
+                in_module_order.mark_address_taken(index);
+            }
+        }
+    }
+    let expected_merges = merged_away(&in_module_order, &options);
 
     let summaries: Vec<Summary> = parts
         .iter()
@@ -124,6 +158,28 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         let extra: Vec<_> = found.difference(&expected).take(3).collect();
         panic!("{name} K={k}: classes differ\n  whole only: {missing:?}\n  split only: {extra:?}");
     }
+    // The same merges: what the parts' own merges and the plan take away.
+    let cross_module: BTreeSet<String> = plan
+        .decisions
+        .iter()
+        .flat_map(|m| &m.decisions)
+        .filter(|d| d.action != DecisionAction::Promote)
+        .map(|d| d.function.clone())
+        .collect();
+    let merges: BTreeSet<String> = parts
+        .iter()
+        .flat_map(|part| merged_away(part, &options))
+        .chain(cross_module.iter().cloned())
+        .collect();
+    if merges != expected_merges {
+        let missing: Vec<_> = expected_merges.difference(&merges).take(5).collect();
+        let extra: Vec<_> = merges.difference(&expected_merges).take(5).collect();
+        panic!(
+            "{name} K={k}: merges differ ({} whole, {} split)\n  whole only: {missing:?}\n  split only: {extra:?}",
+            expected_merges.len(),
+            merges.len()
+        );
+    }
 
     // Stage 3, then the parts together must behave like the original.
     let flags = Flags::new(settings::builder());
@@ -141,13 +197,14 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
                 .expect("unique names");
         }
     }
-    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+    let decided = cross_module.len();
     if !run {
         println!(
-            "{name} K={k}: {} classes, {decided} cross-module decisions",
-            expected.len()
+            "{name} K={k}: {} classes, {} merges, {decided} across modules",
+            expected.len(),
+            merges.len()
         );
-        return (expected.len(), decided);
+        return (expected.len(), merges.len(), decided);
     }
     let report = validate_program(&whole, &program).expect("the validator crashed");
     assert!(
@@ -156,11 +213,12 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         report.mismatches
     );
     println!(
-        "{name} K={k}: {} classes, {decided} cross-module decisions; {}",
+        "{name} K={k}: {} classes, {} merges, {decided} across modules; {}",
         expected.len(),
+        merges.len(),
         report.summary()
     );
-    (expected.len(), decided)
+    (expected.len(), merges.len(), decided)
 }
 
 #[test]
@@ -175,23 +233,29 @@ fn separate_compilation_finds_the_whole_module_classes_on_generated_modules() {
         })
         .clif,
     );
-    let found: Vec<(usize, usize, usize)> = [1, 2, 4, 8]
+    let found: Vec<(usize, usize, usize, usize)> = [1, 2, 4, 8]
         .into_iter()
         .map(|k| {
             // Running is the slow part (loops): once per module.
-            let (classes, decided) =
+            let (classes, merges, across) =
                 check_separate(&format!("generated seed {seed}"), &module, k, k == 4);
-            (k, classes, decided)
+            (k, classes, merges, across)
         })
         .collect();
-    // Snapshot of (K, whole-module classes, cross-module decisions) for this seed:
-    // the classes are the same for every K (each checked against the whole module);
-    // with one part nothing crosses modules. Changes when the generator, the
-    // comparator or the split changes; update deliberately.
+    // Snapshot of (K, whole-module classes, functions merged away, of them across
+    // modules) for this seed: classes and merges are the same for every K (each
+    // checked against the whole module); with one part nothing crosses modules.
+    // Changes when the generator, the comparator or the split changes; update
+    // deliberately.
     assert_eq!(
         found,
-        [(1, 49, 0), (2, 49, 23), (4, 49, 46), (8, 49, 60)],
-        "(K, classes, cross-module decisions), generated seed {seed}"
+        [
+            (1, 49, 75, 0),
+            (2, 49, 75, 29),
+            (4, 49, 75, 52),
+            (8, 49, 75, 65)
+        ],
+        "(K, classes, merges, across modules), generated seed {seed}"
     );
 }
 
@@ -206,7 +270,7 @@ fn separate_compilation_finds_the_whole_module_classes_on_filetests() {
         let loaded = load(std::slice::from_ref(file))
             .unwrap_or_else(|e| panic!("{}: does not load: {e}", file.display()));
         // Files that set linkage or mode through arguments keep their defaults here.
-        for k in [1, 2, 4] {
+        for k in [1, 2, 4, 8] {
             check_separate(&file.display().to_string(), &loaded.functions, k, true);
         }
     }

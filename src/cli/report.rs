@@ -325,7 +325,6 @@ pub fn check_printable(functions: &[&Function]) -> Result<(), CliError> {
 /// The JSON report of `clif-merge plan`: `functions`, `merged`, `classes` and
 /// `actions`, functions named `MODULE::NAME`.
 pub fn plan_json(plan: &ProgramPlan) -> serde_json::Value {
-    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
     let actions: Vec<serde_json::Value> = plan
         .decisions
         .iter()
@@ -344,9 +343,14 @@ pub fn plan_json(plan: &ProgramPlan) -> serde_json::Value {
         .iter()
         .map(|c| c.iter().map(|q| q.to_string()).collect())
         .collect();
+    let counts = plan.counts();
     json!({
         "functions": plan.functions,
-        "merged": decided,
+        "merged": counts.merged(),
+        "removed": counts.removed,
+        "thunked": counts.thunked,
+        "promoted": counts.promoted,
+        "redirected": counts.redirected,
         "classes": classes,
         "actions": actions,
     })

@@ -261,13 +261,17 @@ fn plan_command(
         let path = out_dir.join(format!("{}.dec", decisions.module));
         write(&path, &decisions.to_bytes())?;
     }
-    let decided: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+    let counts = plan.counts();
     let stderr = format!(
-        "planned {} modules, {} functions: {} classes across modules, {} decisions; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
+        "planned {} modules, {} functions: {} classes across modules; {} duplicates merged ({} removed, {} thunked), {} local representatives promoted to hidden, {} references redirected across modules; {} comparisons; resolve {:.3} ms, partition {:.3} ms\n",
         plan.decisions.len(),
         plan.functions,
         plan.classes.len(),
-        decided,
+        counts.merged(),
+        counts.removed,
+        counts.thunked,
+        counts.promoted,
+        counts.redirected,
         plan.comparisons,
         plan.time_resolve.as_secs_f64() * 1e3,
         plan.time_partition.as_secs_f64() * 1e3,
@@ -296,11 +300,16 @@ fn apply_command(
     // The decisions by the symbol they name (every one names a function of the
     // module: `apply_decisions` checked that), the first of any repeats.
     let mut decided: HashMap<SymbolName, &Decision> = HashMap::new();
+    let mut promoted: HashMap<SymbolName, &Decision> = HashMap::new();
     for d in &decisions.decisions {
-        if let Some(name) = clif_name(&d.function) {
-            decided
-                .entry(SymbolName::of_user_func_name(&name))
-                .or_insert(d);
+        let (map, name) = match d.action {
+            DecisionAction::Promote => (&mut promoted, clif_name(&d.to)),
+            DecisionAction::Thunk | DecisionAction::Redirect => {
+                (&mut decided, clif_name(&d.function))
+            }
+        };
+        if let Some(name) = name {
+            map.entry(SymbolName::of_user_func_name(&name)).or_insert(d);
         }
     }
     let mut text = loaded.header.clone();
@@ -308,6 +317,13 @@ fn apply_command(
         loaded.verify_output(&def.func, &SymbolName::of_function(&def.func))?;
         if let Some(d) = decided.get(&SymbolName::of_function(&def.func)) {
             let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
+        }
+        if let Some(d) = promoted.get(&SymbolName::of_function(&def.func)) {
+            let _ = writeln!(
+                text,
+                "; {}: promoted to hidden {} (the representative of functions in other modules)",
+                d.function, d.to
+            );
         }
         let _ = writeln!(text, "{}", def.func.display());
     }
@@ -324,8 +340,9 @@ fn apply_command(
         }
     }
     let stderr = format!(
-        "applied {} decisions to module `{}`\n",
+        "applied {} decisions and {} redirected references to module `{}`\n",
         decisions.decisions.len(),
+        decisions.calls.len(),
         decisions.module
     );
     Ok((text, stderr))
@@ -447,7 +464,11 @@ fn dump_decisions(decisions: &ModuleDecisions) -> String {
         );
     }
     for c in &decisions.calls {
-        let _ = writeln!(out, "calls to {} go to {}::{}", c.symbol, c.to_module, c.to);
+        let what = match c.action {
+            DecisionAction::Thunk => "calls to",
+            DecisionAction::Redirect | DecisionAction::Promote => "references to",
+        };
+        let _ = writeln!(out, "{what} {} go to {}::{}", c.symbol, c.to_module, c.to);
     }
     out
 }

@@ -15,6 +15,9 @@ pub(super) enum CrossAction {
     Thunk,
     /// It gets no code; its calls go to the representative.
     Redirect,
+    /// A local representative of functions in other modules: its body is defined
+    /// under the target, a new hidden function, and every reference goes there.
+    Promote,
 }
 
 /// A decision resolved in the inner module: what happens, and the representative's
@@ -31,9 +34,11 @@ pub(super) struct ResolvedDecision {
 pub(super) struct ResolvedDecisions {
     /// Per recorded function (indexed like the set), its decision.
     pub(super) per_function: Vec<Option<ResolvedDecision>>,
-    /// Imports whose direct calls go to another import (a function of another
-    /// module that became a thunk, and its representative).
-    pub(super) calls: Vec<(FuncId, FuncId)>,
+    /// Imports whose references go to another import: a function of another
+    /// module that became a thunk ([`CrossAction::Thunk`]: its direct calls go) or
+    /// was removed ([`CrossAction::Redirect`]: every reference goes), and its
+    /// representative.
+    pub(super) calls: Vec<(FuncId, FuncId, CrossAction)>,
     /// Each representative's `MODULE::NAME`.
     #[cfg(feature = "separate")]
     pub(super) qualified: std::collections::HashMap<FuncId, String>,
@@ -51,38 +56,30 @@ impl ResolvedDecisions {
     }
 
     /// The redirections these decisions make in the functions this module keeps
-    /// (the functions of `set`, named `u0:FuncId`): every reference to a removed
-    /// function and every direct call to a new thunk (of this module, or an import
-    /// of another's) goes to the representative.
+    /// (the functions of `set`, named `u0:FuncId`): every reference to a removed or
+    /// promoted function (of this module, or an import of another's) and every
+    /// direct call to a new thunk goes to the representative.
     pub(super) fn redirects(&self, set: &FunctionSet) -> Redirects {
-        let decided = |action: CrossAction| {
-            self.per_function
-                .iter()
-                .enumerate()
-                .filter_map(move |(i, r)| {
-                    let r = (*r)?;
-                    (r.action == action).then(|| {
-                        let func = &set.get(FuncIndex::new(i)).func;
-                        (
-                            SymbolName::of_function(func),
-                            UserFuncName::user(0, r.target.as_u32()),
-                        )
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
-        let imports = self.calls.iter().map(|&(import, target)| {
-            (
-                SymbolName::User {
-                    namespace: 0,
-                    index: import.as_u32(),
-                },
-                UserFuncName::user(0, target.as_u32()),
-            )
+        let own = self.per_function.iter().enumerate().filter_map(|(i, r)| {
+            let r = (*r)?;
+            let func = &set.get(FuncIndex::new(i)).func;
+            Some((SymbolName::of_function(func), r.target, r.action))
         });
-        Redirects::from_maps(
-            decided(CrossAction::Redirect),
-            decided(CrossAction::Thunk).into_iter().chain(imports),
-        )
+        let imports = self.calls.iter().map(|&(import, target, action)| {
+            let symbol = SymbolName::User {
+                namespace: 0,
+                index: import.as_u32(),
+            };
+            (symbol, target, action)
+        });
+        let (mut all, mut calls) = (Vec::new(), Vec::new());
+        for (symbol, target, action) in own.chain(imports) {
+            let target = UserFuncName::user(0, target.as_u32());
+            match action {
+                CrossAction::Thunk => calls.push((symbol, target)),
+                CrossAction::Redirect | CrossAction::Promote => all.push((symbol, target)),
+            }
+        }
+        Redirects::from_maps(all, calls)
     }
 }

@@ -83,15 +83,10 @@ pub(super) fn resolve_decisions<M: Module>(
     let merged = merged_module(set, merge);
     let names = DeclaredNames(inner.declarations());
     let summary = summarize_merged(&merged, &decisions.module, merge.mode, &names);
+    // The summary lists the merged set's functions first, in the same order.
     let mut by_symbol: HashMap<String, (FuncIndex, u64)> = HashMap::new();
-    for (index, def) in merged.set.iter() {
-        let symbol = names.symbol(
-            &def.func.name,
-            Some(def.linkage == crate::ir::Linkage::Local),
-        );
-        if let Some(i) = summary.functions.iter().position(|f| f.name == symbol.name) {
-            by_symbol.insert(symbol.name, (index, summary.fingerprint(i)));
-        }
+    for ((index, _), (i, f)) in merged.set.iter().zip(summary.functions.iter().enumerate()) {
+        by_symbol.insert(f.name.clone(), (index, summary.fingerprint(i)));
     }
     // Every decision names a function of this module as it was summarized.
     for d in &decisions.decisions {
@@ -150,7 +145,15 @@ pub(super) fn resolve_decisions<M: Module>(
         let Some(original) = set.lookup(&SymbolName::of_function(func)) else {
             continue;
         };
-        let target = if d.to_module == decisions.module {
+        let target = if d.action == DecisionAction::Promote {
+            if inner.declarations().get_name(&d.to).is_some() {
+                return Err(error(format!(
+                    "the decisions promote `{}` to the name `{}`, which `{}` already declares",
+                    d.function, d.to, decisions.module
+                )));
+            }
+            inner.declare_function(&d.to, Linkage::Hidden, &func.signature)?
+        } else if d.to_module == decisions.module {
             match inner.declarations().get_name(&d.to) {
                 Some(FuncOrDataId::Func(id)) => id,
                 _ => {
@@ -165,12 +168,14 @@ pub(super) fn resolve_decisions<M: Module>(
         };
         let action = match d.action {
             DecisionAction::Redirect if allow_redirect => CrossAction::Redirect,
-            _ => CrossAction::Thunk,
+            DecisionAction::Redirect | DecisionAction::Thunk => CrossAction::Thunk,
+            DecisionAction::Promote => CrossAction::Promote,
         };
         resolved[original.index()] = Some(ResolvedDecision { action, target });
         qualified.insert(target, format!("{}::{}", d.to_module, d.to));
     }
-    // Direct calls to other modules' functions that became thunks.
+    // References to other modules' functions that became thunks (direct calls) or
+    // were removed (every reference).
     let mut calls = Vec::new();
     for c in &decisions.calls {
         let Some(FuncOrDataId::Func(import)) = inner.declarations().get_name(&c.symbol) else {
@@ -185,7 +190,11 @@ pub(super) fn resolve_decisions<M: Module>(
             Some(FuncOrDataId::Func(id)) => id,
             _ => inner.declare_function(&c.to, Linkage::Import, &signature)?,
         };
-        calls.push((import, target));
+        let action = match c.action {
+            DecisionAction::Thunk => CrossAction::Thunk,
+            DecisionAction::Redirect | DecisionAction::Promote => CrossAction::Redirect,
+        };
+        calls.push((import, target, action));
     }
     Ok(ResolvedDecisions {
         per_function: resolved,
@@ -199,6 +208,7 @@ impl From<CrossAction> for DecisionAction {
         match action {
             CrossAction::Thunk => Self::Thunk,
             CrossAction::Redirect => Self::Redirect,
+            CrossAction::Promote => Self::Promote,
         }
     }
 }

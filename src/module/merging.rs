@@ -269,8 +269,14 @@ impl<M: Module> MergingModule<M> {
             )?),
             _ => None,
         };
-        let (duplicate_bytes, thunk_bytes) =
-            self.define_output(&set, &ids, &outcome, similar.as_ref(), &resolved)?;
+        let (duplicate_bytes, thunk_bytes) = self.define_output(
+            &set,
+            &ids,
+            &outcome,
+            similar.as_ref(),
+            &resolved,
+            allow_redirect,
+        )?;
         let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
             .per_function
             .iter()
@@ -282,7 +288,10 @@ impl<M: Module> MergingModule<M> {
             plan: outcome.plan,
             redirected: cross_module
                 .iter()
-                .filter(|(_, r)| r.action == CrossAction::Redirect)
+                .filter(|(_, r)| {
+                    r.action == CrossAction::Redirect
+                        || (r.action == CrossAction::Promote && allow_redirect)
+                })
                 .map(|(id, _)| *id)
                 .collect(),
         };
@@ -316,6 +325,7 @@ impl<M: Module> MergingModule<M> {
         outcome: &MergeOutcome<'_>,
         similar: Option<&SimilarPass>,
         resolved: &ResolvedDecisions,
+        allow_redirect: bool,
     ) -> ModuleResult<(u64, u64)> {
         let cross_redirects = resolved.redirects(set);
         let mut duplicate_bytes = 0u64;
@@ -343,9 +353,25 @@ impl<M: Module> MergingModule<M> {
             // A decision of the whole-program plan.
             if let Some(r) = resolved.per_function[function.index()] {
                 let func = &set.get(function).func;
-                duplicate_bytes += code_size(self.inner.isa(), func)?;
-                if r.action == CrossAction::Thunk {
-                    thunk_bytes += define_thunk(&mut self.inner, id_of(function), func, r.target)?;
+                match r.action {
+                    CrossAction::Promote => {
+                        // The body under its new hidden name; the old local
+                        // name keeps no code of its own where it may be removed.
+                        let body = cross_redirects.rewrite(func);
+                        let mut ctx = Context::for_function(body.into_owned());
+                        self.inner.define_function(r.target, &mut ctx)?;
+                        if !allow_redirect {
+                            define_thunk(&mut self.inner, id_of(function), func, r.target)?;
+                        }
+                    }
+                    CrossAction::Thunk => {
+                        duplicate_bytes += code_size(self.inner.isa(), func)?;
+                        thunk_bytes +=
+                            define_thunk(&mut self.inner, id_of(function), func, r.target)?;
+                    }
+                    CrossAction::Redirect => {
+                        duplicate_bytes += code_size(self.inner.isa(), func)?;
+                    }
                 }
                 continue;
             }
@@ -388,7 +414,7 @@ impl<M: Module> MergingModule<M> {
             .chain(
                 cross_module
                     .iter()
-                    .filter(|(_, r)| r.action == CrossAction::Redirect)
+                    .filter(|(_, r)| matches!(r.action, CrossAction::Redirect | CrossAction::Promote))
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();

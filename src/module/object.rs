@@ -13,9 +13,10 @@ impl MergingModule<ObjectModule> {
         let (inner, report, merged) = self.merge_and_define(true)?;
         let mut product = inner.finish();
         if let Some(merged) = merged {
-            // A function a whole-program decision removed is local and nothing
-            // refers to it any more; its symbol loses its name and points at some
-            // code of the object (an undefined local symbol would not link).
+            // A function a whole-program decision removed (or promoted to a new
+            // name) is local or hidden, and nothing in the program refers to it any
+            // more; its symbol becomes local, loses its name and points at some
+            // code of the object (an undefined symbol would not link).
             let anchor = merged.ids.iter().find_map(|&id| {
                 let symbol = product.object.symbol(product.function_symbol(id));
                 matches!(symbol.section, object::write::SymbolSection::Section(_))
@@ -25,6 +26,8 @@ impl MergingModule<ObjectModule> {
                 let symbol = product.function_symbol(id);
                 let symbol = product.object.symbol_mut(symbol);
                 symbol.name.clear();
+                symbol.scope = object::write::SymbolScope::Compilation;
+                symbol.weak = false;
                 if let Some(section) = anchor {
                     symbol.section = section;
                     symbol.value = 0;

@@ -1,14 +1,16 @@
 //! The file format of summaries and decisions: a magic number, a format version,
-//! a checksum of the contents, then the `postcard` encoding. Reading a file of
-//! another kind or version, or a truncated or corrupt one, is a [`FormatError`],
-//! never a panic or a wrong merge.
+//! the [`Vocabulary::id`] of the build that wrote it, a checksum of the contents,
+//! then the `postcard` encoding. Reading a file of another kind, version or
+//! vocabulary, or a truncated or corrupt one, is a [`FormatError`], never a panic
+//! or a wrong merge.
 
+use super::vocabulary::Vocabulary;
 use crate::ir::fnv::fnv1a;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The version of the summary and decision formats; bumped on every change.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The first bytes of a summary file.
 pub const SUMMARY_MAGIC: [u8; 8] = *b"CLIFMSUM";
 /// The first bytes of a decisions file.
@@ -27,6 +29,12 @@ pub enum FormatError {
         /// The version in the file.
         found: u32,
     },
+    /// Written by a build whose token vocabulary may differ (another version of
+    /// clif-merge or Cranelift, or another walk): its numbers may mean other things.
+    Vocabulary {
+        /// The vocabulary id in the file.
+        found: u64,
+    },
     /// Truncated or corrupt.
     Corrupt(String),
 }
@@ -38,6 +46,11 @@ impl fmt::Display for FormatError {
             Self::Version { found } => write!(
                 f,
                 "written by format version {found}; this clif-merge reads version {FORMAT_VERSION}"
+            ),
+            Self::Vocabulary { found } => write!(
+                f,
+                "written by a build with vocabulary id {found:016x}; this build has vocabulary id {}: summarize and plan again with one build",
+                Vocabulary::of_this_build()
             ),
             Self::Corrupt(why) => write!(f, "truncated or corrupt: {why}"),
         }
@@ -52,16 +65,18 @@ pub(crate) fn checksum(payload: &[u8]) -> u64 {
     fnv1a(payload)
 }
 
-/// The length of the header: magic, version, checksum.
-const HEADER: usize = 8 + 4 + 8;
+/// The length of the header: magic, version, vocabulary id, checksum.
+const HEADER: usize = 8 + 4 + 8 + 8;
 
-/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), a checksum
-/// of the payload (little-endian `u64`), then the payload: the `postcard` encoding.
+/// `value` as bytes: `magic`, [`FORMAT_VERSION`] (little-endian `u32`), this
+/// build's [`Vocabulary::id`] (little-endian `u64`), a checksum of the payload
+/// (little-endian `u64`), then the payload: the `postcard` encoding.
 pub fn to_bytes<T: Serialize>(magic: [u8; 8], value: &T) -> Vec<u8> {
     // Serializing plain data into a growing vector cannot fail.
     let payload = postcard::to_allocvec(value).unwrap_or_default();
     let mut bytes = magic.to_vec();
     bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&Vocabulary::of_this_build().id().to_le_bytes());
     bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
     bytes.extend(payload);
     bytes
@@ -80,12 +95,18 @@ pub fn from_bytes<T: for<'de> Deserialize<'de>>(
     if version != FORMAT_VERSION {
         return Err(FormatError::Version { found: version });
     }
-    let Some((sum, payload)) = bytes[12..].split_first_chunk::<8>() else {
-        return Err(FormatError::Corrupt(format!(
+    let short = || {
+        FormatError::Corrupt(format!(
             "{} bytes, shorter than the {HEADER}-byte header",
             bytes.len()
-        )));
+        ))
     };
+    let (vocabulary, rest) = bytes[12..].split_first_chunk::<8>().ok_or_else(short)?;
+    let vocabulary = u64::from_le_bytes(*vocabulary);
+    if vocabulary != Vocabulary::of_this_build().id() {
+        return Err(FormatError::Vocabulary { found: vocabulary });
+    }
+    let (sum, payload) = rest.split_first_chunk::<8>().ok_or_else(short)?;
     if u64::from_le_bytes(*sum) != checksum(payload) {
         return Err(FormatError::Corrupt(
             "the checksum does not match the contents".into(),

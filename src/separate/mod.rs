@@ -8,8 +8,9 @@
 //!    one [`ModuleDecisions`] per module;
 //! 3. `transform`: a module applies its decisions ([`apply_decisions`]).
 //!
-//! `format` is the file format both kinds of file share (magic, version,
-//! checksum, `postcard`; errors are [`FormatError`]s). Imports point downward:
+//! `format` is the file format both kinds of file share (magic, version, the
+//! [`Vocabulary`] id of the build, checksum, `postcard`; errors are
+//! [`FormatError`]s). Imports point downward:
 //! `transform` uses `program` and `summary`, `program` uses `summary`, both use
 //! `format`.
 
@@ -17,10 +18,12 @@ pub(crate) mod format;
 pub(crate) mod program;
 pub(crate) mod summary;
 pub(crate) mod transform;
+pub(crate) mod vocabulary;
 
 pub use format::{FORMAT_VERSION, FormatError};
 pub use program::{
-    CallRedirect, Decision, DecisionAction, ModuleDecisions, PlanError, ProgramPlan, QualifiedName,
+    CallRedirect, Decision, DecisionAction, ModuleDecisions, PlanCounts, PlanError, ProgramPlan,
+    QualifiedName,
     plan_program,
 };
 pub use summary::{
@@ -28,3 +31,4 @@ pub use summary::{
     summarize_modules, summarize_with,
 };
 pub use transform::{TransformError, apply_decisions};
+pub use vocabulary::Vocabulary;

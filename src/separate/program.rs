@@ -9,19 +9,24 @@
 //! single-module pass runs ([`crate::identical::partition`]) over the summaries'
 //! encodings.
 //!
-//! Per class it keeps one *representative*: a visible (export, then hidden),
-//! non-preemptible member, the first by module and name, so the choice does not
-//! depend on the order the summaries are given. A class with no visible member can
-//! only be merged within each module. Every other member that is not preemptible
-//! gets a [`Decision`] in its module's [`ModuleDecisions`]: a local function whose
-//! address is never taken is removed and its calls go to the representative
+//! Per class it keeps one *representative*: the strongest linkage (export, then
+//! hidden, then local; never preemptible), then the first by module name and
+//! definition order, so the choice does not depend on the order the summaries are
+//! given, and is the one a single run over the modules put together in that order
+//! would keep. A local representative of members in other modules is *promoted*
+//! ([`DecisionAction::Promote`]): its module gives it hidden linkage under a name
+//! no module of the program uses (ThinLTO's promotion of locals), so that the other
+//! modules can refer to it. Every other member that is not preemptible gets a
+//! [`Decision`] in its module's [`ModuleDecisions`]: a local or hidden function
+//! whose address is taken nowhere in the program is removed, and every reference
+//! to it, in every module, goes to the representative
 //! ([`DecisionAction::Redirect`]); any other becomes a thunk to it
 //! ([`DecisionAction::Thunk`]; an object file cannot alias a symbol it does not
 //! define), and its module's own calls go straight to the representative, as do
 //! the direct calls other modules make to it ([`CallRedirect`]).
 
 use super::format::{DECISIONS_MAGIC, FormatError, from_bytes, to_bytes};
-use super::summary::{FunctionSummary, Summary, SymbolRef, Visibility};
+use super::summary::{FunctionSummary, Summary, SymbolRef, Visibility, clif_name};
 use crate::identical::compare::EncodedFunctions;
 use crate::identical::encode::FunctionEncoding;
 use crate::identical::hash::StructuralHash;
@@ -39,16 +44,21 @@ pub enum DecisionAction {
     /// Its body becomes a jump to the representative; calls from its own module go
     /// straight to the representative.
     Thunk,
-    /// Removed; every call goes to the representative.
+    /// Removed; every reference to it goes to the representative.
     Redirect,
+    /// A local representative of functions in other modules: it keeps its body
+    /// under the decision's `to`, a name no module of the program uses, with hidden
+    /// linkage, and every reference to its old name goes to the new one.
+    Promote,
 }
 
 impl DecisionAction {
-    /// `thunk` or `redirect`.
+    /// `thunk`, `redirect` or `promote`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Thunk => "thunk",
             Self::Redirect => "redirect",
+            Self::Promote => "promote",
         }
     }
 }
@@ -63,18 +73,23 @@ pub struct Decision {
     pub fingerprint: u64,
     /// What becomes of it.
     pub action: DecisionAction,
-    /// The representative's symbol name.
+    /// The representative's symbol name (after its promotion, if it was
+    /// promoted); for [`DecisionAction::Promote`], the function's new name.
     pub to: String,
     /// The representative's module.
     pub to_module: String,
 }
 
-/// Calls a module makes to a function of another module that became a thunk: they
-/// may go straight to its representative.
+/// References a module makes to a function of another module that became a thunk
+/// or was removed: they go straight to its representative.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallRedirect {
-    /// The called symbol (a thunk now).
+    /// The referenced symbol.
     pub symbol: String,
+    /// What became of it: [`DecisionAction::Thunk`] (its direct calls may go to the
+    /// representative; its address stays its own) or [`DecisionAction::Redirect`]
+    /// (it no longer exists: every reference must go to the representative).
+    pub action: DecisionAction,
     /// Its representative's symbol.
     pub to: String,
     /// The representative's module.
@@ -94,8 +109,8 @@ pub struct ModuleDecisions {
     pub addresses_significant: bool,
     /// One per function that does not stay as it is, by function name.
     pub decisions: Vec<Decision>,
-    /// Direct calls to functions of other modules that became thunks, to send
-    /// straight to the representative (addresses stay as they are), by symbol.
+    /// References to functions of other modules that became thunks or were
+    /// removed, to send straight to the representative, by symbol.
     pub calls: Vec<CallRedirect>,
 }
 
@@ -146,6 +161,47 @@ pub struct ProgramPlan {
     pub time_resolve: Duration,
     /// Time of the partition.
     pub time_partition: Duration,
+}
+
+/// How many functions each kind of decision touches, over the whole program.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanCounts {
+    /// Duplicates removed: no code of their own, every reference goes to the
+    /// representative ([`DecisionAction::Redirect`]).
+    pub removed: usize,
+    /// Duplicates that became thunks ([`DecisionAction::Thunk`]).
+    pub thunked: usize,
+    /// Local representatives promoted to hidden ([`DecisionAction::Promote`]).
+    pub promoted: usize,
+    /// References from one module to a function of another that became a thunk or
+    /// was removed, sent straight to its representative: one per module and
+    /// symbol ([`CallRedirect`]).
+    pub redirected: usize,
+}
+
+impl PlanCounts {
+    /// Duplicates merged: removed or thunked.
+    pub fn merged(&self) -> usize {
+        self.removed + self.thunked
+    }
+}
+
+impl ProgramPlan {
+    /// How many functions each kind of decision touches.
+    pub fn counts(&self) -> PlanCounts {
+        let mut counts = PlanCounts::default();
+        for module in &self.decisions {
+            for d in &module.decisions {
+                match d.action {
+                    DecisionAction::Redirect => counts.removed += 1,
+                    DecisionAction::Thunk => counts.thunked += 1,
+                    DecisionAction::Promote => counts.promoted += 1,
+                }
+            }
+            counts.redirected += module.calls.len();
+        }
+        counts
+    }
 }
 
 /// Why a program cannot be planned.
@@ -208,10 +264,14 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
     let (mut per_module, classes) = program.decide(&partition.merge_classes(), &encoded);
 
     // Phase 4 of 4: decisions that would bind to a local of the applying module
-    // are dropped, and calls from other modules to new thunks are redirected.
+    // are dropped, a function some module could not redirect its references to
+    // stays (a thunk), and other modules' references to new thunks and removed
+    // functions are redirected.
     let local_names = program.local_names();
     let shadowed = program.drop_shadowed(&mut per_module, &local_names);
-    let calls = program.call_redirects(&per_module, &local_names);
+    let referenced_by = program.referenced_by();
+    program.keep_referenced(&mut per_module, &local_names, &referenced_by);
+    let calls = program.call_redirects(&per_module, &local_names, &referenced_by);
     let decisions = program
         .order
         .iter()
@@ -404,8 +464,9 @@ impl<'s> Program<'s> {
     }
 
     /// Per class (of the partition's `classes`), a representative and a decision
-    /// for every other member, in the member's module; and the classes as names
-    /// (the representative first where there is one), sorted.
+    /// for every other member, in the member's module (and a promotion for a local
+    /// representative of members in other modules); and the classes as names (the
+    /// representative first), sorted.
     fn decide(
         &self,
         classes: &[Vec<FuncIndex>],
@@ -422,10 +483,11 @@ impl<'s> Program<'s> {
                 }
             }
         }
+        let mut promoted_names = PromotedNames::new(&self.order);
         let mut per_module: Vec<Vec<Decision>> = vec![Vec::new(); self.order.len()];
         let mut named = Vec::new();
         for class in classes {
-            let members: Vec<usize> = class
+            let mut members: Vec<usize> = class
                 .iter()
                 .map(|f| f.index())
                 .filter(|&n| n < self.nodes.len())
@@ -433,97 +495,83 @@ impl<'s> Program<'s> {
             if members.len() < 2 {
                 continue;
             }
+            // The strongest linkage, then the first by module and definition order
+            // (nodes are numbered so).
+            members.sort_by_key(|&n| (keep_rank(self.function(n).visibility), n));
+            let Some(&rep) = members
+                .iter()
+                .find(|&&n| self.function(n).visibility != Visibility::Preemptible)
+            else {
+                // All preemptible: the linker may replace any of them.
+                let mut names: Vec<QualifiedName> = members.iter().map(|&n| self.name_of(n)).collect();
+                names.sort();
+                named.push(names);
+                continue;
+            };
+            let rep_module = self.nodes[rep].module;
+            let promote = self.function(rep).visibility == Visibility::Local
+                && members.iter().any(|&n| {
+                    self.nodes[n].module != rep_module
+                        && self.function(n).visibility != Visibility::Preemptible
+                });
+            let to = if promote {
+                let name = promoted_names.fresh(&self.function(rep).name, &self.order[rep_module].module);
+                per_module[rep_module].push(self.decision_for(rep, DecisionAction::Promote, name.clone(), rep_module));
+                name
+            } else {
+                self.function(rep).name.clone()
+            };
+            for &n in &members {
+                if n == rep || self.function(n).visibility == Visibility::Preemptible {
+                    continue;
+                }
+                let action = self.action(n, encoded);
+                per_module[self.nodes[n].module].push(self.decision_for(n, action, to.clone(), rep_module));
+            }
             // Reported with the class, but already thunks or aliases in their module.
-            let stand_ins: Vec<QualifiedName> = members
+            let stand_ins = members
                 .iter()
                 .flat_map(|n| standing_in.get(n).into_iter().flatten())
+                .map(|&n| self.name_of(n));
+            let mut names: Vec<QualifiedName> = members
+                .iter()
+                .filter(|&&n| n != rep)
                 .map(|&n| self.name_of(n))
+                .chain(stand_ins)
                 .collect();
-            let key = |n: usize| {
-                let rank = match self.function(n).visibility {
-                    Visibility::Export => 0,
-                    Visibility::Hidden => 1,
-                    Visibility::Local => 2,
-                    Visibility::Preemptible => 3,
-                };
-                (rank, self.name_of(n))
-            };
-            let mut sorted = members.clone();
-            sorted.sort_by_cached_key(|&n| key(n));
-            let visible = sorted.iter().copied().find(|&n| {
-                matches!(
-                    self.function(n).visibility,
-                    Visibility::Export | Visibility::Hidden
-                )
-            });
-            let mut decide = |member: usize, rep: usize| {
-                if let Some(decision) = self.decision(member, rep, encoded) {
-                    per_module[self.nodes[member].module].push(decision);
-                }
-            };
-            let mut names: Vec<QualifiedName> = sorted.iter().map(|&n| self.name_of(n)).collect();
-            names.extend(stand_ins);
-            match visible {
-                Some(rep) => {
-                    for &n in &sorted {
-                        decide(n, rep);
-                    }
-                    let rep_name = self.name_of(rep);
-                    names.retain(|q| *q != rep_name);
-                    names.sort();
-                    names.insert(0, rep_name);
-                }
-                None => {
-                    // Only within each module: a local representative per module.
-                    let mut by_module: HashMap<usize, Vec<usize>> = HashMap::new();
-                    for &n in &sorted {
-                        by_module.entry(self.nodes[n].module).or_default().push(n);
-                    }
-                    let mut modules: Vec<_> = by_module.into_iter().collect();
-                    modules.sort_by_key(|(m, _)| *m);
-                    names.sort();
-                    for (_, members) in modules {
-                        if let Some(&rep) = members
-                            .iter()
-                            .find(|&&n| self.function(n).visibility != Visibility::Preemptible)
-                        {
-                            for &n in &members {
-                                decide(n, rep);
-                            }
-                        }
-                    }
-                }
-            }
+            names.sort();
+            names.insert(0, self.name_of(rep));
             named.push(names);
         }
         named.sort();
         (per_module, named)
     }
 
-    /// The decision for `member` of a class represented by `rep`: none for the
-    /// representative itself and for a preemptible member; a local function whose
-    /// address is never taken is removed (its calls go to the representative), any
-    /// other becomes a thunk.
-    fn decision(&self, member: usize, rep: usize, encoded: &EncodedFunctions) -> Option<Decision> {
-        let f = self.function(member);
-        if member == rep || f.visibility == Visibility::Preemptible {
-            return None;
-        }
-        let action = if f.visibility == Visibility::Local
-            && !encoded.address_taken[FuncIndex::new(member)]
-        {
+    /// What becomes of `member`, a duplicate that is not preemptible: a local or
+    /// hidden function whose address is taken nowhere in the program is removed
+    /// (every reference goes to the representative), any other becomes a thunk.
+    fn action(&self, member: usize, encoded: &EncodedFunctions) -> DecisionAction {
+        let removable = matches!(
+            self.function(member).visibility,
+            Visibility::Local | Visibility::Hidden
+        );
+        if removable && !encoded.address_taken[FuncIndex::new(member)] {
             DecisionAction::Redirect
         } else {
             DecisionAction::Thunk
-        };
-        let node = self.nodes[member];
-        Some(Decision {
-            function: f.name.clone(),
+        }
+    }
+
+    /// The decision `action` for node `n`, towards `to` in module `to_module`.
+    fn decision_for(&self, n: usize, action: DecisionAction, to: String, to_module: usize) -> Decision {
+        let node = self.nodes[n];
+        Decision {
+            function: self.function(n).name.clone(),
             fingerprint: self.order[node.module].fingerprint(node.function),
             action,
-            to: self.function(rep).name.clone(),
-            to_module: self.order[self.nodes[rep].module].module.clone(),
-        })
+            to,
+            to_module: self.order[to_module].module.clone(),
+        }
     }
 
     /// Per module, the names it uses for local symbols (its local functions and
@@ -591,64 +639,165 @@ impl<'s> Program<'s> {
         shadowed
     }
 
-    /// Per module, its direct calls to visible functions of other modules that
-    /// became thunks: they may go straight to the representative (sorted by
-    /// symbol).
+    /// For every visible symbol some summary refers to, the modules that refer to
+    /// it, and whether by a direct call (a reference that does not have to match
+    /// by exact name).
+    fn referenced_by(&self) -> HashMap<&'s str, Vec<(usize, bool)>> {
+        let mut referenced: HashMap<&str, Vec<(usize, bool)>> = HashMap::new();
+        for (m, summary) in self.order.iter().enumerate() {
+            let mut called = vec![false; summary.symbols.len()];
+            for f in &summary.functions {
+                for &p in f.references.iter().filter(|&&p| !f.is_exact(p)) {
+                    if let Some(c) = called.get_mut(f.tokens[p as usize] as usize) {
+                        *c = true;
+                    }
+                }
+            }
+            for (symbol, called) in summary.symbols.iter().zip(called) {
+                if !symbol.local {
+                    referenced.entry(&symbol.name).or_default().push((m, called));
+                }
+            }
+        }
+        referenced
+    }
+
+    /// The decision of module `m` about its visible function `name`, if `name`
+    /// is the program's visible symbol of that name (a local of `m` may share its
+    /// name with another module's visible function, whose references must not go
+    /// to the local's representative).
+    fn is_visible_in(&self, m: usize, name: &str) -> bool {
+        self.global
+            .get(name)
+            .is_some_and(|&n| self.nodes[n].module == m)
+    }
+
+    /// A removed visible function must have every reference, in every module,
+    /// redirected: where some module cannot bind the representative's name (it
+    /// has a local of that name), the function stays, as a thunk.
+    fn keep_referenced(
+        &self,
+        per_module: &mut [Vec<Decision>],
+        local_names: &[HashSet<&str>],
+        referenced_by: &HashMap<&str, Vec<(usize, bool)>>,
+    ) {
+        for (m, decisions) in per_module.iter_mut().enumerate() {
+            for d in decisions.iter_mut().filter(|d| {
+                d.action == DecisionAction::Redirect && self.is_visible_in(m, &d.function)
+            }) {
+                let unreachable = referenced_by
+                    .get(d.function.as_str())
+                    .into_iter()
+                    .flatten()
+                    .any(|&(other, _)| {
+                        other != m && self.binds_elsewhere(local_names, other, &d.to, &d.to_module)
+                    });
+                if unreachable {
+                    d.action = DecisionAction::Thunk;
+                }
+            }
+        }
+    }
+
+    /// Per module, its references to visible functions of other modules that
+    /// became thunks (direct calls) or were removed (every reference): they go
+    /// straight to the representative (sorted by symbol).
     fn call_redirects(
         &self,
         per_module: &[Vec<Decision>],
         local_names: &[HashSet<&str>],
+        referenced_by: &HashMap<&str, Vec<(usize, bool)>>,
     ) -> Vec<Vec<CallRedirect>> {
-        let mut thunked: HashMap<&str, (usize, &Decision)> = HashMap::new();
-        for (m, decisions) in per_module.iter().enumerate() {
-            for d in decisions
-                .iter()
-                .filter(|d| d.action == DecisionAction::Thunk)
-            {
-                // The visible symbol of that name must be this very function: a
-                // local of module `m` may share its name with another module's
-                // visible one, whose callers must not be sent to the local's
-                // representative.
-                if self
-                    .global
-                    .get(d.function.as_str())
-                    .is_some_and(|&n| self.nodes[n].module == m)
-                {
-                    thunked.insert(&d.function, (m, d));
+        let mut calls: Vec<Vec<CallRedirect>> = vec![Vec::new(); self.order.len()];
+        for (owner, decisions) in per_module.iter().enumerate() {
+            for d in decisions.iter().filter(|d| {
+                matches!(d.action, DecisionAction::Thunk | DecisionAction::Redirect)
+                    && self.is_visible_in(owner, &d.function)
+            }) {
+                for &(m, called) in referenced_by.get(d.function.as_str()).into_iter().flatten() {
+                    let wanted = called || d.action == DecisionAction::Redirect;
+                    if m != owner
+                        && wanted
+                        && !self.binds_elsewhere(local_names, m, &d.to, &d.to_module)
+                    {
+                        calls[m].push(CallRedirect {
+                            symbol: d.function.clone(),
+                            action: d.action,
+                            to: d.to.clone(),
+                            to_module: d.to_module.clone(),
+                        });
+                    }
                 }
             }
         }
-        self.order
+        for module_calls in &mut calls {
+            module_calls.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+        }
+        calls
+    }
+}
+
+/// Rank for choosing the representative: lower is stronger (as the single-module
+/// pass keeps its function).
+fn keep_rank(visibility: Visibility) -> u8 {
+    match visibility {
+        Visibility::Export => 0,
+        Visibility::Hidden => 1,
+        Visibility::Local => 2,
+        Visibility::Preemptible => 3,
+    }
+}
+
+/// Names for promoted representatives: derived from the function's name and its
+/// module's, spelled as the function's own name is (a CLIF test-case name
+/// `%NAME_MODULE_promoted` for a CLIF name, `NAME.MODULE.promoted` for a linker
+/// name), and used by no module of the program (a number is appended until it is
+/// not).
+struct PromotedNames<'s> {
+    /// Every name a summary of the program uses, and the names given so far.
+    taken: HashSet<std::borrow::Cow<'s, str>>,
+}
+
+impl<'s> PromotedNames<'s> {
+    /// Names that clash with none of `summaries`' function and symbol names.
+    fn new(summaries: &[&'s Summary]) -> Self {
+        let taken = summaries
             .iter()
-            .enumerate()
-            .map(|(m, summary)| {
-                let mut called = vec![false; summary.symbols.len()];
-                for f in &summary.functions {
-                    for &p in f.references.iter().filter(|&&p| !f.is_exact(p)) {
-                        if let Some(c) = called.get_mut(f.tokens[p as usize] as usize) {
-                            *c = true;
-                        }
-                    }
-                }
-                let mut calls: Vec<CallRedirect> = summary
-                    .symbols
-                    .iter()
-                    .zip(called)
-                    .filter(|(symbol, called)| *called && !symbol.local)
-                    .filter_map(|(symbol, _)| {
-                        let &(owner, d) = thunked.get(symbol.name.as_str())?;
-                        let shadowed = self.binds_elsewhere(local_names, m, &d.to, &d.to_module);
-                        (owner != m && !shadowed).then(|| CallRedirect {
-                            symbol: symbol.name.clone(),
-                            to: d.to.clone(),
-                            to_module: d.to_module.clone(),
-                        })
-                    })
-                    .collect();
-                calls.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-                calls
+            .flat_map(|s| {
+                let functions = s.functions.iter().map(|f| f.name.as_str());
+                functions.chain(s.symbols.iter().map(|s| s.name.as_str()))
             })
-            .collect()
+            .map(std::borrow::Cow::Borrowed)
+            .collect();
+        Self { taken }
+    }
+
+    /// A new name for local function `name` of module `module`.
+    fn fresh(&mut self, name: &str, module: &str) -> String {
+        let base = if clif_name(name).is_some() {
+            // CLIF test-case names are `%[A-Za-z0-9_]*`.
+            let word = |s: &str| -> String {
+                s.trim_start_matches('%')
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect()
+            };
+            format!("%{}_{}_promoted", word(name), word(module))
+        } else {
+            format!("{name}.{module}.promoted")
+        };
+        let mut candidate = base.clone();
+        let mut counter = 1u64;
+        while self.taken.contains(candidate.as_str()) {
+            counter += 1;
+            candidate = if base.starts_with('%') {
+                format!("{base}{counter}")
+            } else {
+                format!("{base}.{counter}")
+            };
+        }
+        self.taken.insert(std::borrow::Cow::Owned(candidate.clone()));
+        candidate
     }
 }
 

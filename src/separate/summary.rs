@@ -22,6 +22,7 @@ use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::tokens::NAME_EXACT;
 use crate::identical::{MergeOptions, merge_functions};
+use crate::ir::fnv::Fnv1a;
 use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{ExternalName, Function, Signature, UserExternalName, UserFuncName};
@@ -356,53 +357,40 @@ pub fn summarize_merged(
 }
 
 impl Summary {
-    /// A fingerprint of everything the equality of function `index` was decided
-    /// on: its tokens with each reference spelled as the symbol it names (and
-    /// whether exactly), its linkage and address-taken flag, and the same for every
-    /// local function it reaches through local references (their bodies are part
-    /// of what it computes). Stage 3 recomputes it from the module as it is and
-    /// refuses a decision whose fingerprint changed. Functions in other modules are
-    /// covered by their names only: every module must be summarized and planned
-    /// from the same build.
+    /// A fingerprint of function `index` as summarized: its name, linkage,
+    /// address-taken flag, tokens with each reference spelled as the symbol it
+    /// names, and what it stands for. Stage 3 recomputes it from the module as it
+    /// is and refuses a decision whose function changed, naming it; a change
+    /// anywhere else in the module (a local callee, a representative other
+    /// modules rely on) changes the module's [`Self::digest`], which stage 3
+    /// checks too. 64-bit FNV-1a over the words of the summary: fixed by this
+    /// crate, not by any `Hash` implementation. Linear in the function's tokens.
     pub fn fingerprint(&self, index: usize) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = rustc_hash::FxHasher::default();
-        let by_name: HashMap<&str, usize> = self
-            .functions
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.visibility == Visibility::Local)
-            .map(|(i, f)| (f.name.as_str(), i))
-            .collect();
-        let mut pending = vec![index];
-        let mut seen: HashSet<usize> = HashSet::new();
-        while let Some(i) = pending.pop() {
-            let Some(f) = self.functions.get(i) else {
-                continue;
+        let Some(f) = self.functions.get(index) else {
+            return 0;
+        };
+        let symbol = |hash: Fnv1a, s: Option<&SymbolRef>| match s {
+            Some(s) => hash
+                .word(1)
+                .bytes(s.name.as_bytes())
+                .word(u64::from(s.local)),
+            None => hash.word(0),
+        };
+        let mut hash = Fnv1a::new()
+            .bytes(f.name.as_bytes())
+            .word(f.visibility as u64)
+            .word(u64::from(f.address_taken))
+            .word(u64::from(f.supported))
+            .word(f.tokens.len() as u64);
+        let mut references = f.references.iter().peekable();
+        for (position, &token) in f.tokens.iter().enumerate() {
+            hash = if references.next_if(|&&p| p as usize == position).is_some() {
+                symbol(hash, self.symbols.get(token as usize))
+            } else {
+                hash.word(token)
             };
-            if !seen.insert(i) {
-                continue;
-            }
-            (&f.name, f.visibility, f.address_taken, f.supported).hash(&mut hasher);
-            let mut references = f.references.iter().peekable();
-            for (position, &token) in f.tokens.iter().enumerate() {
-                if references.next_if(|&&p| p as usize == position).is_some() {
-                    let symbol = self.symbols.get(token as usize);
-                    symbol.hash(&mut hasher);
-                    if let Some(symbol) = symbol.filter(|s| s.local)
-                        && let Some(&callee) = by_name.get(symbol.name.as_str())
-                    {
-                        pending.push(callee);
-                    }
-                } else {
-                    token.hash(&mut hasher);
-                }
-            }
-            f.same_as
-                .and_then(|s| self.symbols.get(s as usize))
-                .hash(&mut hasher);
         }
-        hasher.finish()
+        symbol(hash, f.same_as.and_then(|s| self.symbols.get(s as usize))).finish()
     }
 }
 
@@ -419,10 +407,11 @@ pub fn summarize_modules(
 }
 
 /// Splits `module` into `parts` modules, function `i` into part `i mod parts`, the
-/// way a compiler splits a crate into codegen units; every function referred to
-/// from another part (called, or its address taken) gets export linkage. Returns
-/// the module with those linkages and the parts (for tests and benchmarks of
-/// separate compilation: the parts together are the module).
+/// way a compiler splits a crate into codegen units: every local function referred
+/// to from another part (called, or its address taken) gets hidden linkage, as
+/// rustc gives them, and the rest keep theirs. Returns the module with those
+/// linkages and the parts (for tests and benchmarks of separate compilation: the
+/// parts together are the module).
 pub fn split_module(module: &FunctionSet, parts: usize) -> (FunctionSet, Vec<FunctionSet>) {
     let parts = parts.max(1);
     let part = |f: FuncIndex| f.index() % parts;
@@ -435,7 +424,7 @@ pub fn split_module(module: &FunctionSet, parts: usize) -> (FunctionSet, Vec<Fun
                 && part(callee) != part(f)
                 && module.get(callee).linkage == Linkage::Local
             {
-                whole.set_linkage(callee, Linkage::Export);
+                whole.set_linkage(callee, Linkage::Hidden);
             }
         }
     }

@@ -6,11 +6,12 @@
 //! (it must exist and have the [`super::summary::Summary::fingerprint`] it had when
 //! summarized, which covers its body, the names it refers to and its local callees,
 //! so stale decisions are refused instead of applied to changed code), and then: a
-//! function
-//! decided [`DecisionAction::Thunk`] gets a body that tail-calls (or calls and
-//! returns) its representative, a function decided [`DecisionAction::Redirect`] is
-//! removed, and every call in the module to either goes straight to the
-//! representative (which may live in another module: it is then an import).
+//! function decided [`DecisionAction::Thunk`] gets a body that tail-calls (or calls
+//! and returns) its representative, a function decided [`DecisionAction::Redirect`]
+//! is removed, a function decided [`DecisionAction::Promote`] gets its new name and
+//! hidden linkage, and every call in the module to any of them goes straight to the
+//! representative (which may live in another module: it is then an import), as do
+//! the references to other modules' functions that the decisions list.
 
 use super::program::{DecisionAction, ModuleDecisions};
 use super::summary::{ClifNames, MergedModule, clif_name, merged_module, summarize_merged};
@@ -22,7 +23,7 @@ use crate::ir::{FunctionSet, Linkage, SymbolName};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::UserFuncName;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// Why decisions cannot be applied to a module.
@@ -43,6 +44,9 @@ pub enum TransformError {
     /// A representative of another module has the name of a function this module
     /// defines, so the name would bind to this module's own function.
     Shadowed(String),
+    /// A promoted function's new name is already the name of a function of this
+    /// module.
+    PromotedNameTaken(String),
 }
 
 impl fmt::Display for TransformError {
@@ -65,6 +69,10 @@ impl fmt::Display for TransformError {
             Self::Shadowed(name) => write!(
                 f,
                 "the representative `{name}` lives in another module, but this module defines a function of that name: the decisions would bind to it"
+            ),
+            Self::PromotedNameTaken(name) => write!(
+                f,
+                "the decisions promote a function to the name `{name}`, which this module already uses"
             ),
         }
     }
@@ -138,7 +146,7 @@ pub fn apply_decisions(
             .map(|n| SymbolName::of_user_func_name(&n))
             .ok_or_else(|| TransformError::BadTarget(d.function.clone()))?;
         match d.action {
-            DecisionAction::Redirect => all.push((name, to.clone())),
+            DecisionAction::Redirect | DecisionAction::Promote => all.push((name, to.clone())),
             DecisionAction::Thunk => calls.push((name, to.clone())),
         }
         action_of[i] = Some((d.action, to));
@@ -149,9 +157,8 @@ pub fn apply_decisions(
         return Err(TransformError::NotPlannedModule(decisions.module.clone()));
     }
     // Names this module gives its own functions, aliases of its own merge included.
-    let own_name = |name: &str| {
-        by_name.contains_key(name) || own_aliases.iter().any(|(a, _, _)| a.to_string() == name)
-    };
+    let alias_names: HashSet<String> = own_aliases.iter().map(|(a, _, _)| a.to_string()).collect();
+    let own_name = |name: &str| by_name.contains_key(name) || alias_names.contains(name);
     let decision_targets = decisions.decisions.iter().map(|d| (&d.to, &d.to_module));
     let call_targets = decisions.calls.iter().map(|c| (&c.to, &c.to_module));
     let cross_module_targets = decision_targets
@@ -163,20 +170,30 @@ pub fn apply_decisions(
             return Err(TransformError::Shadowed(to.clone()));
         }
     }
-    // Calls to other modules' functions that became thunks.
+    // A promoted function's new name must be new here too.
+    for d in &decisions.decisions {
+        if d.action == DecisionAction::Promote && own_name(&d.to) {
+            return Err(TransformError::PromotedNameTaken(d.to.clone()));
+        }
+    }
+    // References to other modules' functions that became thunks (direct calls) or
+    // were removed (every reference).
     for c in &decisions.calls {
         let to = clif_name(&c.to).ok_or_else(|| TransformError::BadTarget(c.to.clone()))?;
         let name = clif_name(&c.symbol)
             .map(|n| SymbolName::of_user_func_name(&n))
             .ok_or_else(|| TransformError::BadTarget(c.symbol.clone()))?;
-        calls.push((name, to));
+        match c.action {
+            DecisionAction::Thunk => calls.push((name, to)),
+            DecisionAction::Redirect | DecisionAction::Promote => all.push((name, to)),
+        }
     }
     let redirects = Redirects::from_maps(all, calls);
     let aliases = own_aliases
         .into_iter()
         .map(|(name, linkage, kept)| {
             let of = match &action_of[kept.index()] {
-                Some((DecisionAction::Redirect, to)) => to.clone(),
+                Some((DecisionAction::Redirect | DecisionAction::Promote, to)) => to.clone(),
                 _ => merged.get(kept).func.name.clone(),
             };
             ModuleAlias { name, linkage, of }
@@ -184,17 +201,24 @@ pub fn apply_decisions(
         .collect();
     let mut out = FunctionSet::new();
     for ((_, def), action) in merged.iter().zip(action_of) {
-        let func = match action {
+        let (func, linkage) = match action {
             Some((DecisionAction::Redirect, _)) => continue,
-            Some((DecisionAction::Thunk, to)) => build_thunk(&def.func, &to),
+            Some((DecisionAction::Thunk, to)) => (build_thunk(&def.func, &to), def.linkage),
+            Some((DecisionAction::Promote, to)) => {
+                let mut func = def.func.clone();
+                redirects.rewrite_in_place(&mut func);
+                func.name = to;
+                (func, Linkage::Hidden)
+            }
             None => {
                 let mut func = def.func.clone();
                 redirects.rewrite_in_place(&mut func);
-                func
+                (func, def.linkage)
             }
         };
-        // Names stay unique: a subset of the merged module's.
-        let _ = out.push(func, def.linkage);
+        // Names stay unique: a subset of the merged module's, and promoted names
+        // that no function of the module has (checked above).
+        let _ = out.push(func, linkage);
     }
     Ok(AppliedModule {
         functions: out,

@@ -1,0 +1,169 @@
+//! The *vocabulary* a summary is written in, and its id.
+//!
+//! A summary's tokens are numbers whose meaning this build fixes: Cranelift's
+//! opcode numbering (`opcode as u64`), type codes (`Type::index`), the numbering of
+//! calling conventions, condition codes, libcalls and atomic operations, and this
+//! crate's own token tags and walk. Another build may number them differently, and
+//! then equal numbers no longer mean equal functions. So every summary and
+//! decisions file carries the [`Vocabulary::id`] of the build that wrote it, and a
+//! file of another vocabulary is refused (see [`super::format`]).
+//!
+//! The id is 64-bit FNV-1a over: this crate's version, Cranelift's version, every
+//! opcode's name with its number, every type's name with its code, every other
+//! Cranelift enumeration the walk writes as a number, and the source text of the
+//! walk, its tags and the summary (so a change to how a function is written into
+//! a summary changes the id even where no version number changed).
+
+use crate::ir::fnv::Fnv1a;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{AtomicRmwOp, ArgumentExtension, ArgumentPurpose, LibCall, Opcode};
+use cranelift_codegen::ir::{KnownSymbol, Type, types};
+use cranelift_codegen::isa::CallConv;
+use std::fmt;
+use std::sync::OnceLock;
+
+/// The source files whose text decides what a summary's tokens mean.
+const WALK_SOURCES: [&str; 3] = [
+    include_str!("../identical/encode.rs"),
+    include_str!("../identical/tokens.rs"),
+    include_str!("summary.rs"),
+];
+
+/// Every calling convention, by name (Cranelift has no list of them).
+const CALL_CONVS: [&str; 8] = [
+    "fast",
+    "tail",
+    "system_v",
+    "windows_fastcall",
+    "apple_aarch64",
+    "probestack",
+    "winch",
+    "preserve_all",
+];
+
+/// What a build's summaries are written in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vocabulary {
+    /// This crate's version.
+    pub clif_merge: &'static str,
+    /// Cranelift's version.
+    pub cranelift: &'static str,
+    /// A hash of the token vocabulary (Cranelift's numbering of opcodes, types and
+    /// the other enumerations the walk writes, and the walk's own source).
+    pub tokens: u64,
+}
+
+impl Vocabulary {
+    /// The vocabulary of this build (computed once).
+    pub fn of_this_build() -> &'static Self {
+        static THIS_BUILD: OnceLock<Vocabulary> = OnceLock::new();
+        THIS_BUILD.get_or_init(|| Self {
+            clif_merge: env!("CARGO_PKG_VERSION"),
+            cranelift: cranelift_codegen_shared::VERSION,
+            tokens: token_vocabulary(),
+        })
+    }
+
+    /// The id written into every summary and decisions file.
+    pub fn id(&self) -> u64 {
+        Fnv1a::new()
+            .bytes(self.clif_merge.as_bytes())
+            .word(0)
+            .bytes(self.cranelift.as_bytes())
+            .word(0)
+            .word(self.tokens)
+            .finish()
+    }
+}
+
+impl fmt::Display for Vocabulary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:016x} (clif-merge {}, Cranelift {}, tokens {:016x})",
+            self.id(),
+            self.clif_merge,
+            self.cranelift,
+            self.tokens
+        )
+    }
+}
+
+/// Mixes in `name` and the number it is written as.
+fn named(hash: Fnv1a, name: impl fmt::Display, number: u64) -> Fnv1a {
+    hash.bytes(name.to_string().as_bytes()).word(number)
+}
+
+/// Every type the walk can meet: scalars, their vectors, and dynamic vectors.
+fn all_types() -> Vec<Type> {
+    let scalars = [
+        types::I8,
+        types::I16,
+        types::I32,
+        types::I64,
+        types::I128,
+        types::F16,
+        types::F32,
+        types::F64,
+        types::F128,
+    ];
+    let mut all = Vec::new();
+    for scalar in scalars {
+        all.push(scalar);
+        for lanes in (1..=8).map(|shift| 1u32 << shift) {
+            if let Some(vector) = scalar.by(lanes) {
+                all.push(vector);
+                all.extend(vector.vector_to_dynamic());
+            }
+        }
+    }
+    all
+}
+
+/// The hash of the token vocabulary.
+fn token_vocabulary() -> u64 {
+    let mut hash = Fnv1a::new();
+    for &opcode in Opcode::all() {
+        hash = named(hash, opcode, opcode as u64);
+    }
+    for ty in all_types() {
+        hash = named(hash, ty, ty.index() as u64);
+    }
+    for name in CALL_CONVS {
+        let number = name.parse::<CallConv>().map_or(u64::MAX, |cc| cc as u64);
+        hash = named(hash, name, number);
+    }
+    for &cc in IntCC::all() {
+        hash = named(hash, cc, cc as u64);
+    }
+    for &cc in FloatCC::all() {
+        hash = named(hash, cc, cc as u64);
+    }
+    for &op in AtomicRmwOp::all() {
+        hash = named(hash, op, op as u64);
+    }
+    for &libcall in LibCall::all_libcalls() {
+        hash = named(hash, libcall, libcall as u64);
+    }
+    for known in [KnownSymbol::ElfGlobalOffsetTable, KnownSymbol::CoffTlsIndex] {
+        hash = named(hash, format_args!("{known:?}"), known as u64);
+    }
+    for extension in [
+        ArgumentExtension::None,
+        ArgumentExtension::Uext,
+        ArgumentExtension::Sext,
+    ] {
+        hash = named(hash, format_args!("{extension:?}"), extension as u64);
+    }
+    for purpose in [
+        ArgumentPurpose::Normal,
+        ArgumentPurpose::StructReturn,
+        ArgumentPurpose::VMContext,
+    ] {
+        hash = named(hash, purpose, 0);
+    }
+    for source in WALK_SOURCES {
+        hash = hash.bytes(source.as_bytes()).word(0);
+    }
+    hash.finish()
+}
