@@ -492,22 +492,20 @@ pub fn main() -> Result<(), BoxError> {
         plan.comparisons,
         plan.classes.len()
     );
-    // A class with a visible member has a representative (listed first) that
-    // the other members go to; a class of local functions only stays within each
-    // unit (other units cannot call a local function).
-    let representatives: std::collections::HashSet<(&str, &str)> = plan
+    // Every class has a representative (listed first) that the other members go
+    // to; a local one is promoted to hidden under a new name, so that the other
+    // units can call it.
+    let decided: std::collections::HashMap<(&str, &str), &clif_merge::separate::Decision> = plan
         .decisions
         .iter()
-        .flat_map(|m| &m.decisions)
-        .map(|d| (d.to_module.as_str(), d.to.as_str()))
+        .flat_map(|m| m.decisions.iter().map(move |d| ((m.module.as_str(), d.function.as_str()), d)))
         .collect();
     for class in &plan.classes {
         let names: Vec<String> = class.iter().map(ToString::to_string).collect();
         let first = (class[0].module.as_str(), class[0].name.as_str());
-        let kind = if representatives.contains(&first) {
-            "merged into the first"
-        } else {
-            "local to each unit, stays"
+        let kind = match decided.get(&first) {
+            Some(d) => format!("merged into the first, promoted to hidden `{}`", d.to),
+            None => "merged into the first".to_string(),
         };
         println!("  ({kind}) {}", names.join(" = "));
     }

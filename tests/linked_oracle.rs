@@ -753,7 +753,12 @@ fn harness_calls(parts: &[(String, FunctionSet)]) -> (Vec<HarnessCall>, BTreeMap
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     for (_, set) in parts {
         for (_, def) in set.iter() {
-            if def.linkage == clif_merge::Linkage::Local {
+            // C may call what is visible outside the program: hidden functions
+            // are the program's own (reached through the exported ones).
+            if matches!(
+                def.linkage,
+                clif_merge::Linkage::Local | clif_merge::Linkage::Hidden
+            ) {
                 continue;
             }
             match CSignature::of(&def.func.signature) {
@@ -1166,14 +1171,37 @@ fn everything_exported(set: &FunctionSet) -> FunctionSet {
     out
 }
 
+/// `module` split into `k` parts with the linkage of a real build: the roots (the
+/// local functions no other function refers to) are exported, for the C `main` to
+/// call; functions called from another part are hidden (`split_module`); the rest
+/// stay local.
 fn parts_of(label: &str, module: &FunctionSet, k: usize) -> Existing {
     let (_, parts) = split_module(module, k);
+    let referenced: HashSet<String> = module
+        .iter()
+        .flat_map(|(_, def)| {
+            let own = symbol_of(&def.func.name);
+            referenced_symbols(&def.func)
+                .into_iter()
+                .filter(move |s| *s != own)
+        })
+        .collect();
     Existing {
         label: format!("{label} K={k}"),
         parts: parts
             .into_iter()
             .enumerate()
-            .map(|(i, p)| (format!("part{i}"), p))
+            .map(|(i, mut part)| {
+                for f in (0..part.len()).map(FuncIndex::new) {
+                    let def = part.get(f);
+                    if def.linkage == clif_merge::Linkage::Local
+                        && !referenced.contains(&symbol_of(&def.func.name))
+                    {
+                        part.set_linkage(f, clif_merge::Linkage::Export);
+                    }
+                }
+                (format!("part{i}"), part)
+            })
             .collect(),
     }
 }

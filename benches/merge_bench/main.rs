@@ -22,8 +22,9 @@
 //! parts (`summary::split_module`), are summarized (in parallel over the parts),
 //! written and read back, and planned; it reports the parse time of the CLIF text
 //! (the yardstick for the plan), summarize time, summary bytes against CLIF text
-//! bytes, plan time split into resolve and partition, and the cross-module classes
-//! and decisions. The
+//! bytes, plan time split into resolve and partition, the cross-module classes
+//! and decisions (removed, thunked, promoted), and stage 3: every part applying
+//! its decisions, one after another (total and slowest part). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
 //! them, and the corpus programs when `../shared/corpus` can be unpacked.
 //!
@@ -315,7 +316,7 @@ fn suite(o: &Options) -> anyhow::Result<()> {
 
 /// `separate`: summarize, write, read and plan the inputs split into parts.
 fn separate(o: &Options) -> anyhow::Result<()> {
-    use clif_merge::separate::{Summary, plan_program, summarize_modules};
+    use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize_modules};
     use clif_merge::testing::split_module;
     use std::time::Instant;
     if o.inputs.is_empty() {
@@ -357,8 +358,19 @@ fn separate(o: &Options) -> anyhow::Result<()> {
         let plan = plan_program(&read).map_err(|e| anyhow::anyhow!("{e}"))?;
         let plan_time = start.elapsed();
         let decisions: usize = plan.decisions.iter().map(|d| d.decisions.len()).sum();
+        let counts = plan.counts();
+        // Stage 3, part by part on this thread: the total, and the slowest part.
+        let (mut apply_total, mut apply_max) = (Duration::ZERO, Duration::ZERO);
+        for ((_, part), part_decisions) in named.iter().zip(&plan.decisions) {
+            let start = Instant::now();
+            apply_decisions(part, &options, part_decisions)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", part_decisions.module))?;
+            let time = start.elapsed();
+            apply_total += time;
+            apply_max = apply_max.max(time);
+        }
         let line = format!(
-            "{}: {} functions in {k} parts: parse {:.1} ms; summarize {:.1} ms; summaries {summary_bytes} bytes for {text_bytes} bytes of CLIF text ({:.3}); read {:.1} ms; plan {:.1} ms (resolve {:.1}, partition {:.1}), {} comparisons; {} classes across modules, {decisions} decisions",
+            "{}: {} functions in {k} parts: parse {:.1} ms; summarize {:.1} ms; summaries {summary_bytes} bytes for {text_bytes} bytes of CLIF text ({:.3}); read {:.1} ms; plan {:.1} ms (resolve {:.1}, partition {:.1}), {} comparisons; {} classes across modules, {decisions} decisions ({} removed, {} thunked, {} promoted, {} references redirected); apply {:.1} ms in all parts (slowest part {:.1} ms)",
             label(&o.inputs),
             module.len(),
             ms(parse),
@@ -370,10 +382,16 @@ fn separate(o: &Options) -> anyhow::Result<()> {
             ms(plan.time_partition),
             plan.comparisons,
             plan.classes.len(),
+            counts.removed,
+            counts.thunked,
+            counts.promoted,
+            counts.redirected,
+            ms(apply_total),
+            ms(apply_max),
         );
         if o.json {
             println!(
-                "{{\"input\":{:?},\"functions\":{},\"parts\":{k},\"parse_ms\":{:.3},\"summarize_ms\":{:.3},\"summary_bytes\":{summary_bytes},\"text_bytes\":{text_bytes},\"read_ms\":{:.3},\"plan_ms\":{:.3},\"classes\":{},\"decisions\":{decisions}}}",
+                "{{\"input\":{:?},\"functions\":{},\"parts\":{k},\"parse_ms\":{:.3},\"summarize_ms\":{:.3},\"summary_bytes\":{summary_bytes},\"text_bytes\":{text_bytes},\"read_ms\":{:.3},\"plan_ms\":{:.3},\"classes\":{},\"decisions\":{decisions},\"apply_ms\":{:.3},\"apply_max_part_ms\":{:.3}}}",
                 label(&o.inputs),
                 module.len(),
                 ms(parse),
@@ -381,6 +399,8 @@ fn separate(o: &Options) -> anyhow::Result<()> {
                 ms(read_time),
                 ms(plan_time),
                 plan.classes.len(),
+                ms(apply_total),
+                ms(apply_max),
             );
         } else {
             println!("{line}");

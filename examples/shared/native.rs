@@ -12,6 +12,9 @@ pub struct Run {
     pub stdout: String,
     /// Its exit code (-1 if it was killed by a signal).
     pub code: i32,
+    /// The executable's defined symbols as `nm --defined-only` lists them (the
+    /// linker's view of what code is there).
+    pub symbols: String,
 }
 
 /// Links `object_file` with `c_source` using `cc` in a fresh temporary directory
@@ -54,9 +57,18 @@ pub fn link_all_and_run(
             .into());
         }
         let output = Command::new(&exe).output()?;
+        let nm = Command::new("nm")
+            .arg("--defined-only")
+            .arg(&exe)
+            .output()
+            .map_err(|e| format!("cannot run `nm`: {e}"))?;
+        if !nm.status.success() {
+            return Err(format!("nm failed:\n{}", String::from_utf8_lossy(&nm.stderr)).into());
+        }
         Ok(Run {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             code: output.status.code().unwrap_or(-1),
+            symbols: String::from_utf8_lossy(&nm.stdout).into_owned(),
         })
     })()
 }

@@ -288,11 +288,13 @@ impl<M: Module> MergingModule<M> {
             plan: outcome.plan,
             redirected: cross_module
                 .iter()
-                .filter(|(_, r)| {
-                    r.action == CrossAction::Redirect
-                        || (r.action == CrossAction::Promote && allow_redirect)
-                })
+                .filter(|(_, r)| r.action == CrossAction::Redirect)
                 .map(|(id, _)| *id)
+                .collect(),
+            promoted: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Promote && allow_redirect)
+                .map(|(id, r)| (*id, r.target))
                 .collect(),
         };
         self.define_data_redirected(&merged, &cross_module)?;
@@ -512,6 +514,10 @@ pub(super) struct Merged {
     /// an object file has symbols to fix for them.
     #[cfg_attr(not(feature = "object"), allow(dead_code))]
     pub(super) redirected: Vec<FuncId>,
+    /// Local functions a whole-program decision promoted, with the hidden function
+    /// their code was defined under, where they got no code of their own.
+    #[cfg_attr(not(feature = "object"), allow(dead_code))]
+    pub(super) promoted: Vec<(FuncId, FuncId)>,
 }
 
 impl Merged {

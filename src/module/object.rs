@@ -34,6 +34,22 @@ impl MergingModule<ObjectModule> {
                     symbol.size = 0;
                 }
             }
+            // A promoted function's old local symbol names its code under the new
+            // name, so that aliases of it (below) find that code.
+            for &(id, promoted) in &merged.promoted {
+                let code = product.function_symbol(promoted);
+                let (section, value, size, kind) = {
+                    let k = product.object.symbol(code);
+                    (k.section, k.value, k.size, k.kind)
+                };
+                let symbol = product.function_symbol(id);
+                let symbol = product.object.symbol_mut(symbol);
+                symbol.name.clear();
+                symbol.scope = object::write::SymbolScope::Compilation;
+                symbol.weak = false;
+                (symbol.section, symbol.value, symbol.size, symbol.kind) =
+                    (section, value, size, kind);
+            }
             for d in &merged.plan.decisions {
                 if d.action == MergeAction::Thunk {
                     continue;

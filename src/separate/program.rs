@@ -525,7 +525,7 @@ impl<'s> Program<'s> {
                 if n == rep || self.function(n).visibility == Visibility::Preemptible {
                     continue;
                 }
-                let action = self.action(n, encoded);
+                let action = self.action(n, encoded, &standing_in);
                 per_module[self.nodes[n].module].push(self.decision_for(n, action, to.clone(), rep_module));
             }
             // Reported with the class, but already thunks or aliases in their module.
@@ -549,13 +549,23 @@ impl<'s> Program<'s> {
 
     /// What becomes of `member`, a duplicate that is not preemptible: a local or
     /// hidden function whose address is taken nowhere in the program is removed
-    /// (every reference goes to the representative), any other becomes a thunk.
-    fn action(&self, member: usize, encoded: &EncodedFunctions) -> DecisionAction {
+    /// (every reference goes to the representative), any other becomes a thunk. So
+    /// does one that an alias of its module's own merge names: the alias must stay
+    /// a symbol of its module, with code there.
+    fn action(
+        &self,
+        member: usize,
+        encoded: &EncodedFunctions,
+        standing_in: &HashMap<usize, Vec<usize>>,
+    ) -> DecisionAction {
         let removable = matches!(
             self.function(member).visibility,
             Visibility::Local | Visibility::Hidden
         );
-        if removable && !encoded.address_taken[FuncIndex::new(member)] {
+        let aliased = standing_in.get(&member).is_some_and(|stand_ins| {
+            stand_ins.iter().any(|&n| !self.function(n).supported)
+        });
+        if removable && !aliased && !encoded.address_taken[FuncIndex::new(member)] {
             DecisionAction::Redirect
         } else {
             DecisionAction::Thunk

@@ -13,6 +13,11 @@
 //! into CLIF) and, in some programs, an *opaque* module that is compiled and linked
 //! but never shown to clif-merge. The call graph is acyclic but for bounded self
 //! recursion, so every program terminates.
+//!
+//! Hidden linkage means what it means to separate compilation: visible to the
+//! program's other modules, all of which clif-merge sees. So neither the C file nor
+//! the opaque module refers to a hidden function; they reach hidden (and local)
+//! functions through exported wrappers and through the CLIF code that calls them.
 
 #![allow(dead_code)]
 
@@ -470,7 +475,8 @@ impl Program {
     pub fn c_main(&self) -> String {
         let mut c = String::from("#include <stdio.h>\n#include <stdint.h>\n");
         c.push_str("typedef int64_t (*fn_t)(int64_t);\n");
-        let visible = |f: &GenFn| f.linkage != Linkage::Local;
+        // What C may name: exported and preemptible functions.
+        let visible = |f: &GenFn| matches!(f.linkage, Linkage::Export | Linkage::Preemptible);
         for f in &self.functions {
             if visible(f) {
                 let _ = writeln!(c, "extern int64_t {}(int64_t);", f.symbol);
@@ -617,8 +623,10 @@ impl Gen {
             Target::Ext(_) => true,
             Target::Fn(i) => {
                 let f = &self.program.functions[i];
+                let outside = self.program.opaque == Some(m);
                 f.module == m
                     || (f.linkage != Linkage::Local
+                        && !(outside && f.linkage == Linkage::Hidden)
                         && !self
                             .program
                             .functions
@@ -830,7 +838,7 @@ pub fn generate_program(seed: u64) -> Program {
     // C functions: two leaves and one that calls a visible system_v leaf back.
     let callback = (0..g.program.functions.len()).find(|&i| {
         let f = &g.program.functions[i];
-        f.linkage != Linkage::Local && !f.tail
+        matches!(f.linkage, Linkage::Export | Linkage::Preemptible) && !f.tail
     });
     g.program.exts.push(Ext {
         clif: "%ext0".into(),
@@ -869,21 +877,16 @@ pub fn generate_program(seed: u64) -> Program {
     g.program
 }
 
-/// Wrappers (C cannot call local or `tail` functions), address getters and
-/// address comparisons, per module.
+/// Exported wrappers (C cannot call local, hidden or `tail` functions), address
+/// getters and address comparisons, per module.
 fn add_helpers(g: &mut Gen, modules: usize) {
     let count = g.program.functions.len();
     for i in 0..count {
         let f = g.program.functions[i].clone();
-        if f.linkage == Linkage::Local || f.tail {
+        if matches!(f.linkage, Linkage::Local | Linkage::Hidden) || f.tail {
             let m = f.module;
             let symbol = format!("w{m}_{}", f.symbol.replace(':', "_"));
-            let linkage = if g.rng.chance(30) {
-                Linkage::Hidden
-            } else {
-                Linkage::Export
-            };
-            g.push(m, symbol, linkage, false, Body::Wrap(Target::Fn(i)), 9);
+            g.push(m, symbol, Linkage::Export, false, Body::Wrap(Target::Fn(i)), 9);
         }
     }
     for m in 0..modules {
