@@ -498,7 +498,11 @@ pub fn main() -> Result<(), BoxError> {
     let decided: std::collections::HashMap<(&str, &str), &clif_merge::separate::Decision> = plan
         .decisions
         .iter()
-        .flat_map(|m| m.decisions.iter().map(move |d| ((m.module.as_str(), d.function.as_str()), d)))
+        .flat_map(|m| {
+            m.decisions
+                .iter()
+                .map(move |d| ((m.module.as_str(), d.function.as_str()), d))
+        })
         .collect();
     for class in &plan.classes {
         let names: Vec<String> = class.iter().map(ToString::to_string).collect();

@@ -216,9 +216,12 @@ fn build_program(merge: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
                         .map_err(|e| e.to_string())?
                         .finish(settings::Flags::new(flags))
                         .map_err(|e| e.to_string())?;
-                    let builder =
-                        ObjectBuilder::new(isa, name.as_str(), cranelift_module::default_libcall_names())
-                            .map_err(|e| e.to_string())?;
+                    let builder = ObjectBuilder::new(
+                        isa,
+                        name.as_str(),
+                        cranelift_module::default_libcall_names(),
+                    )
+                    .map_err(|e| e.to_string())?;
                     let options = ModuleMergeOptions::default().with_enabled(merge);
                     let mut module = MergingModule::new(ObjectModule::new(builder), options);
                     build_unit(&mut module, unit).map_err(|e| format!("{name}: {e}"))?;
@@ -267,7 +270,10 @@ fn build_program(merge: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
         drop(decision_txs);
         let units = threads
             .into_iter()
-            .map(|t| t.join().map_err(|_| "a codegen thread panicked".to_string())?)
+            .map(|t| {
+                t.join()
+                    .map_err(|_| "a codegen thread panicked".to_string())?
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok((units, counts))
     })
@@ -301,16 +307,17 @@ fn codegen_units_share_one_copy_of_each_local_helper() {
         "the plan's counts"
     );
     for (i, unit) in merged.iter().enumerate() {
-        assert_eq!(unit.applied, unit.decisions, "cgu{i}: every decision applied");
+        assert_eq!(
+            unit.applied, unit.decisions,
+            "cgu{i}: every decision applied"
+        );
     }
     let objects = |units: &[Unit]| units.iter().map(|u| u.object.clone()).collect::<Vec<_>>();
     let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));
     let plain_slices: Vec<&[u8]> = plain_objects.iter().map(Vec::as_slice).collect();
     let merged_slices: Vec<&[u8]> = merged_objects.iter().map(Vec::as_slice).collect();
-    let plain_run =
-        native::link_all_and_run(&plain_slices, MAIN_C, "cgu-plain").expect("links");
-    let merged_run =
-        native::link_all_and_run(&merged_slices, MAIN_C, "cgu-merged").expect("links");
+    let plain_run = native::link_all_and_run(&plain_slices, MAIN_C, "cgu-plain").expect("links");
+    let merged_run = native::link_all_and_run(&merged_slices, MAIN_C, "cgu-merged").expect("links");
     assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
     assert_eq!(
         (&merged_run.stdout, merged_run.code),
@@ -318,7 +325,11 @@ fn codegen_units_share_one_copy_of_each_local_helper() {
         "merging changed what the program does"
     );
     for helper in HELPERS {
-        assert_eq!(copies(&plain_run.symbols, helper), UNITS, "{helper} unmerged");
+        assert_eq!(
+            copies(&plain_run.symbols, helper),
+            UNITS,
+            "{helper} unmerged"
+        );
         assert_eq!(
             copies(&merged_run.symbols, helper),
             1,
@@ -326,7 +337,11 @@ fn codegen_units_share_one_copy_of_each_local_helper() {
             merged_run.symbols
         );
     }
-    assert_eq!(copies(&merged_run.symbols, "bias"), UNITS, "every bias stays");
+    assert_eq!(
+        copies(&merged_run.symbols, "bias"),
+        UNITS,
+        "every bias stays"
+    );
     let text = |objects: &[Vec<u8>]| -> u64 {
         objects
             .iter()
@@ -334,6 +349,9 @@ fn codegen_units_share_one_copy_of_each_local_helper() {
             .sum()
     };
     let (before, after) = (text(&plain_objects), text(&merged_objects));
-    println!("{}.text: {before} bytes unmerged, {after} merged; {counts:?}", merged_run.stdout);
+    println!(
+        "{}.text: {before} bytes unmerged, {after} merged; {counts:?}",
+        merged_run.stdout
+    );
     assert!(after < before, ".text {before} -> {after}");
 }

@@ -96,7 +96,19 @@ fn json_report(run: &Run) -> Value {
     let obj = value.as_object().expect("the report is a JSON object");
     let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["actions", "classes", "functions", "merged"]);
+    assert_eq!(
+        keys,
+        [
+            "actions",
+            "classes",
+            "functions",
+            "merged",
+            "promoted",
+            "redirected",
+            "removed",
+            "thunked"
+        ]
+    );
     value
 }
 
@@ -346,11 +358,11 @@ fn end_to_end_three_modules() {
         );
         sizes.push(bytes.len());
     }
-    // Snapshot of the summaries' sizes: a 20-byte header (magic, format version,
-    // checksum), then the body. The format has no paths or times, so the sizes are
-    // exact; they change when the modules or the summary format change (update
-    // deliberately).
-    assert_eq!(sizes, [246, 251, 226], "bytes of the summaries of a, b, c");
+    // Snapshot of the summaries' sizes: a 28-byte header (magic, format version,
+    // vocabulary id, checksum), then the body. The format has no paths or times, so
+    // the sizes are exact; they change when the modules or the summary format
+    // change (update deliberately).
+    assert_eq!(sizes, [254, 259, 234], "bytes of the summaries of a, b, c");
 
     // Stage 2.
     let out_dir = dir.join("decisions");
@@ -366,6 +378,10 @@ fn end_to_end_three_modules() {
         json!({
             "functions": 6,
             "merged": 2,
+            "removed": 1,
+            "thunked": 1,
+            "promoted": 0,
+            "redirected": 0,
             "classes": [["b::%g", "a::%f", "c::%k"]],
             "actions": [
                 {"function": "a::%f", "into": "b::%g", "action": "redirect"},
@@ -587,6 +603,36 @@ fn summary_of_another_version_is_refused() {
     bad_input_mentioning(&run, &["other.dec", "version", &other.to_string()]);
 }
 
+/// A summary or decisions file written by a build with another vocabulary (another
+/// clif-merge or Cranelift version, or another walk: the numbers in its tokens may
+/// mean other things) is refused with exit code 2, the message naming the file's
+/// vocabulary id and this build's.
+#[test]
+fn summary_of_another_vocabulary_is_refused() {
+    let dir = TempDir::new("vocabulary");
+    let (summaries, decisions) = summaries_and_decisions(&dir);
+    let mut bytes = std::fs::read(&summaries[0]).expect("summary");
+    let current = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+    let other = current ^ 0x0123_4567_89ab_cdef;
+    bytes[12..20].copy_from_slice(&other.to_le_bytes());
+    let file = dir.write("other.sum", &bytes);
+    let out_dir = dir.join("out");
+    let (current_id, other_id) = (format!("{current:016x}"), format!("{other:016x}"));
+    let run = plan(&[file.clone(), summaries[1].clone()], &out_dir, true);
+    bad_input_mentioning(&run, &["other.sum", "vocabulary", &other_id, &current_id]);
+    no_decisions_in(&out_dir);
+    let run = clif_merge([OsString::from("dump"), file.into()]);
+    bad_input_mentioning(&run, &["vocabulary", &other_id, &current_id]);
+
+    // The same for a decisions file given to `apply`.
+    let mut bytes = std::fs::read(&decisions).expect("decisions");
+    assert_eq!(&bytes[12..20], &current.to_le_bytes(), "one id per build");
+    bytes[12..20].copy_from_slice(&other.to_le_bytes());
+    let file = dir.write("other.dec", &bytes);
+    let run = apply(&file, &dir.join("a"), &["--export", "%main"]);
+    bad_input_mentioning(&run, &["other.dec", "vocabulary", &other_id, &current_id]);
+}
+
 /// Random bytes are neither a summary nor a decisions file.
 #[test]
 fn random_file_is_refused() {
@@ -672,7 +718,11 @@ fn two_modules_exporting_one_symbol_are_refused() {
     no_decisions_in(&out_dir);
 }
 
-/// A local symbol of one name in two modules is two symbols: no error.
+/// A local symbol of one name in two modules is two symbols: no error. Equal, with
+/// no visible member, they still merge across the modules, as rustc's per-unit
+/// copies of one generic function must: `p`'s is promoted to hidden under a new
+/// name, `q`'s is removed and its calls go there. Applied, the modules compute
+/// what they did.
 #[test]
 fn one_local_name_in_two_modules_is_fine() {
     let dir = TempDir::new("local-names");
@@ -699,10 +749,44 @@ block0(v0: i32):
     ];
     let summaries = summarize_all(&dir, &modules);
     let report = json_report(&ok(plan(&summaries, &dir.join("d"), true)));
-    // Equal locals in two modules with no visible member: nothing to do across
-    // modules.
-    assert_eq!(report["actions"], json!([]));
-    assert_eq!(report["functions"], json!(4));
+    assert_eq!(
+        report["actions"],
+        json!([
+            {"function": "p::%helper", "into": "p::%helper_p_promoted", "action": "promote"},
+            {"function": "q::%helper", "into": "p::%helper_p_promoted", "action": "redirect"},
+        ])
+    );
+    assert_eq!(
+        [&report["functions"], &report["merged"], &report["promoted"]],
+        [&json!(4), &json!(1), &json!(1)]
+    );
+    let mut merged = Vec::new();
+    for (m, (module, options)) in ["p", "q"].into_iter().zip(&modules) {
+        let run = ok(apply(
+            &dir.join("d").join(format!("{m}.dec")),
+            module,
+            options,
+        ));
+        merged.extend(reparse_and_verify(&run.stdout));
+    }
+    assert_eq!(
+        names(&merged),
+        ["%helper_p_promoted", "%p_entry", "%q_entry"],
+        "one helper left, under its promoted name"
+    );
+    for (m, (module, _)) in ["p", "q"].into_iter().zip(&modules) {
+        // Each original module on its own: their `%helper`s are two symbols.
+        let original = parse_module(module);
+        let entry = format!("%{m}_entry");
+        for x in [0, 1, 7, -3] {
+            let args = [DataValue::I32(x)];
+            assert_eq!(
+                interpret(&merged, &entry, &args),
+                interpret(&original, &entry, &args),
+                "{entry}({x})"
+            );
+        }
+    }
 }
 
 /// The CLIF of module `a` after changing `%f`'s multiplier from 7 to 8.
@@ -802,10 +886,18 @@ block0(v0: i32):
     let summaries = summarize_all(dir, &modules);
     let out_dir = dir.join("d");
     let report = json_report(&ok(plan(&summaries, &out_dir, true)));
-    assert_eq!(
-        report["actions"],
-        json!([{"function": "r::%r", "into": "p::%p", "action": "thunk"}])
-    );
+    let thunk = json!({"function": "r::%r", "into": "p::%p", "action": "thunk"});
+    let expected = if local_callee {
+        // The two local `%callee`s are equal too: one is promoted, one removed.
+        json!([
+            {"function": "p::%callee", "into": "p::%callee_p_promoted", "action": "promote"},
+            {"function": "r::%callee", "into": "p::%callee_p_promoted", "action": "redirect"},
+            thunk,
+        ])
+    } else {
+        json!([thunk])
+    };
+    assert_eq!(report["actions"], expected);
     out_dir.join("r.dec")
 }
 
@@ -1117,7 +1209,7 @@ fn summary_is_smaller_than_the_clif_text() {
     // update deliberately.
     assert_eq!(
         (summary_len, clif_len),
-        (651, 1308),
+        (659, 1308),
         "bytes of summary, CLIF"
     );
 

@@ -3,17 +3,18 @@
 //! `dump` (print a summary or decisions file). See [`crate::separate`].
 
 use super::error::CliError;
-use super::load::{LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::load::{InputTarget, LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
 use super::report::{check_printable, plan_json};
 use crate::identical::MergeOptions;
-use crate::ir::SymbolName;
+use crate::ir::{FuncIndex, FunctionSet, NameAuthority, SymbolName};
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{Decision, DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, clif_name, summarize};
 use crate::separate::transform::apply_decisions;
+use crate::similar::{SimilarOptions, merge_similar_reserving};
 use clap::Subcommand;
 use cranelift_codegen::ir::Function;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -120,6 +121,19 @@ pub enum SeparateCommand {
         /// Linkage and mode, as given to `summarize`.
         #[command(flatten)]
         options: ModuleOptions,
+        /// Then merge *similar* functions among those the decisions leave as they
+        /// are, as the main command's `--similar` does (merged bodies are local to
+        /// the module).
+        #[arg(long)]
+        similar: bool,
+        /// With `--similar`: at most this many differing constants and callees per
+        /// group (default: the main command's).
+        #[arg(long, value_name = "N")]
+        max_holes: Option<usize>,
+        /// With `--similar`: merge a group only when it saves at least this many
+        /// bytes of code (default: the main command's).
+        #[arg(long, value_name = "BYTES")]
+        min_saved: Option<u64>,
     },
     /// Print a summary or decisions file in readable form.
     #[command(after_help = AFTER_HELP)]
@@ -184,7 +198,19 @@ pub fn run(command: &SeparateCommand) -> Result<(String, String), CliError> {
             decisions,
             inputs,
             options,
-        } => apply_command(decisions, inputs, options),
+            similar,
+            max_holes,
+            min_saved,
+        } => {
+            let similar = similar.then(|| {
+                let defaults = SimilarOptions::default();
+                defaults
+                    .clone()
+                    .with_max_holes(max_holes.unwrap_or(defaults.max_holes))
+                    .with_min_saved(min_saved.unwrap_or(defaults.min_saved))
+            });
+            apply_command(decisions, inputs, options, similar.as_ref())
+        }
         SeparateCommand::Dump { file } => dump_command(file),
     }
 }
@@ -284,19 +310,87 @@ fn plan_command(
     Ok((stdout, stderr))
 }
 
-/// `apply`: loads one module, applies its decisions and prints it as CLIF.
+/// `apply`: loads one module, applies its decisions (then, with `similar`, merges
+/// similar functions among those the decisions leave as they are) and prints it as
+/// CLIF.
 fn apply_command(
     decisions: &Path,
     inputs: &[PathBuf],
     options: &ModuleOptions,
+    similar: Option<&SimilarOptions>,
 ) -> Result<(String, String), CliError> {
     let decisions = read_decisions(decisions)?;
     let loaded = load_module(inputs, options)?;
     let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
         .map_err(|e| CliError::input(e.to_string()))?;
     let out = &applied.functions;
-    let printed: Vec<&Function> = out.iter().map(|(_, def)| &def.func).collect();
-    check_printable(&printed)?;
+    // The functions every decision names, by their name in the output.
+    let decided_names: HashSet<SymbolName> = decisions
+        .decisions
+        .iter()
+        .filter_map(|d| match d.action {
+            DecisionAction::Promote => clif_name(&d.to),
+            DecisionAction::Thunk | DecisionAction::Redirect => clif_name(&d.function),
+        })
+        .map(|name| SymbolName::of_user_func_name(&name))
+        .collect();
+    let similar_outcome = similar.map(|similar| {
+        // Among the functions no decision names; never naming a merged body with a
+        // name the module had (removed functions, aliases) or has.
+        let undecided: Vec<FuncIndex> = out
+            .iter()
+            .filter(|(_, def)| !decided_names.contains(&SymbolName::of_function(&def.func)))
+            .map(|(f, _)| f)
+            .collect();
+        let mut candidates = FunctionSet::new();
+        for &f in &undecided {
+            // Names are unique: a subset of the output's.
+            let _ = candidates.push(out.get(f).func.clone(), out.get(f).linkage);
+        }
+        let mut authority = NameAuthority::new();
+        for (_, def) in loaded.functions.iter().chain(out.iter()) {
+            authority.reserve_function(&def.func);
+        }
+        let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
+        let outcome = merge_similar_reserving(&candidates, similar, isa.as_deref(), authority);
+        (candidates, outcome)
+    });
+    // Each printed function, with the name it is verified as (the target and flags
+    // of the file it came from): a promoted function as its old name, a merged
+    // body as its group's first member.
+    let mut promoted_from: HashMap<SymbolName, SymbolName> = HashMap::new();
+    for d in &decisions.decisions {
+        if d.action == DecisionAction::Promote
+            && let (Some(new), Some(old)) = (clif_name(&d.to), clif_name(&d.function))
+        {
+            promoted_from.insert(
+                SymbolName::of_user_func_name(&new),
+                SymbolName::of_user_func_name(&old),
+            );
+        }
+    }
+    let original = |name: SymbolName| promoted_from.get(&name).cloned().unwrap_or(name);
+    let mut printed: Vec<(&Function, SymbolName)> = Vec::new();
+    let mut entry_points: HashMap<SymbolName, &Function> = HashMap::new();
+    if let Some((candidates, outcome)) = &similar_outcome {
+        for (f, def) in candidates.iter() {
+            if let Some(entry) = &outcome.entry_points[f] {
+                entry_points.insert(SymbolName::of_function(&def.func), entry);
+            }
+        }
+    }
+    for (_, def) in out.iter() {
+        let name = SymbolName::of_function(&def.func);
+        let func = entry_points.get(&name).copied().unwrap_or(&def.func);
+        printed.push((func, original(name)));
+    }
+    if let Some((candidates, outcome)) = &similar_outcome {
+        for (group, body) in outcome.groups.iter().zip(&outcome.merged_bodies) {
+            let first = SymbolName::of_function(&candidates.get(group.members[0]).func);
+            printed.push((body, original(first)));
+        }
+    }
+    check_printable(&printed.iter().map(|(f, _)| *f).collect::<Vec<_>>())?;
     // The decisions by the symbol they name (every one names a function of the
     // module: `apply_decisions` checked that), the first of any repeats.
     let mut decided: HashMap<SymbolName, &Decision> = HashMap::new();
@@ -313,19 +407,19 @@ fn apply_command(
         }
     }
     let mut text = loaded.header.clone();
-    for (_, def) in out.iter() {
-        loaded.verify_output(&def.func, &SymbolName::of_function(&def.func))?;
-        if let Some(d) = decided.get(&SymbolName::of_function(&def.func)) {
+    for (func, verified_as) in &printed {
+        loaded.verify_output(func, verified_as)?;
+        if let Some(d) = decided.get(&SymbolName::of_function(func)) {
             let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
         }
-        if let Some(d) = promoted.get(&SymbolName::of_function(&def.func)) {
+        if let Some(d) = promoted.get(&SymbolName::of_function(func)) {
             let _ = writeln!(
                 text,
                 "; {}: promoted to hidden {} (the representative of functions in other modules)",
                 d.function, d.to
             );
         }
-        let _ = writeln!(text, "{}", def.func.display());
+        let _ = writeln!(text, "{}", func.display());
     }
     for alias in &applied.aliases {
         let _ = writeln!(text, "; {}: alias of {}", alias.name, alias.of);
@@ -339,12 +433,20 @@ fn apply_command(
             );
         }
     }
-    let stderr = format!(
+    let mut stderr = format!(
         "applied {} decisions and {} redirected references to module `{}`\n",
         decisions.decisions.len(),
         decisions.calls.len(),
         decisions.module
     );
+    if let Some((_, outcome)) = &similar_outcome {
+        let members: usize = outcome.groups.iter().map(|g| g.members.len()).sum();
+        let _ = writeln!(
+            stderr,
+            "similar: {} groups of {members} functions merged among those the decisions leave as they are",
+            outcome.groups.len()
+        );
+    }
     Ok((text, stderr))
 }
 

@@ -179,8 +179,9 @@ impl<M: Module> MergingModule<M> {
     /// thunk to its representative, imported when it lives in another module; with
     /// [`MergingModule::finish_object`](super::MergingModule::finish_object), a local duplicate whose address is never
     /// taken is not compiled at all (other finishes make it a thunk too). Calls in
-    /// this module go straight to the representative. Similar-function merging is
-    /// not combined with decisions.
+    /// this module go straight to the representative. With
+    /// [`ModuleMergeOptions::similar`], the similar-function merge runs on the
+    /// functions the decisions leave as they are.
     #[cfg(feature = "separate")]
     pub fn with_decisions(mut self, decisions: ModuleDecisions) -> Self {
         self.decisions = Some(decisions);
@@ -261,13 +262,24 @@ impl<M: Module> MergingModule<M> {
         let (set, ids) = self.recorded_set()?;
         self.recorded.clear();
         let resolved = self.resolve_decisions(&set, allow_redirect)?;
-        let has_decisions = resolved.per_function.iter().any(Option::is_some);
         let outcome = merge_functions(&set, &self.options.merge);
         let similar = match &self.options.similar {
-            Some(options) if !has_decisions => Some(self.declare_merged_bodies(
-                SimilarPass::after_for(&set, &outcome.output, options, Some(self.inner.isa())),
-            )?),
-            _ => None,
+            Some(options) => {
+                // Only what the whole-program decisions leave as it is.
+                let undecided: Vec<OutputEntry<'_>> = outcome
+                    .output
+                    .iter()
+                    .filter(|entry| resolved.per_function[entry.function().index()].is_none())
+                    .cloned()
+                    .collect();
+                Some(self.declare_merged_bodies(SimilarPass::after_for(
+                    &set,
+                    &undecided,
+                    options,
+                    Some(self.inner.isa()),
+                ))?)
+            }
+            None => None,
         };
         let (duplicate_bytes, thunk_bytes) = self.define_output(
             &set,
@@ -339,15 +351,19 @@ impl<M: Module> MergingModule<M> {
         for entry in &outcome.output {
             let function = entry.function();
             if let Some(similar) = similar {
+                // Their calls to functions the whole-program decisions removed
+                // or made thunks go to the representatives, as in every body.
                 if let Some((_, merged)) = similar.merged_before(function)
                     && let UserFuncName::User(name) = &merged.name
                 {
-                    let mut ctx = Context::for_function(merged.clone());
+                    let merged = cross_redirects.rewrite(merged).into_owned();
+                    let mut ctx = Context::for_function(merged);
                     self.inner
                         .define_function(FuncId::from_u32(name.index), &mut ctx)?;
                 }
                 if let Some(entry_point) = similar.entry_point(function) {
-                    let mut ctx = Context::for_function(entry_point.clone());
+                    let entry_point = cross_redirects.rewrite(entry_point).into_owned();
+                    let mut ctx = Context::for_function(entry_point);
                     self.inner.define_function(id_of(function), &mut ctx)?;
                     continue;
                 }
@@ -416,7 +432,9 @@ impl<M: Module> MergingModule<M> {
             .chain(
                 cross_module
                     .iter()
-                    .filter(|(_, r)| matches!(r.action, CrossAction::Redirect | CrossAction::Promote))
+                    .filter(|(_, r)| {
+                        matches!(r.action, CrossAction::Redirect | CrossAction::Promote)
+                    })
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();

@@ -503,7 +503,8 @@ impl<'s> Program<'s> {
                 .find(|&&n| self.function(n).visibility != Visibility::Preemptible)
             else {
                 // All preemptible: the linker may replace any of them.
-                let mut names: Vec<QualifiedName> = members.iter().map(|&n| self.name_of(n)).collect();
+                let mut names: Vec<QualifiedName> =
+                    members.iter().map(|&n| self.name_of(n)).collect();
                 names.sort();
                 named.push(names);
                 continue;
@@ -515,8 +516,14 @@ impl<'s> Program<'s> {
                         && self.function(n).visibility != Visibility::Preemptible
                 });
             let to = if promote {
-                let name = promoted_names.fresh(&self.function(rep).name, &self.order[rep_module].module);
-                per_module[rep_module].push(self.decision_for(rep, DecisionAction::Promote, name.clone(), rep_module));
+                let name =
+                    promoted_names.fresh(&self.function(rep).name, &self.order[rep_module].module);
+                per_module[rep_module].push(self.decision_for(
+                    rep,
+                    DecisionAction::Promote,
+                    name.clone(),
+                    rep_module,
+                ));
                 name
             } else {
                 self.function(rep).name.clone()
@@ -526,7 +533,12 @@ impl<'s> Program<'s> {
                     continue;
                 }
                 let action = self.action(n, encoded, &standing_in);
-                per_module[self.nodes[n].module].push(self.decision_for(n, action, to.clone(), rep_module));
+                per_module[self.nodes[n].module].push(self.decision_for(
+                    n,
+                    action,
+                    to.clone(),
+                    rep_module,
+                ));
             }
             // Reported with the class, but already thunks or aliases in their module.
             let stand_ins = members
@@ -562,9 +574,9 @@ impl<'s> Program<'s> {
             self.function(member).visibility,
             Visibility::Local | Visibility::Hidden
         );
-        let aliased = standing_in.get(&member).is_some_and(|stand_ins| {
-            stand_ins.iter().any(|&n| !self.function(n).supported)
-        });
+        let aliased = standing_in
+            .get(&member)
+            .is_some_and(|stand_ins| stand_ins.iter().any(|&n| !self.function(n).supported));
         if removable && !aliased && !encoded.address_taken[FuncIndex::new(member)] {
             DecisionAction::Redirect
         } else {
@@ -573,7 +585,13 @@ impl<'s> Program<'s> {
     }
 
     /// The decision `action` for node `n`, towards `to` in module `to_module`.
-    fn decision_for(&self, n: usize, action: DecisionAction, to: String, to_module: usize) -> Decision {
+    fn decision_for(
+        &self,
+        n: usize,
+        action: DecisionAction,
+        to: String,
+        to_module: usize,
+    ) -> Decision {
         let node = self.nodes[n];
         Decision {
             function: self.function(n).name.clone(),
@@ -665,7 +683,10 @@ impl<'s> Program<'s> {
             }
             for (symbol, called) in summary.symbols.iter().zip(called) {
                 if !symbol.local {
-                    referenced.entry(&symbol.name).or_default().push((m, called));
+                    referenced
+                        .entry(&symbol.name)
+                        .or_default()
+                        .push((m, called));
                 }
             }
         }
@@ -806,7 +827,8 @@ impl<'s> PromotedNames<'s> {
                 format!("{base}.{counter}")
             };
         }
-        self.taken.insert(std::borrow::Cow::Owned(candidate.clone()));
+        self.taken
+            .insert(std::borrow::Cow::Owned(candidate.clone()));
         candidate
     }
 }

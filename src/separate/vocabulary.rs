@@ -16,7 +16,7 @@
 
 use crate::ir::fnv::Fnv1a;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{AtomicRmwOp, ArgumentExtension, ArgumentPurpose, LibCall, Opcode};
+use cranelift_codegen::ir::{ArgumentExtension, ArgumentPurpose, AtomicRmwOp, LibCall, Opcode};
 use cranelift_codegen::ir::{KnownSymbol, Type, types};
 use cranelift_codegen::isa::CallConv;
 use std::fmt;

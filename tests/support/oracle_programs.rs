@@ -886,7 +886,14 @@ fn add_helpers(g: &mut Gen, modules: usize) {
         if matches!(f.linkage, Linkage::Local | Linkage::Hidden) || f.tail {
             let m = f.module;
             let symbol = format!("w{m}_{}", f.symbol.replace(':', "_"));
-            g.push(m, symbol, Linkage::Export, false, Body::Wrap(Target::Fn(i)), 9);
+            g.push(
+                m,
+                symbol,
+                Linkage::Export,
+                false,
+                Body::Wrap(Target::Fn(i)),
+                9,
+            );
         }
     }
     for m in 0..modules {
