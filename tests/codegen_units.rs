@@ -17,6 +17,9 @@
 //! nowhere: no dead thunk) and `cgu1_twice`, whose address the C `main` reads from
 //! a table, becomes a thunk. The `bias` of every unit shares a name but not a body,
 //! and the `cguN_work` that call them must stay apart.
+//!
+//! A second run turns the similar merge on: it runs on what the decisions leave,
+//! and in every unit merges `poly0` and `poly1`, which differ in two constants.
 
 #![allow(clippy::result_large_err)]
 
@@ -26,6 +29,7 @@ mod native;
 
 use clif_merge::module::{MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
+use clif_merge::similar::SimilarOptions;
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
@@ -142,10 +146,34 @@ fn build_unit<M: Module>(module: &mut M, unit: usize) -> ModuleResult<()> {
         let doubled = b.ins().iadd(p[0], p[0]);
         b.ins().iadd_imm_s(doubled, 1)
     })?;
+    // Two locals that differ in two constants (and from unit to unit): similar,
+    // for the similar merge, but equal to nothing.
+    let polys: Vec<FuncId> = (0..2)
+        .map(|k| module.declare_function(&format!("poly{k}"), Linkage::Local, &unary))
+        .collect::<ModuleResult<_>>()?;
+    for (k, &poly) in polys.iter().enumerate() {
+        define(module, poly, &unary, |_, b, p| {
+            let mut x = p[0];
+            for (i, c) in [3, 5, 7, 11, 13, 17, 19, 23].into_iter().enumerate() {
+                let c = match i {
+                    2 => c + 100 * k as i64 + 1000 * unit as i64,
+                    5 => c - 10 * k as i64,
+                    _ => c,
+                };
+                let c = b.ins().iconst(I64, c);
+                let scaled = b.ins().imul(x, c);
+                let rotated = b.ins().rotl_imm_u(scaled, (i + 1) as i64);
+                x = b.ins().bxor(rotated, p[0]);
+            }
+            x
+        })?;
+    }
     // Called across units, and different in every unit (its own `bias`).
     let work = module.declare_function(&format!("cgu{unit}_work"), Linkage::Hidden, &unary)?;
     define(module, work, &unary, |m, b, p| {
-        let clamped = call(m, b, helpers[2], &[p[0]]);
+        let x = call(m, b, polys[0], &[p[0]]);
+        let y = call(m, b, polys[1], &[x]);
+        let clamped = call(m, b, helpers[2], &[y]);
         let sum = call(m, b, helpers[1], &[clamped]);
         let mixed = call(m, b, helpers[0], &[sum]);
         let biased = call(m, b, bias, &[p[0]]);
@@ -195,11 +223,13 @@ struct Unit {
     object: Vec<u8>,
     decisions: usize,
     applied: usize,
+    /// Groups of similar functions merged.
+    similar_groups: usize,
 }
 
 /// Compiles every unit on its own thread; with `merge`, through the three stages
 /// (the main thread plans in between). The units in order, and the plan's counts.
-fn build_program(merge: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
+fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
     std::thread::scope(|scope| {
         let (summary_tx, summary_rx) = channel::<Vec<u8>>();
         let mut decision_txs = Vec::new();
@@ -222,7 +252,9 @@ fn build_program(merge: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
                         cranelift_module::default_libcall_names(),
                     )
                     .map_err(|e| e.to_string())?;
-                    let options = ModuleMergeOptions::default().with_enabled(merge);
+                    let options = ModuleMergeOptions::default()
+                        .with_enabled(merge)
+                        .with_similar(similar.then(SimilarOptions::default));
                     let mut module = MergingModule::new(ObjectModule::new(builder), options);
                     build_unit(&mut module, unit).map_err(|e| format!("{name}: {e}"))?;
                     let mut decisions = 0;
@@ -245,6 +277,7 @@ fn build_program(merge: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
                         object: product.emit().map_err(|e| e.to_string())?,
                         decisions,
                         applied: report.cross_module.len(),
+                        similar_groups: report.similar_groups,
                     })
                 })
             })
@@ -291,8 +324,19 @@ fn copies(symbols: &str, name: &str) -> usize {
 
 #[test]
 fn codegen_units_share_one_copy_of_each_local_helper() {
-    let (plain, _) = build_program(false).expect("plain build");
-    let (merged, counts) = build_program(true).expect("merged build");
+    check_codegen_units(false);
+}
+
+/// The same with the similar merge on: it runs on what the whole-program decisions
+/// leave, and merges each unit's `poly0` and `poly1`.
+#[test]
+fn codegen_units_merge_similar_functions_the_decisions_leave() {
+    check_codegen_units(true);
+}
+
+fn check_codegen_units(similar: bool) {
+    let (plain, _) = build_program(false, false).expect("plain build");
+    let (merged, counts) = build_program(true, similar).expect("merged build");
     assert_eq!(
         counts,
         PlanCounts {

@@ -1191,6 +1191,63 @@ block2:
 }
 ";
 
+/// `apply --similar` merges similar functions among those the decisions leave as
+/// they are: module `s` has a local copy of `b::%g` (removed by its decision) and
+/// two functions that differ in two constants (merged into one body). The output
+/// verifies and computes what the input did.
+#[test]
+fn apply_merges_similar_functions_the_decisions_leave() {
+    let dir = TempDir::new("apply-similar");
+    dir.write("b/b.clif", branchy("%g", 7, 0, false));
+    let classify = REALISTIC
+        .split("\nfunction ")
+        .find(|f| f.starts_with("%classify"))
+        .expect("REALISTIC has %classify");
+    let classify2 = classify
+        .replacen("%classify", "%classify2", 1)
+        .replacen("iconst.i32 10", "iconst.i32 11", 1)
+        .replacen("iconst.i32 20", "iconst.i32 21", 1);
+    dir.write(
+        "s/s.clif",
+        format!(
+            "function {classify}\nfunction {classify2}\n{}",
+            branchy("%f", 7, 0, false)
+        ),
+    );
+    let s_options = ["--export", "%classify", "--export", "%classify2"];
+    let modules = [
+        (dir.join("b"), vec!["--export", "%g"]),
+        (dir.join("s"), s_options.to_vec()),
+    ];
+    let summaries = summarize_all(&dir, &modules);
+    ok(plan(&summaries, &dir.join("d"), false));
+    let mut options = s_options.to_vec();
+    options.push("--similar");
+    let run = ok(apply(&dir.join("d/s.dec"), &dir.join("s"), &options));
+    assert!(
+        run.stderr.contains("similar: 1 groups of 2 functions"),
+        "{}",
+        run.stderr
+    );
+    let merged = reparse_and_verify(&run.stdout);
+    assert_eq!(
+        names(&merged),
+        ["%classify", "%classify2", "%classify_merged"],
+        "%f removed, the two similar functions merged"
+    );
+    let original = parse_module(&dir.join("s"));
+    for name in ["%classify", "%classify2"] {
+        for x in [0, 1, 2, 3, 4, -1] {
+            let args = [DataValue::I32(x)];
+            assert_eq!(
+                interpret(&merged, name, &args),
+                interpret(&original, name, &args),
+                "{name}({x})"
+            );
+        }
+    }
+}
+
 /// The summary of a module is smaller than its CLIF text: by the sizes of the files,
 /// and by the ratio `summarize` reports (whose summary size must be the file's).
 #[test]
