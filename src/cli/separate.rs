@@ -26,37 +26,45 @@ address-taken flag, structural hash and the comparator's view of its body, with 
 references to other functions by symbol name.
 
 Symbol names are the CLIF names (`%foo`, `u0:12`), one namespace for the whole \
-program; a local function is private to its module. Use the same --mode and linkage \
-options in `summarize` and `apply`.";
+program; a local function is private to its module. Give linkage as the build has it: \
+--hidden for a function other modules of the program call (every module that refers \
+to a hidden function must be summarized and planned), --export for one that code \
+outside the program may call. Use the same --mode and linkage options in `summarize` \
+and `apply`.";
 
 const PLAN_ABOUT: &str = "\
 Stage 2 of separate compilation, once for the whole program: reads every summary, finds \
 the classes of equal functions across modules (callees compared by symbol across \
-modules), keeps one representative per class (a visible function, the first by module \
-and name: the order of the summaries does not matter) and writes one decisions file per \
-module.";
+modules), keeps one representative per class (the strongest linkage, then the first by \
+module and definition order: the order of the summaries does not matter; a local one \
+is promoted to hidden under a new name, `%NAME_MODULE_promoted`, when members in other \
+modules go to it) and writes one decisions file per module. It reports how many \
+duplicates were removed and thunked, how many representatives promoted and how many \
+references redirected across modules.";
 
 const APPLY_ABOUT: &str = "\
 Stage 3 of separate compilation, per module: runs the module's own merge again and \
-applies its decisions: a duplicate whose representative lives elsewhere becomes a thunk \
-to it (an object file cannot alias a symbol it does not define), a local one whose \
-address is never taken is removed, and the module's own calls go straight to the \
-representative. Use the same --mode and linkage options as in `summarize`: `apply` \
-checks every decision against the function it names (its structural hash) and refuses \
-stale decisions.";
+applies its decisions: a local or hidden duplicate whose address is taken nowhere in \
+the program is removed, any other becomes a thunk to its representative (an object \
+file cannot alias a symbol it does not define), a promoted representative gets its new \
+hidden name, and every call goes straight to the representative. With --similar, \
+similar functions among those no decision names are merged next, as in the main \
+command. Use the same --mode and linkage options as in `summarize`: `apply` checks \
+every decision against the function it names and the module against its summary's \
+digest, and refuses stale decisions.";
 
 const AFTER_HELP: &str = "\
 Example (GCC's WHOPR stages: summarize each module, plan the whole program, apply per \
-module):
-  clif-merge summarize --export %f a/ -o a.sum
-  clif-merge summarize --export %g b/ -o b.sum
+module; %g and %h are called across modules, hence hidden):
+  clif-merge summarize --export %main --hidden %g a/ -o a.sum
+  clif-merge summarize --hidden %g2 --hidden %h b/ -o b.sum
   clif-merge plan a.sum b.sum --out-dir decisions --report json
-  clif-merge apply --decisions decisions/a.dec --export %f a/ > a.merged.clif
+  clif-merge apply --decisions decisions/a.dec --export %main --hidden %g a/ > a.merged.clif
   clif-merge dump decisions/a.dec
 
 Exit status: 0 on success, 2 on bad input (unreadable, truncated or corrupt files, \
-a summary or decisions file of another format version, two modules defining one \
-symbol, stale decisions), 3 on an internal error.";
+a summary or decisions file of another format version or of another build's \
+vocabulary, two modules defining one symbol, stale decisions), 3 on an internal error.";
 
 /// Linkage and mode options, the same for `summarize` and `apply`.
 #[derive(clap::Args, Debug, Clone)]
