@@ -355,6 +355,11 @@ fn check_codegen_units(similar: bool) {
             unit.applied, unit.decisions,
             "cgu{i}: every decision applied"
         );
+        assert_eq!(
+            unit.similar_groups,
+            usize::from(similar),
+            "cgu{i}: groups of similar functions merged"
+        );
     }
     let objects = |units: &[Unit]| units.iter().map(|u| u.object.clone()).collect::<Vec<_>>();
     let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));

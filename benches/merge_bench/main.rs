@@ -361,7 +361,14 @@ fn separate(o: &Options) -> anyhow::Result<()> {
         let counts = plan.counts();
         // Stage 3, part by part on this thread: the total, and the slowest part.
         let (mut apply_total, mut apply_max) = (Duration::ZERO, Duration::ZERO);
-        for ((_, part), part_decisions) in named.iter().zip(&plan.decisions) {
+        for part_decisions in &plan.decisions {
+            // The plan lists modules by name (`part10` before `part2`).
+            let Some((_, part)) = named
+                .iter()
+                .find(|(name, _)| *name == part_decisions.module)
+            else {
+                bail!("no part {}", part_decisions.module);
+            };
             let start = Instant::now();
             apply_decisions(part, &options, part_decisions)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", part_decisions.module))?;

@@ -24,5 +24,7 @@ pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet};
 pub use linkage::Linkage;
-pub use panics::{catch_panic, panic_message};
+pub use panics::catch_panic;
+#[cfg(feature = "validate")]
+pub use panics::panic_message;
 pub use symbols::{NameAuthority, SymbolKey, SymbolName, mentioned_names};

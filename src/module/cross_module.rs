@@ -10,6 +10,10 @@ use cranelift_module::FuncId;
 
 /// What a whole-program decision does to a function of this module.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "separate"),
+    allow(dead_code, reason = "decisions come from separate compilation")
+)]
 pub(super) enum CrossAction {
     /// Its body becomes a thunk to the representative.
     Thunk,
