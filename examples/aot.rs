@@ -11,7 +11,6 @@ mod native;
 mod program;
 
 use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
 const MAIN_C: &str = r#"
@@ -33,10 +32,7 @@ int main(void) {
 "#;
 
 fn compile(enabled: bool) -> Result<(Vec<u8>, MergeReport), Box<dyn std::error::Error>> {
-    let mut flags = settings::builder();
-    flags.set("is_pic", "true")?;
-    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
-        .finish(settings::Flags::new(flags))?;
+    let isa = native::pic_host_isa()?;
     let builder = ObjectBuilder::new(isa, "program", cranelift_module::default_libcall_names())?;
     let options = ModuleMergeOptions::default().with_enabled(enabled);
     let mut module = MergingModule::new(ObjectModule::new(builder), options);

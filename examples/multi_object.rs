@@ -38,7 +38,6 @@ use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, UserFuncName, Value};
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, FuncId, Linkage, Module, ModuleResult};
 use cranelift_object::{ObjectBuilder, ObjectModule};
@@ -366,10 +365,7 @@ struct Stages {
 /// program (stage 1, wait for stage 2, stage 3), otherwise without merging.
 fn compile_unit(unit: usize, stages: Option<Stages>) -> Result<UnitOutput, BoxError> {
     let name = format!("unit{unit}");
-    let mut flags = settings::builder();
-    flags.set("is_pic", "true")?;
-    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
-        .finish(settings::Flags::new(flags))?;
+    let isa = native::pic_host_isa()?;
     let builder = ObjectBuilder::new(
         isa,
         name.as_str(),

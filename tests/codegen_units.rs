@@ -34,7 +34,6 @@ use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, UserFuncName, Value};
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, FuncId, Linkage, Module, ModuleResult};
 use cranelift_object::{ObjectBuilder, ObjectModule};
@@ -240,12 +239,7 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), 
                 decision_txs.push(decision_tx);
                 scope.spawn(move || -> Result<Unit, String> {
                     let name = format!("cgu{unit}");
-                    let mut flags = settings::builder();
-                    flags.set("is_pic", "true").map_err(|e| e.to_string())?;
-                    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
-                        .map_err(|e| e.to_string())?
-                        .finish(settings::Flags::new(flags))
-                        .map_err(|e| e.to_string())?;
+                    let isa = native::pic_host_isa()?;
                     let builder = ObjectBuilder::new(
                         isa,
                         name.as_str(),

@@ -6,6 +6,7 @@
 
 mod common;
 #[path = "../examples/shared/native.rs"]
+#[allow(dead_code)]
 mod native;
 
 use clif_merge::module::{MergingModule, ModuleMergeOptions};

@@ -1,6 +1,8 @@
 //! Running compiled code for real: link an object file with the system C compiler
 //! against a C `main`, run the executable, and measure an object's code.
 
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
 use object::{Object, ObjectSection};
 use std::error::Error;
 use std::process::Command;
@@ -81,4 +83,15 @@ pub fn text_bytes(object_file: &[u8]) -> Result<u64, Box<dyn Error>> {
         .filter(|s| s.kind() == object::SectionKind::Text)
         .map(|s| s.size())
         .sum())
+}
+
+/// The host's ISA with position-independent code, as object files linked into an
+/// executable by `cc` need it.
+pub fn pic_host_isa() -> Result<OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    flags.set("is_pic", "true").map_err(|e| e.to_string())?;
+    cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
+        .map_err(|e| e.to_string())?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())
 }

@@ -11,7 +11,6 @@
 
 use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
 use cranelift_codegen::ir::{AbiParam, InstBuilder, Type, Value, condcodes::IntCC, types};
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{Context, ir};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
@@ -381,12 +380,7 @@ impl<M: Module> Compiler<'_, M> {
 /// Compiles the program to an object file.
 fn compile(source: &str, enabled: bool) -> Result<(Vec<u8>, MergeReport, usize), String> {
     let (generics, prints) = parse(source)?;
-    let mut flags = settings::builder();
-    flags.set("is_pic", "true").map_err(|e| e.to_string())?;
-    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
-        .map_err(|e| e.to_string())?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| e.to_string())?;
+    let isa = native::pic_host_isa()?;
     let builder = ObjectBuilder::new(isa, "toy", cranelift_module::default_libcall_names())
         .map_err(|e| e.to_string())?;
     let options = ModuleMergeOptions::default().with_enabled(enabled);

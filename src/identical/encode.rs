@@ -1052,26 +1052,8 @@ mod tests {
 
     #[test]
     fn type_codes_are_distinct() {
-        let mut all = vec![
-            types::INVALID,
-            types::I8,
-            types::I16,
-            types::I32,
-            types::I64,
-            types::I128,
-            types::F16,
-            types::F32,
-            types::F64,
-            types::F128,
-        ];
-        for lane in [types::I8, types::I16, types::I32, types::I64, types::F32] {
-            for n in [2, 4, 8, 16] {
-                if let Some(v) = lane.by(n) {
-                    all.push(v);
-                    all.push(v.vector_to_dynamic().unwrap_or(v));
-                }
-            }
-        }
+        let mut all = super::super::tokens::every_type();
+        all.push(types::INVALID);
         all.sort_by_key(|t| type_code(*t));
         all.dedup();
         let mut codes: Vec<u64> = all.iter().map(|t| type_code(*t)).collect();

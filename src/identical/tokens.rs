@@ -218,3 +218,32 @@ const _: () = assert!(
     choices_are_distinct(CHOICES),
     "two tags of one choice are equal"
 );
+
+/// Every type the walk can meet, each written as its type code (`Type::index`):
+/// the scalars, their vectors of 2 to 256 lanes, and those as dynamic vectors. The
+/// vocabulary id of summaries covers their codes.
+pub(crate) fn every_type() -> Vec<cranelift_codegen::ir::Type> {
+    use cranelift_codegen::ir::types;
+    let scalars = [
+        types::I8,
+        types::I16,
+        types::I32,
+        types::I64,
+        types::I128,
+        types::F16,
+        types::F32,
+        types::F64,
+        types::F128,
+    ];
+    let mut all = Vec::new();
+    for scalar in scalars {
+        all.push(scalar);
+        for lanes in (1..=8).map(|shift| 1u32 << shift) {
+            if let Some(vector) = scalar.by(lanes) {
+                all.push(vector);
+                all.extend(vector.vector_to_dynamic());
+            }
+        }
+    }
+    all
+}

@@ -14,10 +14,11 @@
 //! walk, its tags and the summary (so a change to how a function is written into
 //! a summary changes the id even where no version number changed).
 
+use crate::identical::tokens::every_type;
 use crate::ir::fnv::Fnv1a;
+use cranelift_codegen::ir::KnownSymbol;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{ArgumentExtension, ArgumentPurpose, AtomicRmwOp, LibCall, Opcode};
-use cranelift_codegen::ir::{KnownSymbol, Type, types};
 use cranelift_codegen::isa::CallConv;
 use std::fmt;
 use std::sync::OnceLock;
@@ -94,39 +95,13 @@ fn named(hash: Fnv1a, name: impl fmt::Display, number: u64) -> Fnv1a {
     hash.bytes(name.to_string().as_bytes()).word(number)
 }
 
-/// Every type the walk can meet: scalars, their vectors, and dynamic vectors.
-fn all_types() -> Vec<Type> {
-    let scalars = [
-        types::I8,
-        types::I16,
-        types::I32,
-        types::I64,
-        types::I128,
-        types::F16,
-        types::F32,
-        types::F64,
-        types::F128,
-    ];
-    let mut all = Vec::new();
-    for scalar in scalars {
-        all.push(scalar);
-        for lanes in (1..=8).map(|shift| 1u32 << shift) {
-            if let Some(vector) = scalar.by(lanes) {
-                all.push(vector);
-                all.extend(vector.vector_to_dynamic());
-            }
-        }
-    }
-    all
-}
-
 /// The hash of the token vocabulary.
 fn token_vocabulary() -> u64 {
     let mut hash = Fnv1a::new();
     for &opcode in Opcode::all() {
         hash = named(hash, opcode, opcode as u64);
     }
-    for ty in all_types() {
+    for ty in every_type() {
         hash = named(hash, ty, ty.index() as u64);
     }
     for name in CALL_CONVS {
