@@ -32,7 +32,7 @@
 // returns everywhere.
 #![allow(clippy::result_large_err)]
 
-use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
+use clif_merge::module::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{ModuleDecisions, ProgramPlan, Summary, plan_program};
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -371,7 +371,10 @@ fn compile_unit(unit: usize, stages: Option<Stages>) -> Result<UnitOutput, BoxEr
         name.as_str(),
         cranelift_module::default_libcall_names(),
     )?;
-    let options = ModuleMergeOptions::default().with_enabled(stages.is_some());
+    // Summaries and decisions need the functions' IR: compile at finish.
+    let options = ModuleMergeOptions::default()
+        .with_enabled(stages.is_some())
+        .with_compile(CompileMode::AtFinish);
     let mut module = MergingModule::new(ObjectModule::new(builder), options);
     build_unit(&mut module, unit)?;
     let (mut summary_bytes, mut decisions_bytes) = (0, 0);

@@ -27,7 +27,7 @@
 #[allow(dead_code)]
 mod native;
 
-use clif_merge::module::{MergingModule, ModuleMergeOptions};
+use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
 use clif_merge::similar::SimilarOptions;
 use cranelift_codegen::Context;
@@ -246,7 +246,9 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), 
                         cranelift_module::default_libcall_names(),
                     )
                     .map_err(|e| e.to_string())?;
+                    // Summaries and decisions need the functions' IR.
                     let options = ModuleMergeOptions::default()
+                        .with_compile(CompileMode::AtFinish)
                         .with_enabled(merge)
                         .with_similar(similar.then(SimilarOptions::default));
                     let mut module = MergingModule::new(ObjectModule::new(builder), options);

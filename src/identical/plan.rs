@@ -20,7 +20,7 @@
 
 use super::partition::Partition;
 use crate::ir::Linkage;
-use crate::ir::{FuncIndex, FunctionSet};
+use crate::ir::{FuncIndex, ModuleFunctions};
 use cranelift_codegen::entity::SecondaryMap;
 use std::fmt;
 use std::str::FromStr;
@@ -126,8 +126,8 @@ fn keep_rank(linkage: Linkage) -> u8 {
 
 /// Builds the plan for `partition`. `address_taken[f]` says whether `f`'s address is
 /// taken anywhere in the module.
-pub fn plan(
-    module: &FunctionSet,
+pub fn plan<M: ModuleFunctions + ?Sized>(
+    module: &M,
     partition: &Partition,
     address_taken: &SecondaryMap<FuncIndex, bool>,
     mode: MergeMode,
@@ -136,7 +136,7 @@ pub fn plan(
         classes: partition.merge_classes(),
         ..MergePlan::default()
     };
-    let linkage = |f: FuncIndex| module.get(f).linkage;
+    let linkage = |f: FuncIndex| module.linkage(f);
     let address_matters = |f: FuncIndex| address_taken[f] || linkage(f) != Linkage::Local;
     for class in &result.classes {
         let Some(&kept) = class

@@ -22,7 +22,7 @@ pub mod panics;
 pub mod parallel;
 pub mod symbols;
 
-pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet};
+pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
 pub use linkage::Linkage;
 pub use panics::catch_panic;
 #[cfg(feature = "validate")]

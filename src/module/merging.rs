@@ -1,11 +1,13 @@
 //! [`MergingModule`] itself: recording definitions, running the pass at finish,
 //! defining what stays in the inner module.
 
+use super::compiled::{CompiledFunction, DeclaredFunctions, Retargets, plan_recorded, record};
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{code_size, define_thunk};
-use crate::identical::plan::{MergeAction, MergePlan};
+use crate::identical::encode::{WalkOptions, WalkScratch};
+use crate::identical::plan::{MergeAction, MergeMode, MergePlan};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, MergeOutcome, merge_functions};
 use crate::ir::{FuncIndex, FunctionSet};
@@ -25,6 +27,25 @@ use cranelift_module::{
 };
 use std::collections::{HashMap, HashSet};
 
+/// When a [`MergingModule`] compiles the functions defined through it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum CompileMode {
+    /// Each function is compiled when it is defined, in the caller's thread, so
+    /// `ctx.compiled_code()` is there afterwards exactly as with the inner module
+    /// (what a wrapper that records unwind info needs); the wrapper keeps the
+    /// walk's view of the function and its machine code, no IR. At finish the kept
+    /// functions' code goes to the inner module (`define_function_bytes`). Every
+    /// duplicate was compiled once for nothing.
+    #[default]
+    AtDefine,
+    /// Each function's IR is recorded and only the kept ones are compiled, at
+    /// finish: saves the compile time of every duplicate, for a backend that never
+    /// reads `ctx.compiled_code()` after a define. Merging similar functions and
+    /// separate compilation (summaries and decisions) need the IR, so they need
+    /// this mode ([`ModuleMergeOptions::similar`] selects it).
+    AtFinish,
+}
+
 /// Options of a [`MergingModule`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -37,8 +58,12 @@ pub struct ModuleMergeOptions {
     /// Also merge similar functions (constants or callees differ), as the CLI's
     /// `--similar`: each merged body is declared in the inner module as a new local
     /// function, each member keeps its `FuncId` and becomes an entry point. Sizes are
-    /// measured on the inner module's ISA. `None` (the default): off.
+    /// measured on the inner module's ISA. `None` (the default): off. Needs the IR
+    /// at finish: with it on, functions are compiled at finish
+    /// ([`CompileMode::AtFinish`]) whatever [`Self::compile`] says.
     pub similar: Option<SimilarOptions>,
+    /// When functions are compiled (default: as they are defined).
+    pub compile: CompileMode,
 }
 
 impl Default for ModuleMergeOptions {
@@ -47,6 +72,7 @@ impl Default for ModuleMergeOptions {
             merge: MergeOptions::default(),
             enabled: true,
             similar: None,
+            compile: CompileMode::default(),
         }
     }
 }
@@ -68,6 +94,22 @@ impl ModuleMergeOptions {
     pub fn with_similar(mut self, similar: Option<SimilarOptions>) -> Self {
         self.similar = similar;
         self
+    }
+
+    /// These options compiling functions as `compile` says.
+    pub fn with_compile(mut self, compile: CompileMode) -> Self {
+        self.compile = compile;
+        self
+    }
+
+    /// When functions are really compiled: at finish when merging similar
+    /// functions (which needs the IR), else as [`Self::compile`] says.
+    fn effective_compile(&self) -> CompileMode {
+        if self.similar.is_some() {
+            CompileMode::AtFinish
+        } else {
+            self.compile
+        }
     }
 }
 
@@ -114,7 +156,17 @@ struct RecordedFunction {
 pub struct MergingModule<M: Module> {
     inner: M,
     options: ModuleMergeOptions,
+    /// Functions recorded as IR ([`CompileMode::AtFinish`]).
     recorded: Vec<RecordedFunction>,
+    /// Functions compiled as they were defined ([`CompileMode::AtDefine`]).
+    compiled: Vec<CompiledFunction>,
+    /// Every function defined through the wrapper.
+    defined: HashSet<FuncId>,
+    /// How many functions the inner module declares (every `FuncId` below is
+    /// valid).
+    declared_functions: usize,
+    /// The walk's reusable state.
+    scratch: WalkScratch,
     address_taken_in_data: HashSet<FuncId>,
     /// Data definitions, held back until the plan is known so that their function
     /// addresses can name the kept function where the duplicate has no code.
@@ -127,10 +179,15 @@ pub struct MergingModule<M: Module> {
 impl<M: Module> MergingModule<M> {
     /// Wraps `inner`.
     pub fn new(inner: M, options: ModuleMergeOptions) -> Self {
+        let declared_functions = inner.declarations().get_functions().count();
         Self {
             inner,
             options,
             recorded: Vec::new(),
+            compiled: Vec::new(),
+            defined: HashSet::new(),
+            declared_functions,
+            scratch: WalkScratch::default(),
             address_taken_in_data: HashSet::new(),
             data: Vec::new(),
             #[cfg(feature = "separate")]
@@ -163,6 +220,7 @@ impl<M: Module> MergingModule<M> {
     /// private to the module.
     #[cfg(feature = "separate")]
     pub fn summarize(&self, module_name: &str) -> ModuleResult<Summary> {
+        self.needs_ir("a summary")?;
         let (set, _) = self.recorded_set()?;
         Ok(summarize_with(
             &set,
@@ -221,6 +279,93 @@ impl<M: Module> MergingModule<M> {
         &self.inner
     }
 
+    /// An error unless functions are recorded as IR ([`CompileMode::AtFinish`]),
+    /// which `what` needs.
+    #[cfg(feature = "separate")]
+    fn needs_ir(&self, what: &str) -> ModuleResult<()> {
+        if self.options.enabled && self.options.effective_compile() == CompileMode::AtDefine {
+            return Err(ModuleError::Backend(anyhow::anyhow!(
+                "{what} needs the functions' IR: set ModuleMergeOptions::compile to CompileMode::AtFinish"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The walk options of the pass.
+    fn walk_options(&self) -> WalkOptions {
+        WalkOptions {
+            addresses_significant: self.options.merge.mode == MergeMode::Safe,
+            ..WalkOptions::default()
+        }
+    }
+
+    /// Compile-at-define: partitions the recorded views, defines the kept
+    /// functions' machine code (relocations retargeted), the thunks and the data.
+    fn finish_compiled(mut self) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
+        #[cfg(feature = "separate")]
+        if self.decisions.is_some() {
+            self.needs_ir("applying whole-program decisions")?;
+        }
+        let mut recorded = std::mem::take(&mut self.compiled);
+        let count = self.declared_functions;
+        let (plan, retargets) = {
+            let names = DeclaredFunctions {
+                declarations: self.inner.declarations(),
+                count,
+            };
+            let plan = plan_recorded(
+                &mut recorded,
+                &names,
+                self.address_taken_in_data.iter().copied(),
+                self.options.merge.mode,
+            );
+            let retargets = Retargets::new(&plan, &names);
+            (plan, retargets)
+        };
+        let decision_of = plan.decision_map();
+        let (mut duplicate_bytes, mut thunk_bytes) = (0u64, 0u64);
+        for function in &recorded {
+            let index = FuncIndex::new(function.id.as_u32() as usize);
+            let Some(d) = decision_of[index] else {
+                let relocs = retargets.retargeted(&function.relocs);
+                self.inner.define_function_bytes(
+                    function.id,
+                    function.alignment,
+                    &function.code,
+                    &relocs,
+                )?;
+                continue;
+            };
+            duplicate_bytes += function.code.len() as u64;
+            if d.action == MergeAction::Thunk {
+                let name = UserFuncName::user(0, function.id.as_u32());
+                let body = Function::with_name_signature(name, function.signature.clone());
+                let kept = FuncId::from_u32(d.into.index() as u32);
+                thunk_bytes += define_thunk(&mut self.inner, function.id, &body, kept)?;
+            }
+        }
+        let merged = Merged {
+            ids: (0..count as u32).map(FuncId::from_u32).collect(),
+            plan,
+            redirected: Vec::new(),
+            promoted: Vec::new(),
+        };
+        self.define_data_redirected(&merged, &[])?;
+        let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
+        let mut report = report_of(&names, &merged.plan);
+        report.functions = recorded.len();
+        report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
+        Ok((self.inner, report, Some(merged)))
+    }
+
+    /// A function's name in reports: its declared name (`u0:N` if anonymous).
+    fn report_name(&self, id: FuncId) -> String {
+        match &self.inner.declarations().get_function_decl(id).name {
+            Some(name) => name.clone(),
+            None => format!("u0:{}", id.as_u32()),
+        }
+    }
+
     /// Declares each merged body of `similar` as a new local function of the inner
     /// module, renames it to its `FuncId`, and points the entry points at it.
     fn declare_merged_bodies(&mut self, mut similar: SimilarPass) -> ModuleResult<SimilarPass> {
@@ -258,6 +403,9 @@ impl<M: Module> MergingModule<M> {
     ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
         if !self.options.enabled {
             return Ok((self.define_unmerged()?, MergeReport::default(), None));
+        }
+        if self.options.effective_compile() == CompileMode::AtDefine {
+            return self.finish_compiled();
         }
         let (set, ids) = self.recorded_set()?;
         self.recorded.clear();
@@ -464,17 +612,7 @@ impl<M: Module> MergingModule<M> {
         resolved: &ResolvedDecisions,
         similar: Option<&SimilarPass>,
     ) -> MergeReport {
-        let names: Vec<String> = merged
-            .ids
-            .iter()
-            .map(|&id| {
-                let decl = self.inner.declarations().get_function_decl(id);
-                match &decl.name {
-                    Some(name) => name.clone(),
-                    None => format!("u0:{}", id.as_u32()),
-                }
-            })
-            .collect();
+        let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
         let mut report = report_of(&names, &merged.plan);
         #[cfg(feature = "separate")]
         {
@@ -586,11 +724,15 @@ impl<M: Module> Module for MergingModule<M> {
         linkage: Linkage,
         signature: &ir::Signature,
     ) -> ModuleResult<FuncId> {
-        self.inner.declare_function(name, linkage, signature)
+        let id = self.inner.declare_function(name, linkage, signature)?;
+        self.declared_functions = self.declared_functions.max(id.as_u32() as usize + 1);
+        Ok(id)
     }
 
     fn declare_anonymous_function(&mut self, signature: &ir::Signature) -> ModuleResult<FuncId> {
-        self.inner.declare_anonymous_function(signature)
+        let id = self.inner.declare_anonymous_function(signature)?;
+        self.declared_functions = self.declared_functions.max(id.as_u32() as usize + 1);
+        Ok(id)
     }
 
     fn declare_data(
@@ -611,7 +753,7 @@ impl<M: Module> Module for MergingModule<M> {
         &mut self,
         func: FuncId,
         ctx: &mut Context,
-        _ctrl_plane: &mut ControlPlane,
+        ctrl_plane: &mut ControlPlane,
     ) -> ModuleResult<()> {
         let decl = self.inner.declarations().get_function_decl(func);
         if !decl.linkage.is_definable() {
@@ -619,10 +761,34 @@ impl<M: Module> Module for MergingModule<M> {
                 decl.linkage_name(func).into_owned(),
             ));
         }
-        if self.recorded.iter().any(|r| r.id == func) {
+        if !self.defined.insert(func) {
             return Err(ModuleError::DuplicateDefinition(
                 decl.linkage_name(func).into_owned(),
             ));
+        }
+        if !self.options.enabled {
+            // Nothing to merge: the inner module compiles it now.
+            return self
+                .inner
+                .define_function_with_control_plane(func, ctx, ctrl_plane);
+        }
+        if self.options.effective_compile() == CompileMode::AtDefine {
+            let walk = self.walk_options();
+            let names = DeclaredFunctions {
+                declarations: self.inner.declarations(),
+                count: self.declared_functions,
+            };
+            let compiled = record(
+                func,
+                ctx,
+                ctrl_plane,
+                self.inner.isa(),
+                &names,
+                walk,
+                &mut self.scratch,
+            )?;
+            self.compiled.push(compiled);
+            return Ok(());
         }
         let mut copy = ctx.func.clone();
         // The module names definitions by id (`u0:N`), as `declare_func_in_func`

@@ -34,6 +34,7 @@
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
+mod compiled;
 mod cross_module;
 #[cfg(feature = "separate")]
 mod decisions;
@@ -46,4 +47,4 @@ mod thunk;
 
 #[cfg(feature = "jit")]
 pub use jit::MergedJit;
-pub use merging::{MergeReport, MergingModule, ModuleMergeOptions};
+pub use merging::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};
