@@ -5,7 +5,7 @@ use super::compiled::{CompiledFunction, DeclaredFunctions, Retargets, plan_recor
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
-use super::thunk::{code_size, define_thunk};
+use super::thunk::{ThunkCode, code_size, define_thunk};
 use crate::identical::encode::{WalkOptions, WalkScratch};
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan};
 use crate::identical::rewrite::OutputEntry;
@@ -137,6 +137,16 @@ pub struct MergeReport {
     /// The merged groups of similar functions, by name, when
     /// [`ModuleMergeOptions::similar`] is on.
     pub similar: Option<Vec<SimilarGroupReport>>,
+    /// Functions defined through the wrapper that got no code of their own: an
+    /// erased or aliased duplicate (its symbol, if it keeps one, names the kept
+    /// function's code) or one a whole-program decision removed or promoted. An
+    /// embedder that recorded unwind or debug info for the code it saw compiled
+    /// at define must drop it for these: the kept function's entry covers the code.
+    pub without_code: Vec<FuncId>,
+    /// Functions whose code is now a thunk, not the code compiled at define: an
+    /// embedder that recorded unwind info for them must describe the thunk's code
+    /// instead ([`ThunkCode`]).
+    pub thunks: Vec<ThunkCode>,
 }
 
 impl MergeReport {
@@ -167,6 +177,8 @@ pub struct MergingModule<M: Module> {
     declared_functions: usize,
     /// The walk's reusable state.
     scratch: WalkScratch,
+    /// The thunks defined at finish.
+    thunks: Vec<ThunkCode>,
     address_taken_in_data: HashSet<FuncId>,
     /// Data definitions, held back until the plan is known so that their function
     /// addresses can name the kept function where the duplicate has no code.
@@ -188,6 +200,7 @@ impl<M: Module> MergingModule<M> {
             defined: HashSet::new(),
             declared_functions,
             scratch: WalkScratch::default(),
+            thunks: Vec::new(),
             address_taken_in_data: HashSet::new(),
             data: Vec::new(),
             #[cfg(feature = "separate")]
@@ -291,6 +304,15 @@ impl<M: Module> MergingModule<M> {
         Ok(())
     }
 
+    /// Defines a thunk for `id` (whose CLIF thunk body is `body`) to `target`,
+    /// remembers it for the report, and returns its code size.
+    fn define_thunk(&mut self, id: FuncId, body: &Function, target: FuncId) -> ModuleResult<u64> {
+        let thunk = define_thunk(&mut self.inner, id, body, target)?;
+        let size = thunk.size;
+        self.thunks.push(thunk);
+        Ok(size)
+    }
+
     /// The walk options of the pass.
     fn walk_options(&self) -> WalkOptions {
         WalkOptions {
@@ -341,7 +363,7 @@ impl<M: Module> MergingModule<M> {
                 let name = UserFuncName::user(0, function.id.as_u32());
                 let body = Function::with_name_signature(name, function.signature.clone());
                 let kept = FuncId::from_u32(d.into.index() as u32);
-                thunk_bytes += define_thunk(&mut self.inner, function.id, &body, kept)?;
+                thunk_bytes += self.define_thunk(function.id, &body, kept)?;
             }
         }
         let merged = Merged {
@@ -355,6 +377,8 @@ impl<M: Module> MergingModule<M> {
         let mut report = report_of(&names, &merged.plan);
         report.functions = recorded.len();
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
+        report.without_code = merged.without_code();
+        report.thunks = std::mem::take(&mut self.thunks);
         Ok((self.inner, report, Some(merged)))
     }
 
@@ -460,6 +484,8 @@ impl<M: Module> MergingModule<M> {
         self.define_data_redirected(&merged, &cross_module)?;
         let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
         report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
+        report.without_code = merged.without_code();
+        report.thunks = std::mem::take(&mut self.thunks);
         Ok((self.inner, report, Some(merged)))
     }
 
@@ -527,13 +553,12 @@ impl<M: Module> MergingModule<M> {
                         let mut ctx = Context::for_function(body.into_owned());
                         self.inner.define_function(r.target, &mut ctx)?;
                         if !allow_redirect {
-                            define_thunk(&mut self.inner, id_of(function), func, r.target)?;
+                            self.define_thunk(id_of(function), func, r.target)?;
                         }
                     }
                     CrossAction::Thunk => {
                         duplicate_bytes += code_size(self.inner.isa(), func)?;
-                        thunk_bytes +=
-                            define_thunk(&mut self.inner, id_of(function), func, r.target)?;
+                        thunk_bytes += self.define_thunk(id_of(function), func, r.target)?;
                     }
                     CrossAction::Redirect => {
                         duplicate_bytes += code_size(self.inner.isa(), func)?;
@@ -551,7 +576,7 @@ impl<M: Module> MergingModule<M> {
                     // The kept function may itself go to a representative elsewhere.
                     let target =
                         resolved.per_function[into.index()].map_or(id_of(*into), |r| r.target);
-                    thunk_bytes += define_thunk(&mut self.inner, id_of(*function), body, target)?;
+                    thunk_bytes += self.define_thunk(id_of(*function), body, target)?;
                     continue;
                 }
                 OutputEntry::Removed { .. } => continue,
@@ -681,6 +706,21 @@ impl Merged {
     pub(super) fn id(&self, f: FuncIndex) -> FuncId {
         self.ids[cranelift_codegen::entity::EntityRef::index(f)]
     }
+
+    /// The functions that got no code of their own, sorted.
+    fn without_code(&self) -> Vec<FuncId> {
+        let mut ids: Vec<FuncId> = self
+            .plan
+            .decisions
+            .iter()
+            .filter(|d| d.action != MergeAction::Thunk)
+            .map(|d| self.id(d.function))
+            .chain(self.redirected.iter().copied())
+            .chain(self.promoted.iter().map(|&(id, _)| id))
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
 }
 
 /// The report, naming functions by their names in the module (anonymous ones as
@@ -706,6 +746,8 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         #[cfg(feature = "separate")]
         cross_module: Vec::new(),
         similar: None,
+        without_code: Vec::new(),
+        thunks: Vec::new(),
     }
 }
 

@@ -48,3 +48,4 @@ mod thunk;
 #[cfg(feature = "jit")]
 pub use jit::MergedJit;
 pub use merging::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};
+pub use thunk::ThunkCode;

@@ -7,6 +7,7 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir::{Function, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_module::{FuncId, Module, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult};
 use target_lexicon::Architecture;
 
@@ -15,24 +16,53 @@ pub(super) fn code_size(isa: &dyn TargetIsa, func: &Function) -> ModuleResult<u6
     compiled_size(isa, func).map_err(ModuleError::Compilation)
 }
 
+/// A thunk the wrapper defined: what an embedder that records unwind info for the
+/// code it saw compiled needs to describe the thunk's code instead.
+#[derive(Clone, Debug)]
+pub struct ThunkCode {
+    /// The function whose code is now the thunk.
+    pub function: FuncId,
+    /// The function it transfers to.
+    pub target: FuncId,
+    /// The thunk's code size in bytes.
+    pub size: u64,
+    /// Its unwind info when it is compiled CLIF (`call` + `return`, or
+    /// `return_call`); `None` for one machine jump, which keeps no frame: the
+    /// CIE's initial rules describe all of it.
+    pub unwind: Option<UnwindInfo>,
+}
+
 /// Defines a thunk for `id` (whose CLIF thunk body is `body`) that transfers to
-/// `target`; returns its code size.
+/// `target`; returns what it defined.
 pub(super) fn define_thunk<M: Module>(
     inner: &mut M,
     id: FuncId,
     body: &Function,
     target: FuncId,
-) -> ModuleResult<u64> {
+) -> ModuleResult<ThunkCode> {
     let isa = inner.isa();
     let tail = body.signature.call_conv.supports_tail_calls();
     let target_name = UserFuncName::user(0, target.as_u32());
-    // Cranelift compiles `return_call` only with frame pointers.
-    if tail && isa.flags().preserve_frame_pointers() {
-        let thunk = build_thunk_with(body, &target_name, true);
-        let bytes = code_size(isa, &thunk)?;
+    let compiled = |inner: &mut M, thunk: Function| -> ModuleResult<ThunkCode> {
         let mut ctx = Context::for_function(thunk);
         inner.define_function(id, &mut ctx)?;
-        Ok(bytes)
+        let compiled = ctx.compiled_code().ok_or_else(|| {
+            ModuleError::Backend(anyhow::anyhow!(
+                "Cranelift compiled a thunk but kept no code"
+            ))
+        })?;
+        Ok(ThunkCode {
+            function: id,
+            target,
+            size: compiled.code_buffer().len() as u64,
+            unwind: compiled
+                .create_unwind_info(inner.isa())
+                .map_err(ModuleError::Compilation)?,
+        })
+    };
+    // Cranelift compiles `return_call` only with frame pointers.
+    if tail && isa.flags().preserve_frame_pointers() {
+        compiled(inner, build_thunk_with(body, &target_name, true))
     } else if let Some((bytes, kind)) = machine_thunk(isa) {
         // x86_64 `jmp rel32`: the displacement is at byte 1, relative to its own
         // end; aarch64 `b imm26`: the whole word.
@@ -47,13 +77,14 @@ pub(super) fn define_thunk<M: Module>(
             addend,
         };
         inner.define_function_bytes(id, alignment, &bytes, &[reloc])?;
-        Ok(bytes.len() as u64)
+        Ok(ThunkCode {
+            function: id,
+            target,
+            size: bytes.len() as u64,
+            unwind: None,
+        })
     } else {
-        let thunk = build_thunk_with(body, &target_name, false);
-        let bytes = code_size(isa, &thunk)?;
-        let mut ctx = Context::for_function(thunk);
-        inner.define_function(id, &mut ctx)?;
-        Ok(bytes)
+        compiled(inner, build_thunk_with(body, &target_name, false))
     }
 }
 

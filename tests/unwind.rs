@@ -1,0 +1,481 @@
+//! `MergingModule` under the way rustc_codegen_cranelift drives `Module`: codegen
+//! units on threads, each an `ObjectModule` under an unwind-recording wrapper
+//! written here after cg_clif's `UnwindModule` (`src/unwind_module.rs`): it
+//! forwards every definition, then reads `ctx.compiled_code()` to record the
+//! function's unwind info, and writes `.eh_frame` with gimli when the object is
+//! finished; like cg_clif's, its `define_function_bytes` cannot record anything.
+//!
+//! The stacking that works is `UnwindModule<MergingModule<ObjectModule>>`:
+//! `MergingModule` compiles each function as it is defined
+//! ([`CompileMode::AtDefine`], the default), so the wrapper above it finds the
+//! compiled code; at finish `MergingModule` defines the kept code with
+//! `define_function_bytes`, which the inner `ObjectModule` takes. The other order,
+//! `MergingModule<UnwindModule<ObjectModule>>`, cannot work: the kept code reaches
+//! the unwind wrapper as bytes, for which it has no unwind info (cg_clif's
+//! `define_function_bytes` is `unimplemented!()`).
+//!
+//! The wrapper uses the report to get unwinding right: no entry for a function
+//! without code of its own (`MergeReport::without_code`: its symbol names the kept
+//! function's code, whose entry covers it), and for a thunk an entry over the
+//! thunk's own code (`MergeReport::thunks`), not the compiled body's.
+//!
+//! Each unit's code reaches a C callback through an erased duplicate, an aliased
+//! one (called through its address) and a thunk; the callback walks the stack
+//! with `_Unwind_Backtrace` and says whether the walk reached `main`. Linked with
+//! `cc` and run, the merged build prints what the unmerged one prints, the walk
+//! reaches `main` from every call, and `.text` is smaller.
+
+#![allow(clippy::result_large_err)]
+
+#[path = "../examples/shared/native.rs"]
+#[allow(dead_code)]
+mod native;
+
+use clif_merge::module::{MergeReport, MergingModule, ModuleMergeOptions};
+use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::gimli;
+use cranelift_codegen::gimli::write::{
+    Address, EhFrame, EndianVec, FrameDescriptionEntry, FrameTable, RelocateWriter, Relocation,
+    RelocationTarget,
+};
+use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::{self, AbiParam, Function, InstBuilder, Signature, UserFuncName};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::isa::unwind::UnwindInfo;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{
+    DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleReloc, ModuleResult,
+};
+use cranelift_object::{ObjectBuilder, ObjectModule, ObjectProduct};
+use object::write::{Relocation as ObjectRelocation, StandardSection};
+use object::{RelocationEncoding, RelocationFlags, RelocationKind};
+use std::collections::HashSet;
+
+/// Codegen units.
+const UNITS: usize = 3;
+
+// ---------------------------------------------------------------------------------
+// The unwind-recording wrapper, after cg_clif's `UnwindModule`.
+// ---------------------------------------------------------------------------------
+
+/// Records every defined function's unwind info from `ctx.compiled_code()`.
+struct UnwindModule<T: Module> {
+    module: T,
+    recorded: Vec<(FuncId, UnwindInfo)>,
+}
+
+impl<T: Module> UnwindModule<T> {
+    fn new(module: T) -> Self {
+        Self {
+            module,
+            recorded: Vec::new(),
+        }
+    }
+}
+
+impl<T: Module> Module for UnwindModule<T> {
+    fn isa(&self) -> &dyn TargetIsa {
+        self.module.isa()
+    }
+
+    fn declarations(&self) -> &ModuleDeclarations {
+        self.module.declarations()
+    }
+
+    fn declare_function(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        signature: &Signature,
+    ) -> ModuleResult<FuncId> {
+        self.module.declare_function(name, linkage, signature)
+    }
+
+    fn declare_anonymous_function(&mut self, signature: &Signature) -> ModuleResult<FuncId> {
+        self.module.declare_anonymous_function(signature)
+    }
+
+    fn declare_data(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        writable: bool,
+        tls: bool,
+    ) -> ModuleResult<DataId> {
+        self.module.declare_data(name, linkage, writable, tls)
+    }
+
+    fn declare_anonymous_data(&mut self, writable: bool, tls: bool) -> ModuleResult<DataId> {
+        self.module.declare_anonymous_data(writable, tls)
+    }
+
+    fn define_function_with_control_plane(
+        &mut self,
+        func: FuncId,
+        ctx: &mut Context,
+        ctrl_plane: &mut ControlPlane,
+    ) -> ModuleResult<()> {
+        self.module
+            .define_function_with_control_plane(func, ctx, ctrl_plane)?;
+        // What cg_clif does right after forwarding the definition.
+        let compiled = ctx
+            .compiled_code()
+            .expect("the inner module left no compiled code after define");
+        if let Some(info) = compiled
+            .create_unwind_info(self.module.isa())
+            .expect("unwind info")
+        {
+            self.recorded.push((func, info));
+        }
+        Ok(())
+    }
+
+    fn define_function_bytes(
+        &mut self,
+        _func_id: FuncId,
+        _alignment: u64,
+        _bytes: &[u8],
+        _relocs: &[ModuleReloc],
+    ) -> ModuleResult<()> {
+        unimplemented!("no unwind info for code given as bytes (as in cg_clif)")
+    }
+
+    fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
+        self.module.define_data(data_id, data)
+    }
+}
+
+impl UnwindModule<MergingModule<ObjectModule>> {
+    /// Finishes the object and adds `.eh_frame`: an entry per function with code
+    /// of its own, thunks described by their own code.
+    fn finish(self) -> (ObjectProduct, MergeReport) {
+        let cie = self
+            .module
+            .isa()
+            .create_systemv_cie()
+            .expect("a System V target");
+        let (mut product, report) = self.module.finish_object().expect("finish");
+        let without_code: HashSet<FuncId> = report.without_code.iter().copied().collect();
+        let thunks: HashSet<FuncId> = report.thunks.iter().map(|t| t.function).collect();
+        let mut table = FrameTable::default();
+        let cie = table.add_cie(cie);
+        let mut symbols = Vec::new();
+        let mut address = |id: FuncId| {
+            symbols.push(product.function_symbol(id));
+            Address::Symbol {
+                symbol: symbols.len() - 1,
+                addend: 0,
+            }
+        };
+        for (id, info) in self.recorded {
+            if without_code.contains(&id) || thunks.contains(&id) {
+                continue;
+            }
+            let UnwindInfo::SystemV(info) = info else {
+                continue;
+            };
+            table.add_fde(cie, info.to_fde(address(id)));
+        }
+        for thunk in &report.thunks {
+            let fde = match &thunk.unwind {
+                Some(UnwindInfo::SystemV(info)) => info.to_fde(address(thunk.function)),
+                // One jump: no frame, the CIE's initial rules hold throughout.
+                _ => FrameDescriptionEntry::new(address(thunk.function), thunk.size as u32),
+            };
+            table.add_fde(cie, fde);
+        }
+        let mut eh_frame = EhFrame(Section {
+            writer: EndianVec::new(gimli::RunTimeEndian::Little),
+            relocations: Vec::new(),
+        });
+        table.write_eh_frame(&mut eh_frame).expect("eh_frame");
+        let EhFrame(Section {
+            writer,
+            relocations,
+        }) = eh_frame;
+        let section = product.object.section_id(StandardSection::EhFrame);
+        product
+            .object
+            .append_section_data(section, &writer.into_vec(), 8);
+        for reloc in relocations {
+            let RelocationTarget::Symbol(index) = reloc.target else {
+                panic!("a section-relative relocation in .eh_frame");
+            };
+            let pcrel = reloc
+                .eh_pe
+                .is_some_and(|pe| pe.application() == gimli::constants::DW_EH_PE_pcrel);
+            let kind = if pcrel {
+                RelocationKind::Relative
+            } else {
+                RelocationKind::Absolute
+            };
+            product
+                .object
+                .add_relocation(
+                    section,
+                    ObjectRelocation {
+                        offset: reloc.offset as u64,
+                        symbol: symbols[index],
+                        addend: reloc.addend,
+                        flags: RelocationFlags::Generic {
+                            kind,
+                            encoding: RelocationEncoding::Generic,
+                            size: reloc.size * 8,
+                        },
+                    },
+                )
+                .expect("relocation");
+        }
+        (product, report)
+    }
+}
+
+/// `.eh_frame` being written: the bytes and the relocations gimli asks for.
+struct Section {
+    writer: EndianVec<gimli::RunTimeEndian>,
+    relocations: Vec<Relocation>,
+}
+
+impl RelocateWriter for Section {
+    type Writer = EndianVec<gimli::RunTimeEndian>;
+
+    fn writer(&self) -> &Self::Writer {
+        &self.writer
+    }
+
+    fn writer_mut(&mut self) -> &mut Self::Writer {
+        &mut self.writer
+    }
+
+    fn relocate(&mut self, relocation: Relocation) {
+        self.relocations.push(relocation);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The program.
+// ---------------------------------------------------------------------------------
+
+const MAIN_C: &str = r#"
+#include <stdio.h>
+#include <stdint.h>
+#include <unwind.h>
+extern int64_t run(int64_t);
+extern int64_t cgu1_entry(int64_t), cgu2_entry2(int64_t);
+int main(void);
+struct walk { int reached_main; };
+static _Unwind_Reason_Code step(struct _Unwind_Context *context, void *arg) {
+    struct walk *walk = arg;
+    uintptr_t ip = _Unwind_GetIP(context);
+    if (ip && _Unwind_FindEnclosingFunction((void *)(ip - 1)) == (void *)main)
+        walk->reached_main = 1;
+    return _URC_NO_REASON;
+}
+int64_t callback(int64_t x) {
+    struct walk walk = {0};
+    _Unwind_Backtrace(step, &walk);
+    printf("callback(%lld): the walk %s main\n", (long long)x,
+           walk.reached_main ? "reaches" : "DOES NOT reach");
+    return x * 3 + 1;
+}
+int main(void) {
+    printf("run(5) = %lld\n", (long long)run(5));
+    printf("cgu1_entry(7) = %lld\n", (long long)cgu1_entry(7));
+    printf("cgu2_entry2(9) = %lld\n", (long long)cgu2_entry2(9));
+    return 0;
+}
+"#;
+
+/// Defines `id` with one `i64` parameter and result; `body` returns the result.
+fn define<M: Module>(
+    m: &mut M,
+    id: FuncId,
+    sig: &Signature,
+    body: impl FnOnce(&mut M, &mut FunctionBuilder, ir::Value) -> ir::Value,
+) {
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
+    let mut context = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut func, &mut context);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let x = b.block_params(entry)[0];
+    let result = body(m, &mut b, x);
+    b.ins().return_(&[result]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    let mut ctx = Context::for_function(func);
+    m.define_function(id, &mut ctx).expect("define");
+}
+
+/// A call of `callee` with `x`; its result.
+fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: ir::Value) -> ir::Value {
+    let callee = m.declare_func_in_func(callee, b.func);
+    let call = b.ins().call(callee, &[x]);
+    b.inst_results(call)[0]
+}
+
+/// Builds unit `unit`: `mid` calls the callback through `leaf_a`, its erased copy
+/// `leaf_b` and its aliased copy `leaf_c` (called through its address); the
+/// exported `cguN_entry` and its copy `cguN_entry2` (a thunk) call `mid`.
+fn build_unit<M: Module>(m: &mut M, unit: usize) {
+    let mut sig = m.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.returns.push(AbiParam::new(I64));
+    let callback = m
+        .declare_function("callback", Linkage::Import, &sig)
+        .expect("declare");
+    let leaves: Vec<FuncId> = ["leaf_a", "leaf_b", "leaf_c"]
+        .iter()
+        .map(|name| {
+            m.declare_function(name, Linkage::Local, &sig)
+                .expect("declare")
+        })
+        .collect();
+    for &leaf in &leaves {
+        define(m, leaf, &sig, |m, b, x| {
+            let x = b.ins().iadd_imm_s(x, 100 * unit as i64);
+            let y = call(m, b, callback, x);
+            b.ins().iadd_imm_s(y, 1)
+        });
+    }
+    let mid = m
+        .declare_function("mid", Linkage::Local, &sig)
+        .expect("declare");
+    define(m, mid, &sig, |m, b, x| {
+        let y = call(m, b, leaves[0], x);
+        let z = call(m, b, leaves[1], y);
+        let leaf_c = m.declare_func_in_func(leaves[2], b.func);
+        let pointer = b.ins().func_addr(I64, leaf_c);
+        let sig_ref = b.import_signature(sig.clone());
+        let call = b.ins().call_indirect(sig_ref, pointer, &[z]);
+        b.inst_results(call)[0]
+    });
+    let entries: Vec<FuncId> = ["entry", "entry2"]
+        .iter()
+        .map(|name| {
+            m.declare_function(&format!("cgu{unit}_{name}"), Linkage::Export, &sig)
+                .expect("declare")
+        })
+        .collect();
+    for &entry in &entries {
+        define(m, entry, &sig, |m, b, x| {
+            let y = call(m, b, mid, x);
+            b.ins().imul_imm_s(y, 2)
+        });
+    }
+    if unit == 0 {
+        let run = m
+            .declare_function("run", Linkage::Export, &sig)
+            .expect("declare");
+        let callees: Vec<FuncId> = (0..UNITS)
+            .map(|u| {
+                let name = format!("cgu{u}_entry2");
+                let linkage = if u == unit {
+                    Linkage::Export
+                } else {
+                    Linkage::Import
+                };
+                m.declare_function(&name, linkage, &sig).expect("declare")
+            })
+            .collect();
+        define(m, run, &sig, |m, b, x| {
+            let mut total = b.ins().iconst(I64, 0);
+            for callee in callees {
+                let value = call(m, b, callee, x);
+                total = b.ins().iadd(total, value);
+            }
+            total
+        });
+    }
+}
+
+/// Every unit built on its own thread into an object with `.eh_frame`; with the
+/// merge on or off. The objects, and the reports.
+fn build_program(merge: bool) -> Vec<(Vec<u8>, MergeReport)> {
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..UNITS)
+            .map(|unit| {
+                scope.spawn(move || {
+                    let isa = native::pic_host_isa().expect("host ISA");
+                    let builder = ObjectBuilder::new(
+                        isa,
+                        format!("cgu{unit}"),
+                        cranelift_module::default_libcall_names(),
+                    )
+                    .expect("object builder");
+                    let options = ModuleMergeOptions::default().with_enabled(merge);
+                    let mut module =
+                        UnwindModule::new(MergingModule::new(ObjectModule::new(builder), options));
+                    build_unit(&mut module, unit);
+                    let (product, report) = module.finish();
+                    (product.emit().expect("emit"), report)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("a codegen thread panicked"))
+            .collect()
+    })
+}
+
+#[test]
+fn unwinding_walks_through_erased_aliased_and_thunked_functions() {
+    if target_lexicon::Triple::host().binary_format != target_lexicon::BinaryFormat::Elf {
+        // The wrapper writes ELF `.eh_frame` (as cranelift-object's own does).
+        panic!("this test needs an ELF host");
+    }
+    let plain = build_program(false);
+    let merged = build_program(true);
+    for (unit, (_, report)) in merged.iter().enumerate() {
+        // leaf_b erased, leaf_c aliased, cguN_entry2 a thunk.
+        let actions: Vec<String> = report
+            .actions
+            .iter()
+            .map(|(dup, kept, action)| format!("{dup}->{kept}:{action}"))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "leaf_b->leaf_a:erase".to_string(),
+                "leaf_c->leaf_a:alias".to_string(),
+                format!("cgu{unit}_entry2->cgu{unit}_entry:thunk"),
+            ],
+            "cgu{unit}"
+        );
+        assert_eq!(report.without_code.len(), 2, "cgu{unit}");
+        assert_eq!(report.thunks.len(), 1, "cgu{unit}");
+    }
+    let objects = |units: &[(Vec<u8>, MergeReport)]| -> Vec<Vec<u8>> {
+        units.iter().map(|(o, _)| o.clone()).collect()
+    };
+    let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));
+    let plain_refs: Vec<&[u8]> = plain_objects.iter().map(Vec::as_slice).collect();
+    let merged_refs: Vec<&[u8]> = merged_objects.iter().map(Vec::as_slice).collect();
+    let plain_run = native::link_all_and_run(&plain_refs, MAIN_C, "unwind-plain").expect("links");
+    let merged_run =
+        native::link_all_and_run(&merged_refs, MAIN_C, "unwind-merged").expect("links");
+    print!("{}", merged_run.stdout);
+    assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
+    assert!(
+        !plain_run.stdout.contains("DOES NOT") && plain_run.stdout.contains("reaches main"),
+        "the unmerged build's walk must reach main:\n{}",
+        plain_run.stdout
+    );
+    assert_eq!(
+        (&merged_run.stdout, merged_run.code),
+        (&plain_run.stdout, plain_run.code),
+        "merging changed what the program does (or where its stack walk ends)"
+    );
+    let text = |objects: &[&[u8]]| -> u64 {
+        objects
+            .iter()
+            .map(|o| native::text_bytes(o).expect("an object"))
+            .sum()
+    };
+    let (before, after) = (text(&plain_refs), text(&merged_refs));
+    println!(".text: {before} bytes unmerged, {after} merged");
+    assert!(after < before, ".text {before} -> {after}");
+}
