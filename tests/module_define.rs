@@ -1,0 +1,238 @@
+//! `MergingModule`'s contract with the code that drives it, in both compile modes:
+//!
+//! - with [`CompileMode::AtDefine`] (the default) `ctx.compiled_code()` is there
+//!   after every define, as with the inner module; with `AtFinish` it is not;
+//! - a kept function's machine code in the object is byte-identical to what the
+//!   plain `ObjectModule` emits for it, and so are its relocations, but for those
+//!   retargeted from an erased duplicate to the kept function;
+//! - the rest of the `Module` trait goes through: anonymous functions and data,
+//!   data holding function and data addresses (a function address of an erased
+//!   duplicate becomes the kept function's), thread-local data, `get_name`. The
+//!   program is linked with `cc` and run against the unmerged build.
+
+#![allow(clippy::result_large_err)]
+
+#[path = "../examples/shared/native.rs"]
+#[allow(dead_code)]
+mod native;
+
+use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, UserFuncName, Value};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{DataDescription, FuncId, FuncOrDataId, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
+
+const MAIN_C: &str = r#"
+#include <stdio.h>
+#include <stdint.h>
+extern int64_t entry(int64_t);
+extern int64_t (*table[3])(int64_t);
+extern int64_t *pointer_to_value;
+int main(void) {
+    for (int64_t x = -2; x < 3; x++)
+        printf("entry(%lld) = %lld\n", (long long)x, (long long)entry(x));
+    for (int i = 0; i < 3; i++)
+        printf("table[%d](4) = %lld\n", i, (long long)table[i](4));
+    printf("*pointer_to_value = %lld\n", (long long)*pointer_to_value);
+    return 0;
+}
+"#;
+
+/// Defines `id`; `body` gets the entry block's parameter and returns the result.
+/// Returns whether `ctx.compiled_code()` was there after the define.
+fn define<M: Module>(
+    m: &mut M,
+    id: FuncId,
+    sig: &Signature,
+    body: impl FnOnce(&mut M, &mut FunctionBuilder, Value) -> Value,
+) -> bool {
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
+    let mut context = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut func, &mut context);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let x = b.block_params(entry)[0];
+    let result = body(m, &mut b, x);
+    b.ins().return_(&[result]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    let mut ctx = Context::for_function(func);
+    m.define_function(id, &mut ctx).expect("define");
+    ctx.compiled_code().is_some()
+}
+
+fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: Value) -> Value {
+    let callee = m.declare_func_in_func(callee, b.func);
+    let call = b.ins().call(callee, &[x]);
+    b.inst_results(call)[0]
+}
+
+/// The program: `entry` calls `twice` and its erased copy `twice_copy` (local,
+/// anonymous) and `scale`; `table` holds the addresses of `scale`, `twice_copy`
+/// and `twice`; `pointer_to_value` the address of `value`; `counter` is
+/// thread-local. Returns the object and, per define, whether compiled code was
+/// left in the context.
+fn build(options: ModuleMergeOptions) -> (Vec<u8>, Vec<bool>) {
+    let isa = native::pic_host_isa().expect("host ISA");
+    let builder = ObjectBuilder::new(isa, "define", cranelift_module::default_libcall_names())
+        .expect("builder");
+    let mut m = MergingModule::new(ObjectModule::new(builder), options);
+    let mut sig = m.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.returns.push(AbiParam::new(I64));
+    let twice = m
+        .declare_function("twice", Linkage::Local, &sig)
+        .expect("declare");
+    let twice_copy = m.declare_anonymous_function(&sig).expect("declare");
+    let scale = m
+        .declare_function("scale", Linkage::Export, &sig)
+        .expect("declare");
+    let entry = m
+        .declare_function("entry", Linkage::Export, &sig)
+        .expect("declare");
+    assert_eq!(m.get_name("entry"), Some(FuncOrDataId::Func(entry)));
+    let mut compiled = Vec::new();
+    for id in [twice, twice_copy] {
+        compiled.push(define(&mut m, id, &sig, |_, b, x| {
+            let y = b.ins().iadd(x, x);
+            b.ins().iadd_imm_s(y, 3)
+        }));
+    }
+    compiled.push(define(&mut m, scale, &sig, |_, b, x| {
+        b.ins().imul_imm_s(x, 7)
+    }));
+    compiled.push(define(&mut m, entry, &sig, |m, b, x| {
+        let a = call(m, b, twice, x);
+        let c = call(m, b, twice_copy, a);
+        let s = call(m, b, scale, c);
+        b.ins().iadd(s, a)
+    }));
+    // Function addresses in data, a data address in data, thread-local data.
+    let table = m
+        .declare_data("table", Linkage::Export, true, false)
+        .expect("declare");
+    let mut desc = DataDescription::new();
+    desc.define(vec![0u8; 24].into_boxed_slice());
+    for (i, f) in [scale, twice_copy, twice].into_iter().enumerate() {
+        let f = m.declare_func_in_data(f, &mut desc);
+        desc.write_function_addr(8 * i as u32, f);
+    }
+    m.define_data(table, &desc).expect("define table");
+    let value = m.declare_anonymous_data(false, false).expect("declare");
+    let mut desc = DataDescription::new();
+    desc.define(42i64.to_le_bytes().to_vec().into_boxed_slice());
+    m.define_data(value, &desc).expect("define value");
+    let pointer = m
+        .declare_data("pointer_to_value", Linkage::Export, false, false)
+        .expect("declare");
+    let mut desc = DataDescription::new();
+    desc.define(vec![0u8; 8].into_boxed_slice());
+    let value_ref = m.declare_data_in_data(value, &mut desc);
+    desc.write_data_addr(0, value_ref, 0);
+    m.define_data(pointer, &desc).expect("define pointer");
+    let counter = m
+        .declare_data("counter", Linkage::Export, true, true)
+        .expect("declare");
+    let mut desc = DataDescription::new();
+    desc.define(vec![0u8; 8].into_boxed_slice());
+    m.define_data(counter, &desc).expect("define counter");
+    let (product, _) = m.finish_object().expect("finish");
+    (product.emit().expect("emit"), compiled)
+}
+
+/// The machine code of the function named `name` in `object`, and its
+/// relocations as (offset in the function, kind, target symbol name).
+fn code_of(object: &[u8], name: &str) -> (Vec<u8>, Vec<(u64, String, String)>) {
+    let file = object::File::parse(object).expect("an object");
+    let symbol = file
+        .symbols()
+        .find(|s| s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("no symbol {name}"));
+    let section = file
+        .section_by_index(symbol.section_index().expect("defined"))
+        .expect("section");
+    let data = section.data().expect("data");
+    let (start, end) = (symbol.address(), symbol.address() + symbol.size());
+    let code =
+        data[(start - section.address()) as usize..(end - section.address()) as usize].to_vec();
+    let relocs = section
+        .relocations()
+        .filter(|(offset, _)| (start..end).contains(offset))
+        .map(|(offset, reloc)| {
+            let target = match reloc.target() {
+                RelocationTarget::Symbol(index) => file
+                    .symbol_by_index(index)
+                    .map(|s| s.name().unwrap_or("").to_string())
+                    .unwrap_or_default(),
+                other => format!("{other:?}"),
+            };
+            (offset - start, format!("{:?}", reloc.flags()), target)
+        })
+        .collect();
+    (code, relocs)
+}
+
+#[test]
+fn compiled_code_is_there_after_define_in_compile_at_define_mode() {
+    let (_, at_define) = build(ModuleMergeOptions::default());
+    assert_eq!(at_define, [true; 4]);
+    let (_, at_finish) = build(ModuleMergeOptions::default().with_compile(CompileMode::AtFinish));
+    assert_eq!(at_finish, [false; 4]);
+    let (_, unmerged) = build(ModuleMergeOptions::default().with_enabled(false));
+    assert_eq!(unmerged, [true; 4]);
+}
+
+#[test]
+fn kept_code_is_byte_identical_to_the_plain_module_but_for_retargeted_relocations() {
+    let (plain, _) = build(ModuleMergeOptions::default().with_enabled(false));
+    let (merged, _) = build(ModuleMergeOptions::default());
+    for name in ["twice", "scale"] {
+        assert_eq!(code_of(&merged, name), code_of(&plain, name), "{name}");
+    }
+    let (plain_code, plain_relocs) = code_of(&plain, "entry");
+    let (merged_code, merged_relocs) = code_of(&merged, "entry");
+    assert_eq!(merged_code, plain_code, "entry's bytes");
+    assert_eq!(merged_relocs.len(), plain_relocs.len());
+    let mut retargeted = 0;
+    for (m, p) in merged_relocs.iter().zip(&plain_relocs) {
+        assert_eq!((m.0, &m.1), (p.0, &p.1), "offset and kind");
+        if m.2 != p.2 {
+            // The anonymous copy's call now goes to the kept `twice`.
+            assert_eq!(m.2, "twice", "{p:?} -> {m:?}");
+            retargeted += 1;
+        }
+    }
+    assert_eq!(retargeted, 1, "{plain_relocs:?} -> {merged_relocs:?}");
+    // The thread-local object stays thread-local.
+    let file = object::File::parse(&*merged).expect("an object");
+    let counter = file
+        .symbols()
+        .find(|s| s.name() == Ok("counter"))
+        .expect("counter");
+    assert_eq!(counter.kind(), SymbolKind::Tls);
+}
+
+#[test]
+fn the_whole_trait_links_and_runs_alike_in_both_modes() {
+    let (plain, _) = build(ModuleMergeOptions::default().with_enabled(false));
+    let plain_run = native::link_and_run(&plain, MAIN_C, "define-plain").expect("links");
+    assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
+    for mode in [CompileMode::AtDefine, CompileMode::AtFinish] {
+        let (merged, _) = build(ModuleMergeOptions::default().with_compile(mode));
+        let run = native::link_and_run(&merged, MAIN_C, "define-merged").expect("links");
+        assert_eq!(
+            (&run.stdout, run.code),
+            (&plain_run.stdout, plain_run.code),
+            "{mode:?}"
+        );
+        assert!(
+            native::text_bytes(&merged).expect("object")
+                < native::text_bytes(&plain).expect("object"),
+            "{mode:?}: .text is smaller"
+        );
+    }
+}
