@@ -6,6 +6,7 @@
 //! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
+//! cargo bench --bench merge_bench -- module INPUT...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -24,7 +25,9 @@
 //! (the yardstick for the plan), summarize time, summary bytes against CLIF text
 //! bytes, plan time split into resolve and partition, the cross-module classes
 //! and decisions (removed, thunked, promoted), and stage 3: every part applying
-//! its decisions, one after another (total and slowest part). The
+//! its decisions, one after another (total and slowest part). `module` defines the
+//! inputs through a plain `ObjectModule` and through `MergingModule<ObjectModule>`
+//! in each compile mode on one thread (`module_wrapper.rs`). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
 //! them, and the corpus programs when `../shared/corpus` can be unpacked.
 //!
@@ -34,6 +37,7 @@
 
 mod generator;
 mod measure;
+mod module_wrapper;
 
 use anyhow::{Context as _, bail};
 use clif_merge::testing::{expand_inputs, load};
@@ -117,7 +121,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
 fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (command, rest) = match args.first().map(String::as_str) {
-        Some(c @ ("gen" | "pass" | "compile" | "separate" | "suite")) => (c, &args[1..]),
+        Some(c @ ("gen" | "pass" | "compile" | "separate" | "module" | "suite")) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
     let options = parse_options(rest)?;
@@ -128,6 +132,10 @@ fn run() -> anyhow::Result<()> {
             report_pass(&label(&options.inputs), &module, parsed_bytes, &options)
         }
         "separate" => separate(&options),
+        "module" => {
+            let (module, _) = load_inputs(&options.inputs)?;
+            module_wrapper::module_bench(&label(&options.inputs), &module)
+        }
         "compile" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let (time, bytes) = compile_all(&module)?;

@@ -18,7 +18,7 @@ use crate::separate::summary::{Summary, summarize_with};
 use crate::similar::{SimilarGroupReport, SimilarOptions, SimilarPass};
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
-use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{self, Function, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_module::{
@@ -505,7 +505,9 @@ impl<M: Module> MergingModule<M> {
     /// `FuncId`s `ids`): kept functions with calls redirected, thunks, the merged
     /// bodies and entry points of `similar`, and what `resolved` (a whole-program
     /// plan) decides. Returns the code bytes the merged duplicates would have
-    /// taken (each compiled once, only to measure) and the bytes of their thunks.
+    /// taken (the compiled size of the kept function each is equal to, or, where
+    /// that is not known, its own size compiled only to measure) and the bytes of
+    /// their thunks.
     fn define_output(
         &mut self,
         set: &FunctionSet,
@@ -517,9 +519,8 @@ impl<M: Module> MergingModule<M> {
     ) -> ModuleResult<(u64, u64)> {
         let cross_redirects = resolved.redirects(set);
         let mut duplicate_bytes = 0u64;
-        for d in &outcome.plan.decisions {
-            duplicate_bytes += code_size(self.inner.isa(), &set.get(d.function).func)?;
-        }
+        // Compiled size of each kept function, as the inner module compiled it.
+        let mut kept_size: SecondaryMap<FuncIndex, Option<u64>> = SecondaryMap::new();
         let mut thunk_bytes = 0u64;
         let id_of = |f: FuncIndex| ids[f.index()];
         for entry in &outcome.output {
@@ -584,6 +585,14 @@ impl<M: Module> MergingModule<M> {
             let func = cross_redirects.rewrite(func);
             let mut ctx = Context::for_function(func.into_owned());
             self.inner.define_function(id_of(index), &mut ctx)?;
+            kept_size[index] = ctx.compiled_code().map(|c| c.code_buffer().len() as u64);
+        }
+        // A duplicate is equal to its kept function: the same code, the same size.
+        for d in &outcome.plan.decisions {
+            duplicate_bytes += match kept_size[d.into] {
+                Some(size) => size,
+                None => code_size(self.inner.isa(), &set.get(d.function).func)?,
+            };
         }
         Ok((duplicate_bytes, thunk_bytes))
     }
