@@ -236,3 +236,71 @@ fn the_whole_trait_links_and_runs_alike_in_both_modes() {
         );
     }
 }
+
+/// In compile-at-define mode functions are compared by machine code and
+/// relocations: equal code that calls unequal functions, or reads another data
+/// object, must not merge; equal code calling equal functions merges, callees and
+/// callers alike.
+#[test]
+fn equal_code_with_unequal_targets_does_not_merge() {
+    let isa = native::pic_host_isa().expect("host ISA");
+    let builder = ObjectBuilder::new(isa, "targets", cranelift_module::default_libcall_names())
+        .expect("builder");
+    let mut m = MergingModule::new(ObjectModule::new(builder), ModuleMergeOptions::default());
+    let mut sig = m.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.returns.push(AbiParam::new(I64));
+    let declare = |m: &mut MergingModule<ObjectModule>, name: &str| {
+        m.declare_function(name, Linkage::Export, &sig)
+            .expect("declare")
+    };
+    // c1 != c2 (constants), d1 == d2.
+    let [c1, c2, d1, d2] = ["c1", "c2", "d1", "d2"].map(|n| declare(&mut m, n));
+    for (id, k) in [(c1, 3), (c2, 4), (d1, 5), (d2, 5)] {
+        define(&mut m, id, &sig, |_, b, x| b.ins().imul_imm_s(x, k));
+    }
+    // p1/p2 call c1/c2; q1/q2 call d1/d2; r1/r2 read data objects one and two.
+    let [p1, p2, q1, q2, r1, r2] = ["p1", "p2", "q1", "q2", "r1", "r2"].map(|n| declare(&mut m, n));
+    for (id, callee) in [(p1, c1), (p2, c2), (q1, d1), (q2, d2)] {
+        define(&mut m, id, &sig, |m, b, x| {
+            let y = call(m, b, callee, x);
+            b.ins().iadd_imm_s(y, 1)
+        });
+    }
+    let data: Vec<_> = ["one", "two"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let id = m
+                .declare_data(name, Linkage::Export, false, false)
+                .expect("declare");
+            let mut desc = DataDescription::new();
+            desc.define((i as i64 + 1).to_le_bytes().to_vec().into_boxed_slice());
+            m.define_data(id, &desc).expect("define");
+            id
+        })
+        .collect();
+    for (id, object) in [(r1, data[0]), (r2, data[1])] {
+        define(&mut m, id, &sig, |m, b, x| {
+            let gv = m.declare_data_in_func(object, b.func);
+            let address = b.ins().symbol_value(I64, gv);
+            let value = b.ins().load(
+                I64,
+                cranelift_codegen::ir::MemFlagsData::trusted(),
+                address,
+                0,
+            );
+            b.ins().iadd(value, x)
+        });
+    }
+    let (_, report) = m.finish_object().expect("finish");
+    let classes: Vec<Vec<String>> = report.classes.clone();
+    assert_eq!(
+        classes,
+        [
+            vec!["d1".to_string(), "d2".to_string()],
+            vec!["q1".to_string(), "q2".to_string()]
+        ],
+        "only the d and q pairs merge"
+    );
+}

@@ -37,7 +37,7 @@
 //! hasher depends on the walk, never the reverse.)
 
 use super::tokens::*;
-use crate::ir::{FuncIndex, FunctionSet, Linkage, ModuleFunctions, SymbolKey, parallel};
+use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -281,9 +281,9 @@ pub fn walk_in_parallel<T: Send>(
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in
 /// the module.
-pub fn encode_function<M: ModuleFunctions + ?Sized>(
+pub fn encode_function(
     func: &Function,
-    module: &M,
+    module: &FunctionSet,
     options: WalkOptions,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
@@ -305,9 +305,9 @@ pub fn encode_function<M: ModuleFunctions + ?Sized>(
 
 /// The one walk: writes `func` into `sink`, and returns it with the sorted, deduped
 /// functions whose address `func` takes and its number of reachable instructions.
-pub(super) fn walk<S: TokenSink, M: ModuleFunctions + ?Sized>(
+pub(super) fn walk<S: TokenSink>(
     func: &Function,
-    module: &M,
+    module: &FunctionSet,
     options: WalkOptions,
     scratch: &mut WalkScratch,
     sink: S,
@@ -338,9 +338,9 @@ pub fn type_code(ty: Type) -> u64 {
     ty.index() as u64
 }
 
-struct Walker<'a, S, M: ?Sized> {
+struct Walker<'a, S> {
     func: &'a Function,
-    module: &'a M,
+    module: &'a FunctionSet,
     options: WalkOptions,
     scratch: &'a mut WalkScratch,
     out: S,
@@ -349,7 +349,7 @@ struct Walker<'a, S, M: ?Sized> {
     used_before_defined: Option<Value>,
 }
 
-impl<S: TokenSink, M: ModuleFunctions + ?Sized> Walker<'_, S, M> {
+impl<S: TokenSink> Walker<'_, S> {
     fn push(&mut self, token: u64) {
         self.out.push(token);
     }
@@ -573,7 +573,7 @@ impl<S: TokenSink, M: ModuleFunctions + ?Sized> Walker<'_, S, M> {
         }
         let by_class = !(takes_address && self.options.addresses_significant);
         match defined {
-            Some(index) if by_class && self.module.linkage(index) != Linkage::Preemptible => {
+            Some(index) if by_class && self.module.get(index).linkage != Linkage::Preemptible => {
                 self.push(NAME_MODULE);
                 self.out.push_callee(index.index() as u64);
             }

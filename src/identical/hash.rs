@@ -11,7 +11,7 @@
 //! and a function whose hash no other function shares can be left out of the tree.
 
 use super::encode::{Hole, TokenSink, Unsupported, WalkOptions, WalkScratch, walk};
-use crate::ir::{FuncIndex, FunctionSet, ModuleFunctions};
+use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::ir::Function;
 
 /// A 64-bit structural fingerprint of a function. Deterministic: no random seed.
@@ -118,9 +118,9 @@ pub struct HashedFunction {
 
 /// Walks `func` like [`encode_function`](super::encode::encode_function) but keeps only the hash, the address uses
 /// and the instruction count: the cheap first look at every function.
-pub fn hash_function<M: ModuleFunctions + ?Sized>(
+pub fn hash_function(
     func: &Function,
-    module: &M,
+    module: &FunctionSet,
     options: WalkOptions,
     scratch: &mut WalkScratch,
 ) -> Result<HashedFunction, Unsupported> {

@@ -127,7 +127,12 @@ fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeSta
     stats.time_refine = partition.time_refine;
 
     let start = Instant::now();
-    let plan = plan(module, &partition, &functions.address_taken, options.mode);
+    let plan = plan(
+        module,
+        partition.merge_classes(),
+        &functions.address_taken,
+        options.mode,
+    );
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
         .decisions

@@ -18,7 +18,6 @@
 //! addresses matter end up at one address; in `--mode all` addresses are not
 //! significant (like LLVM's `unnamed_addr`).
 
-use super::partition::Partition;
 use crate::ir::Linkage;
 use crate::ir::{FuncIndex, ModuleFunctions};
 use cranelift_codegen::entity::SecondaryMap;
@@ -124,16 +123,18 @@ fn keep_rank(linkage: Linkage) -> u8 {
     }
 }
 
-/// Builds the plan for `partition`. `address_taken[f]` says whether `f`'s address is
-/// taken anywhere in the module.
+/// Builds the plan for `classes` (of two or more equal functions each, as
+/// [`Partition::merge_classes`](super::partition::Partition::merge_classes) gives
+/// them). `address_taken[f]` says whether `f`'s address is taken anywhere in the
+/// module.
 pub fn plan<M: ModuleFunctions + ?Sized>(
     module: &M,
-    partition: &Partition,
+    classes: Vec<Vec<FuncIndex>>,
     address_taken: &SecondaryMap<FuncIndex, bool>,
     mode: MergeMode,
 ) -> MergePlan {
     let mut result = MergePlan {
-        classes: partition.merge_classes(),
+        classes,
         ..MergePlan::default()
     };
     let linkage = |f: FuncIndex| module.linkage(f);

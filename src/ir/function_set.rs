@@ -160,22 +160,16 @@ impl FunctionSet {
     }
 }
 
-/// What the walk needs to know of a module: which function a symbol names, and
-/// its linkage. A [`FunctionSet`] knows it of its functions; a module that records
-/// only a view of each function as it is defined (`MergingModule`) knows it from
-/// its declarations.
+/// What the plan needs to know of a module's functions: their linkage. A
+/// [`FunctionSet`] knows it of its functions; a module that keeps only the
+/// compiled code of each function (`MergingModule`) knows it from its
+/// declarations.
 pub trait ModuleFunctions {
-    /// The module function `key` names, if any.
-    fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex>;
-    /// The linkage of module function `index` (one [`Self::lookup_key`] returned).
+    /// The linkage of module function `index`.
     fn linkage(&self, index: FuncIndex) -> Linkage;
 }
 
 impl ModuleFunctions for FunctionSet {
-    fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex> {
-        FunctionSet::lookup_key(self, key)
-    }
-
     fn linkage(&self, index: FuncIndex) -> Linkage {
         self.get(index).linkage
     }

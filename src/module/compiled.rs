@@ -2,40 +2,46 @@
 //! ([`CompileMode::AtDefine`](super::CompileMode::AtDefine)): each function is
 //! compiled in the caller's thread when it is defined, as the inner module would,
 //! so `ctx.compiled_code()` is there afterwards for whatever wraps the module
-//! (rustc_codegen_cranelift's unwind recording reads it). No IR is kept.
+//! (rustc_codegen_cranelift's unwind recording reads it). No IR is kept: the
+//! functions are compared by their machine code, as lld's identical code folding
+//! (`ICF.cpp`) compares sections.
+//!
+//! Two functions are equal when their code bytes and alignment are the same and
+//! their relocations are the same (offset, kind, addend, and target), where a
+//! target that is a function of the module may be any function of the same class
+//! (the fixpoint below), and any other target (data, a libcall, a preemptible
+//! function, one the module does not define) must be the very same symbol. Equal
+//! machine code with equal relocations runs the same, whatever IR it came from.
 //!
 //! Phases:
 //!
-//! 1. *Record* ([`record`]), at define: the walk's view of the function (its
-//!    structural hash and its encoding, callees by `FuncId`: [`DeclaredFunctions`]),
-//!    then its machine code, alignment and relocations.
-//! 2. *Partition and plan* ([`plan_recorded`]), at finish: the same partition and
-//!    plan the pass runs, over the recorded views, one node per declared function
-//!    (an import is a node of its own that equals only itself).
-//! 3. *Define* ([`retargeted`] and the finish in `merging`): every kept function's
-//!    machine code goes to the inner module with `define_function_bytes`, its
-//!    relocations retargeted (a reference to an erased or aliased duplicate goes to
-//!    the kept function, as does a direct call of a thunk); thunks and aliases as in
-//!    the deferred mode.
+//! 1. *Record* ([`record`]), at define: compile, keep the code, alignment and
+//!    relocations, and a hash of the content (function targets left out).
+//! 2. *Classes* ([`classes`]), at finish: functions of one hash are split into
+//!    classes of equal content, then classes are split until every member's
+//!    function targets are, position by position, in one class (lld's iteration;
+//!    splitting only, so it stops at the largest such partition).
+//! 3. *Plan* (`identical::plan`, as the pass), then the finish in `merging`: every
+//!    kept function's code goes to the inner module with `define_function_bytes`,
+//!    relocations retargeted ([`Retargets`]): a reference to an erased or aliased
+//!    duplicate goes to the kept function, as does a direct call of a thunk.
 
-use crate::identical::compare::EncodedFunctions;
-use crate::identical::encode::{FunctionEncoding, WalkOptions, WalkScratch, encode_function};
-use crate::identical::hash::{StructuralHash, hash_function};
-use crate::identical::partition::partition;
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan, plan};
-use crate::ir::{FuncIndex, Linkage, ModuleFunctions, SymbolKey};
+use crate::ir::{FuncIndex, Linkage, ModuleFunctions};
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
-use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::Signature;
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::ir::{KnownSymbol, LibCall, Signature};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_module::{
     FuncId, ModuleDeclarations, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
 };
+use rustc_hash::FxHasher;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
-/// The module's declared functions as the walk sees them: `u0:N` names the
+/// The module's declared functions as the plan sees them: `FuncIndex` N is the
 /// function of `FuncId` N, with its declared linkage.
 pub(super) struct DeclaredFunctions<'a> {
     /// The inner module's declarations.
@@ -45,37 +51,16 @@ pub(super) struct DeclaredFunctions<'a> {
 }
 
 impl ModuleFunctions for DeclaredFunctions<'_> {
-    fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex> {
-        match key {
-            SymbolKey::User {
-                namespace: 0,
-                index,
-            } if (index as usize) < self.count => Some(FuncIndex::new(index as usize)),
-            _ => None,
-        }
-    }
-
     fn linkage(&self, index: FuncIndex) -> Linkage {
         let id = FuncId::from_u32(index.index() as u32);
         self.declarations.get_function_decl(id).linkage.into()
     }
 }
 
-/// The walk's view of a defined function: what the pass decides on.
-pub(super) struct FunctionView {
-    /// Its structural hash.
-    hash: StructuralHash,
-    /// Its encoding; references to module functions by `FuncId`.
-    encoding: FunctionEncoding,
-}
-
 /// What the wrapper keeps of a function defined in compile-at-define mode.
 pub(super) struct CompiledFunction {
     /// The function.
     pub(super) id: FuncId,
-    /// The walk's view; `None` where the walk cannot handle the function (it is
-    /// then never merged).
-    view: Option<FunctionView>,
     /// Its signature (a thunk needs it).
     pub(super) signature: Signature,
     /// Its machine code.
@@ -84,31 +69,58 @@ pub(super) struct CompiledFunction {
     pub(super) alignment: u64,
     /// Its relocations, as the inner module would have received them.
     pub(super) relocs: Vec<ModuleReloc>,
+    /// A hash of everything compared but the function targets' identity.
+    hash: u64,
 }
 
-/// Phase 1: walks `ctx.func` (function `id`, whose callees `names` resolves),
-/// then compiles it for `isa`, leaving the compiled code in `ctx`, and returns
-/// what the pass and the finish need.
+/// A relocation target that is a function of the module (compared by class), with
+/// the offset into it for a `FunctionOffset`.
+fn function_target(target: &ModuleRelocTarget) -> Option<(FuncId, Option<u32>)> {
+    match *target {
+        ModuleRelocTarget::User {
+            namespace: 0,
+            index,
+        } => Some((FuncId::from_u32(index), None)),
+        ModuleRelocTarget::FunctionOffset(id, offset) => Some((id, Some(offset))),
+        _ => None,
+    }
+}
+
+/// A relocation target that must be the very same symbol, as a value that can be
+/// compared and hashed (`ModuleRelocTarget` is neither).
+#[derive(PartialEq, Eq, Hash)]
+enum ExactTarget {
+    /// A user name that is not a module function (data: namespace 1).
+    User(u32, u32),
+    /// A libcall.
+    LibCall(LibCall),
+    /// A symbol the linker knows.
+    Known(KnownSymbol),
+    /// A function of the module (only as a preemptible or undefined target).
+    Function(u32, Option<u32>),
+}
+
+impl ExactTarget {
+    fn of(target: &ModuleRelocTarget) -> Self {
+        match *target {
+            ModuleRelocTarget::User { namespace, index } => Self::User(namespace, index),
+            ModuleRelocTarget::LibCall(libcall) => Self::LibCall(libcall),
+            ModuleRelocTarget::KnownSymbol(known) => Self::Known(known),
+            ModuleRelocTarget::FunctionOffset(id, offset) => {
+                Self::Function(id.as_u32(), Some(offset))
+            }
+        }
+    }
+}
+
+/// Phase 1: compiles `ctx.func` (function `id`) for `isa`, leaving the compiled
+/// code in `ctx`, and returns what the comparison and the finish need.
 pub(super) fn record(
     id: FuncId,
     ctx: &mut Context,
     ctrl_plane: &mut ControlPlane,
     isa: &dyn TargetIsa,
-    names: &DeclaredFunctions<'_>,
-    walk: WalkOptions,
-    scratch: &mut WalkScratch,
 ) -> ModuleResult<CompiledFunction> {
-    // Before compiling: the optimizer rewrites `ctx.func` in place.
-    let view = hash_function(&ctx.func, names, walk, scratch)
-        .and_then(|hashed| {
-            let encoding = encode_function(&ctx.func, names, walk, scratch)?;
-            Ok(FunctionView {
-                hash: hashed.hash,
-                encoding,
-            })
-        })
-        .ok();
-    let signature = ctx.func.signature.clone();
     ctx.compile(isa, ctrl_plane)?;
     let Some(compiled) = ctx.compiled_code() else {
         return Err(ModuleError::Backend(anyhow::anyhow!(
@@ -117,67 +129,176 @@ pub(super) fn record(
     };
     let alignment = u64::from(compiled.buffer.alignment);
     let code = compiled.code_buffer().to_vec();
-    let relocs = compiled
+    let relocs: Vec<ModuleReloc> = compiled
         .buffer
         .relocs()
         .iter()
         .map(|reloc| ModuleReloc::from_mach_reloc(reloc, &ctx.func, id))
         .collect();
+    let mut hasher = FxHasher::default();
+    (alignment, &code, relocs.len()).hash(&mut hasher);
+    for reloc in &relocs {
+        (reloc.offset, reloc.kind as u32, reloc.addend).hash(&mut hasher);
+        match function_target(&reloc.name) {
+            Some((_, offset)) => (0u8, offset).hash(&mut hasher),
+            None => (1u8, ExactTarget::of(&reloc.name)).hash(&mut hasher),
+        }
+    }
     Ok(CompiledFunction {
         id,
-        view,
-        signature,
+        signature: ctx.func.signature.clone(),
         code,
         alignment,
         relocs,
+        hash: hasher.finish(),
     })
 }
 
-/// Phase 2: the partition and the plan over the recorded views, one node per
-/// declared function (`FuncIndex` N is `FuncId` N); the views are consumed.
+/// Whether `a` and `b` are equal but for which functions their function targets
+/// are (those must then be in one class, checked by the fixpoint).
+fn same_content(a: &CompiledFunction, b: &CompiledFunction) -> bool {
+    a.alignment == b.alignment
+        && a.code == b.code
+        && a.relocs.len() == b.relocs.len()
+        && a.relocs.iter().zip(&b.relocs).all(|(x, y)| {
+            x.offset == y.offset
+                && x.kind == y.kind
+                && x.addend == y.addend
+                && match (function_target(&x.name), function_target(&y.name)) {
+                    (Some((_, p)), Some((_, q))) => p == q,
+                    (None, None) => ExactTarget::of(&x.name) == ExactTarget::of(&y.name),
+                    _ => false,
+                }
+        })
+}
+
+/// Phase 2: the classes of equal functions among `recorded` (two or more members
+/// each, members in `FuncId` order, classes by first member), and which functions
+/// have their address taken by code (a relocation to a function that is not a
+/// direct call).
+pub(super) fn classes(
+    recorded: &[CompiledFunction],
+    names: &DeclaredFunctions<'_>,
+) -> (Vec<Vec<FuncIndex>>, SecondaryMap<FuncIndex, bool>) {
+    let mut address_taken: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    for function in recorded {
+        for reloc in &function.relocs {
+            if let Some((target, _)) = function_target(&reloc.name)
+                && !is_direct_call(reloc.kind)
+            {
+                address_taken[FuncIndex::new(target.as_u32() as usize)] = true;
+            }
+        }
+    }
+    // Every declared function starts in a class of its own.
+    let mut class: Vec<u32> = (0..names.count as u32).collect();
+    let mut next_class = names.count as u32;
+    // Functions of one hash, split by content.
+    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, function) in recorded.iter().enumerate() {
+        by_hash.entry(function.hash).or_default().push(i);
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut buckets: Vec<Vec<usize>> = by_hash.into_values().filter(|b| b.len() > 1).collect();
+    buckets.sort_unstable();
+    for bucket in buckets {
+        let mut split: Vec<Vec<usize>> = Vec::new();
+        for i in bucket {
+            match split
+                .iter_mut()
+                .find(|g| same_content(&recorded[g[0]], &recorded[i]))
+            {
+                Some(group) => group.push(i),
+                None => split.push(vec![i]),
+            }
+        }
+        groups.extend(split.into_iter().filter(|g| g.len() > 1));
+    }
+    for group in &groups {
+        let id = recorded[group[0]].id.as_u32() as usize;
+        for &i in group {
+            class[recorded[i].id.as_u32() as usize] = class[id];
+        }
+    }
+    // The fixpoint: split until every member's function targets are, position by
+    // position, in one class. A preemptible target counts by identity.
+    let key = |class: &[u32], i: usize| -> Vec<u32> {
+        recorded[i]
+            .relocs
+            .iter()
+            .filter_map(|reloc| function_target(&reloc.name))
+            .map(|(target, _)| {
+                let f = FuncIndex::new(target.as_u32() as usize);
+                let exact = target.as_u32() as usize >= names.count
+                    || names.linkage(f) == Linkage::Preemptible;
+                if exact {
+                    u32::MAX - target.as_u32()
+                } else {
+                    class[target.as_u32() as usize]
+                }
+            })
+            .collect()
+    };
+    loop {
+        let mut changed = false;
+        let mut next_groups = Vec::with_capacity(groups.len());
+        for group in groups {
+            let mut split: Vec<(Vec<u32>, Vec<usize>)> = Vec::new();
+            for i in group {
+                let k = key(&class, i);
+                match split.iter_mut().find(|(key, _)| *key == k) {
+                    Some((_, members)) => members.push(i),
+                    None => split.push((k, vec![i])),
+                }
+            }
+            if split.len() > 1 {
+                changed = true;
+                for (_, members) in &split[1..] {
+                    for &i in members {
+                        class[recorded[i].id.as_u32() as usize] = next_class;
+                    }
+                    next_class += 1;
+                }
+            }
+            next_groups.extend(split.into_iter().map(|(_, m)| m).filter(|m| m.len() > 1));
+        }
+        groups = next_groups;
+        if !changed {
+            break;
+        }
+    }
+    let mut classes: Vec<Vec<FuncIndex>> = groups
+        .into_iter()
+        .map(|group| {
+            let mut members: Vec<FuncIndex> = group
+                .iter()
+                .map(|&i| FuncIndex::new(recorded[i].id.as_u32() as usize))
+                .collect();
+            members.sort_unstable();
+            members
+        })
+        .collect();
+    classes.sort_unstable_by_key(|members| members[0]);
+    (classes, address_taken)
+}
+
+/// Phase 2 and the plan: what becomes of each recorded function.
 /// `address_taken_in_data` are the functions whose address a data object holds.
 pub(super) fn plan_recorded(
-    recorded: &mut [CompiledFunction],
+    recorded: &[CompiledFunction],
     names: &DeclaredFunctions<'_>,
     address_taken_in_data: impl IntoIterator<Item = FuncId>,
     mode: MergeMode,
 ) -> MergePlan {
-    let mut encoded = EncodedFunctions {
-        len: names.count,
-        ..EncodedFunctions::default()
-    };
+    let (classes, mut address_taken) = classes(recorded, names);
     for id in address_taken_in_data {
-        encoded.address_taken[FuncIndex::new(id.as_u32() as usize)] = true;
+        address_taken[FuncIndex::new(id.as_u32() as usize)] = true;
     }
-    for function in recorded {
-        let f = FuncIndex::new(function.id.as_u32() as usize);
-        let Some(view) = function.view.take() else {
-            continue;
-        };
-        for &taken in view.encoding.address_taken() {
-            encoded.address_taken[taken] = true;
-        }
-        // A callee written as a class reference was not preemptible when the
-        // function was defined; if its linkage changed since, the function is not
-        // compared (conservatively: preemptible code may be replaced).
-        let callee_changed = view.encoding.callee_positions().iter().any(|&p| {
-            let callee = view.encoding.tokens()[p as usize] as usize;
-            names.linkage(FuncIndex::new(callee)) == Linkage::Preemptible
-        });
-        if callee_changed {
-            continue;
-        }
-        encoded.supported[f] = true;
-        encoded.hashes[f] = view.hash;
-        encoded.instruction_counts[f] = view.encoding.instructions();
-        encoded.encodings[f] = Some(view.encoding);
-    }
-    let partition = partition(&encoded);
-    plan(names, &partition, &encoded.address_taken, mode)
+    plan(names, classes, &address_taken, mode)
 }
 
-/// Whether `kind` is a direct call (or tail call) of its target: one that may go
-/// to a thunk's kept function instead of the thunk.
+/// Whether `kind` is a direct call (or tail call) of its target: one that does
+/// not take the target's address, and that may go to a thunk's kept function.
 fn is_direct_call(kind: Reloc) -> bool {
     matches!(
         kind,
@@ -224,18 +345,27 @@ impl Retargets {
             .iter()
             .map(|reloc| {
                 let mut reloc = reloc.clone();
-                if let ModuleRelocTarget::User {
-                    namespace: 0,
-                    index,
-                } = &mut reloc.name
-                {
-                    if let Some(&kept) = self.all.get(index) {
-                        *index = kept;
-                    } else if is_direct_call(reloc.kind)
-                        && let Some(&kept) = self.calls.get(index)
-                    {
-                        *index = kept;
+                match &mut reloc.name {
+                    ModuleRelocTarget::User {
+                        namespace: 0,
+                        index,
+                    } => {
+                        if let Some(&kept) = self.all.get(index) {
+                            *index = kept;
+                        } else if is_direct_call(reloc.kind)
+                            && let Some(&kept) = self.calls.get(index)
+                        {
+                            *index = kept;
+                        }
                     }
+                    // An offset into an erased or aliased duplicate is the same
+                    // offset into the kept function's (equal) code.
+                    ModuleRelocTarget::FunctionOffset(id, _) => {
+                        if let Some(&kept) = self.all.get(&id.as_u32()) {
+                            *id = FuncId::from_u32(kept);
+                        }
+                    }
+                    _ => {}
                 }
                 reloc
             })

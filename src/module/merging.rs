@@ -6,8 +6,7 @@ use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{ThunkCode, code_size, define_thunk};
-use crate::identical::encode::{WalkOptions, WalkScratch};
-use crate::identical::plan::{MergeAction, MergeMode, MergePlan};
+use crate::identical::plan::{MergeAction, MergePlan};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, MergeOutcome, merge_functions};
 use crate::ir::{FuncIndex, FunctionSet};
@@ -32,10 +31,11 @@ use std::collections::{HashMap, HashSet};
 pub enum CompileMode {
     /// Each function is compiled when it is defined, in the caller's thread, so
     /// `ctx.compiled_code()` is there afterwards exactly as with the inner module
-    /// (what a wrapper that records unwind info needs); the wrapper keeps the
-    /// walk's view of the function and its machine code, no IR. At finish the kept
-    /// functions' code goes to the inner module (`define_function_bytes`). Every
-    /// duplicate was compiled once for nothing.
+    /// (what a wrapper that records unwind info needs); the wrapper keeps its
+    /// machine code and relocations, no IR, and compares functions by them (lld's
+    /// identical code folding). At finish the kept functions' code goes to the
+    /// inner module (`define_function_bytes`). Every duplicate was compiled once
+    /// for nothing.
     #[default]
     AtDefine,
     /// Each function's IR is recorded and only the kept ones are compiled, at
@@ -175,8 +175,6 @@ pub struct MergingModule<M: Module> {
     /// How many functions the inner module declares (every `FuncId` below is
     /// valid).
     declared_functions: usize,
-    /// The walk's reusable state.
-    scratch: WalkScratch,
     /// The thunks defined at finish.
     thunks: Vec<ThunkCode>,
     address_taken_in_data: HashSet<FuncId>,
@@ -199,7 +197,6 @@ impl<M: Module> MergingModule<M> {
             compiled: Vec::new(),
             defined: HashSet::new(),
             declared_functions,
-            scratch: WalkScratch::default(),
             thunks: Vec::new(),
             address_taken_in_data: HashSet::new(),
             data: Vec::new(),
@@ -313,14 +310,6 @@ impl<M: Module> MergingModule<M> {
         Ok(size)
     }
 
-    /// The walk options of the pass.
-    fn walk_options(&self) -> WalkOptions {
-        WalkOptions {
-            addresses_significant: self.options.merge.mode == MergeMode::Safe,
-            ..WalkOptions::default()
-        }
-    }
-
     /// Compile-at-define: partitions the recorded views, defines the kept
     /// functions' machine code (relocations retargeted), the thunks and the data.
     fn finish_compiled(mut self) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
@@ -328,7 +317,7 @@ impl<M: Module> MergingModule<M> {
         if self.decisions.is_some() {
             self.needs_ir("applying whole-program decisions")?;
         }
-        let mut recorded = std::mem::take(&mut self.compiled);
+        let recorded = std::mem::take(&mut self.compiled);
         let count = self.declared_functions;
         let (plan, retargets) = {
             let names = DeclaredFunctions {
@@ -336,7 +325,7 @@ impl<M: Module> MergingModule<M> {
                 count,
             };
             let plan = plan_recorded(
-                &mut recorded,
+                &recorded,
                 &names,
                 self.address_taken_in_data.iter().copied(),
                 self.options.merge.mode,
@@ -824,20 +813,7 @@ impl<M: Module> Module for MergingModule<M> {
                 .define_function_with_control_plane(func, ctx, ctrl_plane);
         }
         if self.options.effective_compile() == CompileMode::AtDefine {
-            let walk = self.walk_options();
-            let names = DeclaredFunctions {
-                declarations: self.inner.declarations(),
-                count: self.declared_functions,
-            };
-            let compiled = record(
-                func,
-                ctx,
-                ctrl_plane,
-                self.inner.isa(),
-                &names,
-                walk,
-                &mut self.scratch,
-            )?;
+            let compiled = record(func, ctx, ctrl_plane, self.inner.isa())?;
             self.compiled.push(compiled);
             return Ok(());
         }
