@@ -32,7 +32,7 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
-use cranelift_codegen::ir::{KnownSymbol, LibCall, Signature};
+use cranelift_codegen::ir::{KnownSymbol, LibCall};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_module::{
     FuncId, ModuleDeclarations, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
@@ -61,8 +61,6 @@ impl ModuleFunctions for DeclaredFunctions<'_> {
 pub(super) struct CompiledFunction {
     /// The function.
     pub(super) id: FuncId,
-    /// Its signature (a thunk needs it).
-    pub(super) signature: Signature,
     /// Its machine code.
     pub(super) code: Vec<u8>,
     /// The alignment its code needs.
@@ -146,7 +144,6 @@ pub(super) fn record(
     }
     Ok(CompiledFunction {
         id,
-        signature: ctx.func.signature.clone(),
         code,
         alignment,
         relocs,

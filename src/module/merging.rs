@@ -335,7 +335,9 @@ impl<M: Module> MergingModule<M> {
         };
         let decision_of = plan.decision_map();
         let (mut duplicate_bytes, mut thunk_bytes) = (0u64, 0u64);
-        for function in &recorded {
+        let defined = recorded.len();
+        // Each function's code is dropped once the inner module has it.
+        for function in recorded {
             let index = FuncIndex::new(function.id.as_u32() as usize);
             let Some(d) = decision_of[index] else {
                 let relocs = retargets.retargeted(&function.relocs);
@@ -349,8 +351,15 @@ impl<M: Module> MergingModule<M> {
             };
             duplicate_bytes += function.code.len() as u64;
             if d.action == MergeAction::Thunk {
+                // A thunk needs only the signature: the declared one.
                 let name = UserFuncName::user(0, function.id.as_u32());
-                let body = Function::with_name_signature(name, function.signature.clone());
+                let signature = self
+                    .inner
+                    .declarations()
+                    .get_function_decl(function.id)
+                    .signature
+                    .clone();
+                let body = Function::with_name_signature(name, signature);
                 let kept = FuncId::from_u32(d.into.index() as u32);
                 thunk_bytes += self.define_thunk(function.id, &body, kept)?;
             }
@@ -364,7 +373,7 @@ impl<M: Module> MergingModule<M> {
         self.define_data_redirected(&merged, &[])?;
         let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
         let mut report = report_of(&names, &merged.plan);
-        report.functions = recorded.len();
+        report.functions = defined;
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
         report.without_code = merged.without_code();
         report.thunks = std::mem::take(&mut self.thunks);
