@@ -13,7 +13,9 @@
 //! asserted exactly, as a snapshot table (`tests/support/snapshot.rs`).
 
 use clif_merge::MergeAction;
-use clif_merge::similar::{SimilarOptions, SimilarOutcome, merge_similar_for};
+use clif_merge::similar::{
+    HoleKind, SimilarGroup, SimilarOptions, SimilarOutcome, merge_similar_for,
+};
 use clif_merge::testing::load;
 use clif_merge::testing::{compiled_size, host_isa};
 use clif_merge::validate::{validate, validate_similar};
@@ -551,8 +553,8 @@ fn corpus_similar_merges_shrink_code_and_validate() {
     };
     let flags = Flags::new(settings::builder());
     let mut table = String::from(
-        "| program | functions before -> after | groups | members | parameters | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| program | functions before -> after | groups | members | parameters (for constants and callees) | merges: constants only / shared parameters / callees | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (name, functions, module) in &programs {
         let outcome = merge_similar_for(module, &SimilarOptions::default(), Some(&*isa));
@@ -571,6 +573,25 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         let bytes_after = program_code_bytes(&*isa, &after);
         let members: usize = outcome.groups.iter().map(|g| g.members.len()).sum();
         let parameters: usize = outcome.groups.iter().map(|g| g.parameters.len()).sum();
+        let replaced: usize = outcome
+            .groups
+            .iter()
+            .flat_map(|g| &g.parameters)
+            .map(|p| p.uses)
+            .sum();
+        let with_callees =
+            |g: &SimilarGroup| g.parameters.iter().any(|p| p.kind == HoleKind::Callee);
+        let shared = outcome
+            .groups
+            .iter()
+            .filter(|g| g.shares_parameters())
+            .count();
+        let callees = outcome.groups.iter().filter(|g| with_callees(g)).count();
+        let constants_only = outcome
+            .groups
+            .iter()
+            .filter(|g| !g.shares_parameters() && !with_callees(g))
+            .count();
         if !outcome.groups.is_empty() {
             assert!(
                 bytes_after < bytes_before,
@@ -611,7 +632,7 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         let caught = validate_similar(module, &wrong).expect("the validator crashed");
         let conclusive = caught.validated + caught.mismatches.len();
         let row = format!(
-            "| {name} | {} -> {} | {} | {members} | {parameters} | {bytes_before} -> {bytes_after} | {:.2}% | {} / {members} | {} | {} of {corrupted} ({} ran) |",
+            "| {name} | {} -> {} | {} | {members} | {parameters} (for {replaced}) | {constants_only} / {shared} / {callees} | {bytes_before} -> {bytes_after} | {:.2}% | {} / {members} | {} | {} of {corrupted} ({} ran) |",
             functions.len(),
             after.len(),
             outcome.groups.len(),
@@ -625,12 +646,15 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         table.push_str(&row);
         table.push('\n');
     }
-    // Snapshot of the whole table: groups, sizes, how many members the sandbox runs to
-    // a conclusion (all of them today; a member that reads machine state or never
-    // finishes would not be) and how many wrong constants it catches (not all: a
-    // constant off by one can matter only on paths the inputs do not reach). Sizes are Cranelift's code for the host ISA, so
-    // the table is for x86_64; it changes when the corpus, the similar merge, the size
-    // model, the validator's inputs or Cranelift changes. Update deliberately.
+    // Snapshot of the whole table: groups, parameters (and the constants and callees
+    // they stand for), which kinds of parameters the merges use, sizes, how many
+    // members the sandbox runs to a conclusion (all but two of brotli's, u0:134 and
+    // u0:661, whose loops run past the validator's fuel on every input; with a
+    // hundred times the fuel they validate too) and how many wrong constants it
+    // catches (not all: a constant off by one can matter only on paths the inputs do
+    // not reach). Sizes are Cranelift's code for the host ISA, so the table is for
+    // x86_64; it changes when the corpus, the similar merge, the size model, the
+    // validator's inputs or Cranelift changes. Update deliberately.
     if !cfg!(target_arch = "x86_64") {
         skip::skip_or_fail(
             "corpus_similar_merges_shrink_code_and_validate",
@@ -642,12 +666,12 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         "corpus similar merge",
         &table,
         "
-        | program | functions before -> after | groups | members | parameters | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |
-        |---|---|---|---|---|---|---|---|---|---|
-        | brotli | 944 -> 1001 | 57 | 192 | 110 | 794320 -> 766223 | 3.54% | 192 / 192 | 0 | 86 of 104 (104 ran) |
-        | mozjpeg | 189 -> 191 | 2 | 5 | 5 | 362264 -> 361441 | 0.23% | 5 / 5 | 0 | 5 of 5 (5 ran) |
-        | resvg | 1430 -> 1501 | 71 | 226 | 125 | 3724264 -> 3676747 | 1.28% | 226 / 226 | 0 | 128 of 141 (141 ran) |
-        | sqljs | 1968 -> 2003 | 35 | 104 | 49 | 1583938 -> 1578659 | 0.33% | 104 / 104 | 0 | 58 of 70 (70 ran) |
+        | program | functions before -> after | groups | members | parameters (for constants and callees) | merges: constants only / shared parameters / callees | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |
+        |---|---|---|---|---|---|---|---|---|---|---|
+        | brotli | 944 -> 1031 | 87 | 269 | 259 (for 422) | 19 / 41 / 44 | 794320 -> 717332 | 9.69% | 267 / 269 | 0 | 166 of 174 (172 ran) |
+        | mozjpeg | 189 -> 191 | 2 | 5 | 4 (for 5) | 0 / 1 / 1 | 362264 -> 361417 | 0.23% | 5 / 5 | 0 | 5 of 5 (5 ran) |
+        | resvg | 1430 -> 1512 | 82 | 255 | 174 (for 286) | 38 / 19 / 35 | 3724264 -> 3622745 | 2.73% | 255 / 255 | 0 | 140 of 155 (155 ran) |
+        | sqljs | 1968 -> 2004 | 36 | 106 | 47 (for 51) | 13 / 4 / 20 | 1583938 -> 1578600 | 0.34% | 106 / 106 | 0 | 64 of 72 (72 ran) |
         ",
     );
 }

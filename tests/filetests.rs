@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [66, 75, 17, 158],
+        [66, 75, 22, 163],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -291,6 +291,7 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         &table,
         "
         callee_differs.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
+        callee_shared.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         constant_and_callee_differ.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         constants_four_holes.clif: 1 groups, 3 members, 3 validated by 222 runs, 0 unvalidated
         constants_limit_option.clif: 1 groups, 3 members, 3 validated by 222 runs, 0 unvalidated
@@ -305,7 +306,11 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         name_taken_by_alias.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_import.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_import_testcase.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
+        shared_parameters.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
+        shared_parameters_partial_agreement.clif: 1 groups, 3 members, 3 validated by 222 runs, 0 unvalidated
+        shared_parameters_types_differ.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         split_into_subgroups.clif: 2 groups, 4 members, 4 validated by 296 runs, 0 unvalidated
+        split_when_whole_does_not_pay.clif: 2 groups, 4 members, 4 validated by 296 runs, 0 unvalidated
         tail_call_callee_differs.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         ",
     );

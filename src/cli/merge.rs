@@ -119,9 +119,11 @@ pub struct Args {
     #[arg(long)]
     pub similar: bool,
 
-    /// With `--similar`: at most this many constants and callees may differ within a
-    /// group (each becomes a parameter of the merged body).
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    /// With `--similar`: a group is merged whole only when it needs at most this
+    /// many parameters (constants and callees that differ; those holding the same
+    /// value in every member share one); a group needing more is split into
+    /// subgroups.
+    #[arg(long, default_value_t = crate::similar::DEFAULT_MAX_HOLES, value_name = "N")]
     pub max_holes: usize,
 
     /// With `--similar`: merge a group only when it saves at least this many bytes of

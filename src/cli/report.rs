@@ -224,7 +224,8 @@ pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) ->
 }
 
 /// The JSON list of merged groups of similar functions: members, number of
-/// parameters (holes), the merged body's name, and sizes before and after.
+/// parameters (holes) and of the constants and callees they stand for (replaced),
+/// the merged body's name, and sizes before and after.
 pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
     let groups: Vec<serde_json::Value> = groups
         .iter()
@@ -237,6 +238,7 @@ pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
             json!({
                 "members": g.members,
                 "holes": g.holes,
+                "replaced": g.replaced,
                 "merged_into": g.merged_into,
                 format!("{unit}_before"): g.size_before,
                 format!("{unit}_after"): g.size_after,
@@ -252,6 +254,7 @@ pub fn similar_stats_line(similar: &SimilarPass) -> String {
     let groups = &similar.outcome.groups;
     let members: usize = groups.iter().map(|g| g.members.len()).sum();
     let holes: usize = groups.iter().map(|g| g.parameters.len()).sum();
+    let shared = groups.iter().filter(|g| g.shares_parameters()).count();
     let before: u64 = groups.iter().map(|g| g.size_before).sum();
     let after: u64 = groups.iter().map(|g| g.size_after).sum();
     let unit = match groups.first() {
@@ -259,7 +262,7 @@ pub fn similar_stats_line(similar: &SimilarPass) -> String {
         _ => "code bytes",
     };
     let mut line = format!(
-        "  similar: {} groups ({members} functions, {holes} parameters), {before} -> {after} {unit}; {} groups not merged\n",
+        "  similar: {} groups ({members} functions, {holes} parameters, {shared} groups sharing one), {before} -> {after} {unit}; {} groups not merged\n",
         groups.len(),
         similar.outcome.rejected.len()
     );

@@ -196,12 +196,6 @@ impl NameAuthority {
         }
     }
 
-    /// Gives back a name handed out by [`Self::fresh_testcase`] or
-    /// [`Self::fresh_user`] that ended up unused.
-    pub fn release(&mut self, name: &SymbolName) {
-        self.taken.remove(name);
-    }
-
     /// The first free test-case name of `base_merged`, `base_merged1`, ...,
     /// reserved.
     pub fn fresh_testcase(&mut self, base: &str, suffix: &str) -> UserFuncName {

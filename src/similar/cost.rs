@@ -1,6 +1,6 @@
 //! Code-size measurement: what decides whether merging a group pays.
 
-use crate::ir::{FuncIndex, FunctionSet, catch_panic};
+use crate::ir::catch_panic;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
@@ -50,34 +50,16 @@ pub fn host_isa() -> Option<OwnedTargetIsa> {
         .ok()
 }
 
-/// Sizes before and after: code bytes on `isa`, or instruction counts without one.
-/// A function that `isa` cannot compile (a member or a part of the merge) is an
-/// error: a group the target cannot compile is not merged.
-pub(crate) fn sizes(
-    isa: Option<&dyn TargetIsa>,
-    module: &FunctionSet,
-    members: &[FuncIndex],
-    merged: &Function,
-    entry_points: &[Function],
-) -> Result<(u64, u64, bool), NotCompiled> {
-    if let Some(isa) = isa {
-        let before: u64 = members
-            .iter()
-            .map(|&m| measured_size(isa, &module.get(m).func))
-            .sum::<Result<u64, NotCompiled>>()?;
-        let after: u64 = std::iter::once(merged)
-            .chain(entry_points)
-            .map(|f| measured_size(isa, f))
-            .sum::<Result<u64, NotCompiled>>()?;
-        return Ok((before, after, true));
-    }
-    let count = |f: &Function| -> u64 {
-        f.layout
+/// The size of `func`: code bytes on `isa`, or its instruction count without one.
+/// A function that `isa` cannot compile is an error: a group the target cannot
+/// compile (a member or a part of the merge) is not merged.
+pub(crate) fn size_of(isa: Option<&dyn TargetIsa>, func: &Function) -> Result<u64, NotCompiled> {
+    match isa {
+        Some(isa) => measured_size(isa, func),
+        None => Ok(func
+            .layout
             .blocks()
-            .map(|b| f.layout.block_insts(b).count() as u64)
-            .sum()
-    };
-    let before = members.iter().map(|&m| count(&module.get(m).func)).sum();
-    let after = std::iter::once(merged).chain(entry_points).map(count).sum();
-    Ok((before, after, false))
+            .map(|b| func.layout.block_insts(b).count() as u64)
+            .sum()),
+    }
 }

@@ -1,6 +1,7 @@
 //! Grouping similar functions: which constants and callees may become parameters
 //! ([`Slot`]s), the stream with them blanked (equal blanked streams make a group),
-//! and the split of a group whose members differ in too many of them.
+//! which parameters a group needs (slots whose values agree in every member share
+//! one), and how a group is split into subgroups.
 
 use crate::identical::encode::{
     CallSite, FunctionEncoding, Hole, WalkOptions, encode_function, walk_in_parallel,
@@ -21,8 +22,8 @@ pub enum HoleKind {
     Callee,
 }
 
-/// A constant or callee that differs between the members of a group: a trailing
-/// parameter of the merged body.
+/// A trailing parameter of the merged body: one or more constants or callees that
+/// differ between the members of a group and agree with each other in every member.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HoleParameter {
     /// Constant or callee.
@@ -31,6 +32,9 @@ pub struct HoleParameter {
     pub ty: Type,
     /// Its value in each member, in member order.
     pub values: Vec<u64>,
+    /// How many constants or callees of the body it stands for: more than one when
+    /// they hold the same value in every member (a shared parameter).
+    pub uses: usize,
 }
 
 /// A place in a body that may become a parameter.
@@ -66,89 +70,21 @@ fn blanked(encoding: &FunctionEncoding) -> Vec<u64> {
     tokens
 }
 
-/// Positions (in the first member's tokens; the layout is the same in every
-/// member) of the constants and direct callees whose values differ between
-/// `members`.
-fn differing_positions(
-    members: &[FuncIndex],
-    encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-) -> Vec<u32> {
-    let Some(first) = members.first().and_then(|&m| encodings[m].as_ref()) else {
-        return Vec::new();
-    };
-    let mut positions: Vec<u32> = first
-        .holes()
-        .iter()
-        .map(|h| h.position)
-        .chain(first.call_sites().iter().map(|c| c.position))
-        .filter(|&p| {
-            let value = first.tokens()[p as usize];
-            members
-                .iter()
-                .filter_map(|&m| encodings[m].as_ref())
-                .any(|e| e.tokens()[p as usize] != value)
-        })
-        .collect();
-    positions.sort_unstable();
-    positions
-}
-
-/// `members` split into subgroups in which at most `max_holes` constants or callees
-/// differ: split by the differing hole with the fewest distinct values (the one
-/// most members agree on), recursively; members left alone drop out. A group
-/// already within the limit is returned as it is; an empty result means no two
-/// members agree on enough.
-fn split_to_limit(
-    members: Vec<FuncIndex>,
-    encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-    max_holes: usize,
-) -> Vec<Vec<FuncIndex>> {
-    let differing = differing_positions(&members, encodings);
-    if differing.len() <= max_holes {
-        return vec![members];
-    }
-    let value = |m: FuncIndex, p: u32| encodings[m].as_ref().map(|e| e.tokens()[p as usize]);
-    let distinct = |p: u32| {
-        let mut values: Vec<Option<u64>> = members.iter().map(|&m| value(m, p)).collect();
-        values.sort_unstable();
-        values.dedup();
-        values.len()
-    };
-    let Some(&split_at) = differing.iter().min_by_key(|&&p| (distinct(p), p)) else {
-        return Vec::new();
-    };
-    // Parts in order of their first member, members in input order.
-    let mut parts: Vec<(Option<u64>, Vec<FuncIndex>)> = Vec::new();
-    for &m in &members {
-        let v = value(m, split_at);
-        match parts.iter_mut().find(|(key, _)| *key == v) {
-            Some((_, part)) => part.push(m),
-            None => parts.push((v, vec![m])),
-        }
-    }
-    parts
-        .into_iter()
-        .filter(|(_, part)| part.len() > 1)
-        .flat_map(|(_, part)| split_to_limit(part, encodings, max_holes))
-        .collect()
-}
-
 /// The groups of similar functions of a module, and what they were found from.
 pub(crate) struct Candidates {
     /// The encodings of the functions that share their constant-blind hash with
     /// another (the others are `None`).
     pub(crate) encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-    /// Groups of similar functions within the hole limit, members in input order,
-    /// ordered by first member.
+    /// Groups of similar functions (equal but for constants and callees), members
+    /// in input order, ordered by first member. How many parameters a group needs is
+    /// not looked at here: the caller splits groups ([`split_by_parameter`]).
     pub(crate) groups: Vec<Vec<FuncIndex>>,
-    /// Groups that could not be brought within the limit, with the reason.
-    pub(crate) rejected: Vec<(Vec<FuncIndex>, String)>,
 }
 
 /// Finds the groups of similar functions of `module`: buckets of functions
 /// sharing the hash that leaves the holes out, then runs of equal blanked
-/// streams, each split until at most `max_holes` constants or callees differ.
-pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions, max_holes: usize) -> Candidates {
+/// streams.
+pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates {
     let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
     let hashes = walk_in_parallel(module, &all, |func, scratch| {
         hole_blind_hash(func, module, walk, scratch).ok()
@@ -176,7 +112,6 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions, max_holes: us
 
     // Groups: equal encodings with the constants blanked out.
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
-    let mut rejected = Vec::new();
     for bucket in buckets {
         let mut keyed: Vec<(Vec<u64>, FuncIndex)> = bucket
             .iter()
@@ -189,47 +124,73 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions, max_holes: us
             }
         }
     }
-    // A group with more differing holes than allowed is split into subgroups that
-    // agree on enough of them.
-    let mut within_limit = Vec::new();
-    for members in groups {
-        let parts = split_to_limit(members.clone(), &encodings, max_holes);
-        if parts.is_empty() {
-            let differing = differing_positions(&members, &encodings).len();
-            rejected.push((
-                members,
-                format!(
-                    "{differing} constants or callees differ (at most {max_holes}), and no two members agree on enough of them"
-                ),
-            ));
+    groups.sort_by_key(|g| g[0]);
+    Candidates { encodings, groups }
+}
+
+/// `members` split by the values of `parameter` (one of their parameters): one part
+/// per distinct value, in order of first member, members in input order; parts of
+/// one member are left out.
+pub(crate) fn split_by_parameter(
+    members: &[FuncIndex],
+    parameter: &HoleParameter,
+) -> Vec<Vec<FuncIndex>> {
+    let mut parts: Vec<(u64, Vec<FuncIndex>)> = Vec::new();
+    for (&m, &v) in members.iter().zip(&parameter.values) {
+        match parts.iter_mut().find(|(key, _)| *key == v) {
+            Some((_, part)) => part.push(m),
+            None => parts.push((v, vec![m])),
         }
-        within_limit.extend(parts);
     }
-    within_limit.sort_by_key(|g| g[0]);
-    Candidates {
-        encodings,
-        groups: within_limit,
-        rejected,
-    }
+    parts
+        .into_iter()
+        .map(|(_, part)| part)
+        .filter(|part| part.len() > 1)
+        .collect()
+}
+
+/// The parameter to split a group by: the one with the fewest distinct values (the
+/// one most members agree on), the first in walk order among equals. `None` when
+/// nothing differs.
+pub(crate) fn split_parameter(parameters: &[HoleParameter]) -> Option<&HoleParameter> {
+    let distinct = |p: &HoleParameter| {
+        let mut values = p.values.clone();
+        values.sort_unstable();
+        values.dedup();
+        values.len()
+    };
+    parameters
+        .iter()
+        .enumerate()
+        .min_by_key(|&(i, p)| (distinct(p), i))
+        .map(|(_, p)| p)
 }
 
 /// The constants and callees that differ between the members of a group, in the
 /// walk order of the body.
 pub(crate) struct Differing {
-    /// Each as a parameter of the merged body, with its value in every member.
+    /// The parameters of the merged body, in order of their first slot: one per
+    /// distinct kind, type and tuple of member values, with its value in every member.
     pub(crate) parameters: Vec<HoleParameter>,
-    /// Each as the slot of the first member it replaces, with the parameter's type.
-    pub(crate) slots: Vec<(Slot, Type)>,
+    /// Each differing slot of the first member, in walk order, with the index in
+    /// [`Self::parameters`] of the parameter that replaces it.
+    pub(crate) slots: Vec<(Slot, usize)>,
 }
 
 /// What differs between `members` (a callee becomes a function address of
-/// `pointer_type`). `None` if the first member has no encoding.
+/// `pointer_type`). Slots whose values agree in every member (the same tuple across
+/// the members), of the same kind and type, share one parameter; slots that agree
+/// in some members only do not. `None` if a member has no encoding.
 pub(crate) fn differing_parameters(
     members: &[FuncIndex],
     encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
     pointer_type: Type,
 ) -> Option<Differing> {
-    let first = encodings[members[0]].as_ref()?;
+    let member_encodings: Vec<&FunctionEncoding> = members
+        .iter()
+        .map(|&m| encodings[m].as_ref())
+        .collect::<Option<_>>()?;
+    let first = member_encodings.first()?;
     let mut slots: Vec<Slot> = first
         .holes()
         .iter()
@@ -237,12 +198,11 @@ pub(crate) fn differing_parameters(
         .chain(first.call_sites().iter().map(|&c| Slot::Callee(c)))
         .collect();
     slots.sort_by_key(|s| s.position());
-    let mut parameters = Vec::new();
-    let mut differing: Vec<(Slot, Type)> = Vec::new();
+    let mut parameters: Vec<HoleParameter> = Vec::new();
+    let mut differing: Vec<(Slot, usize)> = Vec::new();
     for slot in slots {
-        let values: Vec<u64> = members
+        let values: Vec<u64> = member_encodings
             .iter()
-            .filter_map(|&m| encodings[m].as_ref())
             .map(|e| e.tokens()[slot.position() as usize])
             .collect();
         if values.iter().all(|&v| v == values[0]) {
@@ -252,8 +212,25 @@ pub(crate) fn differing_parameters(
             Slot::Constant(h) => (HoleKind::Constant, h.ty),
             Slot::Callee(_) => (HoleKind::Callee, pointer_type),
         };
-        parameters.push(HoleParameter { kind, ty, values });
-        differing.push((slot, ty));
+        let shared = parameters
+            .iter()
+            .position(|p| p.kind == kind && p.ty == ty && p.values == values);
+        let index = match shared {
+            Some(index) => {
+                parameters[index].uses += 1;
+                index
+            }
+            None => {
+                parameters.push(HoleParameter {
+                    kind,
+                    ty,
+                    values,
+                    uses: 1,
+                });
+                parameters.len() - 1
+            }
+        };
+        differing.push((slot, index));
     }
     Some(Differing {
         parameters,

@@ -2,30 +2,38 @@
 //! constants and callees are trailing parameters, named by [`MergedNames`] so that
 //! it never takes a name the module already gives a meaning.
 
-use super::groups::Slot;
-use crate::ir::{FunctionSet, NameAuthority, SymbolName};
+use super::groups::{Differing, Slot};
+use crate::ir::{FunctionSet, NameAuthority};
 use cranelift_codegen::ir::{
-    AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName,
+    AbiParam, Function, InstBuilder, InstructionData, Opcode, UserFuncName, Value,
 };
 use std::collections::HashMap;
 
 /// A copy of `first` named `name`, whose `differing` constants and callees are
-/// trailing parameters: a constant's value becomes an alias of its new entry block
-/// parameter (the constant instruction is removed), a direct call becomes a
-/// `call_indirect` through its parameter.
+/// trailing parameters (one per parameter of `differing`, in its order; slots
+/// sharing a parameter read the same one): a constant's value becomes an alias of
+/// its entry block parameter (the constant instruction is removed), a direct call
+/// becomes a `call_indirect` through its parameter.
 pub(crate) fn build_merged_body(
     first: &Function,
     name: UserFuncName,
-    differing: &[(Slot, Type)],
+    differing: &Differing,
 ) -> Function {
     let mut func = first.clone();
     func.name = name;
     let Some(entry) = func.layout.entry_block() else {
         return func;
     };
-    for &(slot, ty) in differing {
-        func.signature.params.push(AbiParam::new(ty));
-        let param = func.dfg.append_block_param(entry, ty);
+    let params: Vec<Value> = differing
+        .parameters
+        .iter()
+        .map(|p| {
+            func.signature.params.push(AbiParam::new(p.ty));
+            func.dfg.append_block_param(entry, p.ty)
+        })
+        .collect();
+    for &(slot, index) in &differing.slots {
+        let param = params[index];
         match slot {
             Slot::Constant(hole) => {
                 let value = func.dfg.first_result(hole.inst);
@@ -96,10 +104,5 @@ impl MergedNames {
                 name
             }
         }
-    }
-
-    /// Gives back a name that was not used.
-    pub(crate) fn release(&mut self, name: &UserFuncName) {
-        self.authority.release(&SymbolName::of_user_func_name(name));
     }
 }

@@ -4,28 +4,38 @@
 //! `identical/encode.rs`) are equal once the immediates of `iconst`,
 //! `f32const` and `f64const` (`Hole`s; immediate offsets are not holes, they
 //! change addressing) and the callees of direct calls to module functions
-//! (`CallSite`s; the callee's
-//! signature still has to be equal) are left out. A group of similar functions whose differing constants are few
-//! (`max_holes`) becomes one *merged body*, a copy of the first member in which each
-//! differing constant is a new trailing parameter (and each differing callee a
-//! function-address parameter called with `call_indirect`), and each member becomes
-//! a thin *entry point* with its own name, signature and address that calls the
-//! merged body with its own constants and callee addresses (`return_call` where the calling convention allows tail
-//! calls). This is Swift's and binaryen's "merge similar functions".
+//! (`CallSite`s; the callee's signature still has to be equal) are left out. A
+//! group of similar functions becomes one *merged body*, a copy of the first member
+//! in which the differing constants are new trailing parameters (and differing
+//! callees function-address parameters called with `call_indirect`), and each
+//! member becomes a thin *entry point* with its own name, signature and address
+//! that calls the merged body with its own constants and callee addresses
+//! (`return_call` where the calling convention allows tail calls). This is Swift's
+//! and binaryen's "merge similar functions".
+//!
+//! There is one parameter per distinct tuple of member values, not per differing
+//! constant: constants (or callees) of the same kind and type that hold the same
+//! value in every member, as a tuple across the members, share one parameter
+//! (binaryen does the same). Constants that agree in some members only do not.
+//! At most `max_holes` parameters are allowed.
 //!
 //! A group is merged only when it pays: the bytes Cranelift emits for the host ISA
 //! (`opt_level=speed`) for the merged body and the entry points must be fewer than
-//! for the members (or, without a host ISA, the instruction counts). Groups,
-//! parameters and names are deterministic: the same input gives the same output.
+//! for the members (or, without a host ISA, the instruction counts). A group that
+//! needs too many parameters or does not pay is not dropped: it is split by the
+//! parameter with the fewest distinct values, and each part is planned the same
+//! way; a group that pays is split too, and the parts are kept instead when
+//! together they save more. So every subgroup a lower limit would merge is among
+//! those tried, and a higher `max_holes` never saves less. Groups, parameters and
+//! names are deterministic: the same input gives the same output.
 //!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
-
 //!
-//! Files: `groups` (which functions are similar, which constants differ),
-//! `merged_body` (the parameterized copy and its name), `entry_points` (the
-//! members' new bodies) and `cost` (code size, which decides whether a group
-//! pays). This file runs them.
+//! Files: `groups` (which functions are similar, which constants differ, which
+//! share a parameter, how a group splits), `merged_body` (the parameterized copy
+//! and its name), `entry_points` (the members' new bodies) and `cost` (code size,
+//! which decides whether a group pays). This file runs them.
 
 pub(crate) mod cost;
 mod entry_points;
@@ -36,21 +46,31 @@ pub use groups::{HoleKind, HoleParameter};
 
 use crate::identical::encode::{FunctionEncoding, WalkOptions};
 use crate::identical::rewrite::OutputEntry;
+use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
-use cost::{host_isa, sizes};
+use cost::{NotCompiled, host_isa, size_of};
 use cranelift_codegen::entity::SecondaryMap;
-use cranelift_codegen::ir::{Function, UserFuncName, types};
+use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
 use entry_points::build_entry_points;
-use groups::{Differing, differing_parameters, find_groups};
+use groups::{Differing, differing_parameters, find_groups, split_by_parameter, split_parameter};
 use merged_body::{MergedNames, build_merged_body};
+use std::collections::HashMap;
+
+/// The default [`SimilarOptions::max_holes`]. Chosen from measurements on the
+/// corpus (see "Similar functions on the corpus" in the README): the code saved
+/// grows with the limit up to 22 parameters and not beyond, and a higher limit
+/// never saves less; 32 leaves room above that while still bounding the number of
+/// arguments of a merged body.
+pub const DEFAULT_MAX_HOLES: usize = 32;
 
 /// Options of the similar-function merge.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SimilarOptions {
-    /// At most this many constants may differ within a group; each becomes a
-    /// parameter of the merged body.
+    /// A group is merged whole only when it needs at most this many parameters (one
+    /// per distinct tuple of differing member values); a group needing more is
+    /// split into subgroups.
     pub max_holes: usize,
     /// A group is merged only when it saves at least this much: code bytes when
     /// sizes are measured on an ISA, instructions otherwise. At least 1 (a merge
@@ -61,14 +81,14 @@ pub struct SimilarOptions {
 impl Default for SimilarOptions {
     fn default() -> Self {
         Self {
-            max_holes: 4,
+            max_holes: DEFAULT_MAX_HOLES,
             min_saved: 1,
         }
     }
 }
 
 impl SimilarOptions {
-    /// These options with at most `max_holes` differing constants per group.
+    /// These options with at most `max_holes` parameters per merged group.
     pub fn with_max_holes(mut self, max_holes: usize) -> Self {
         self.max_holes = max_holes;
         self
@@ -86,7 +106,8 @@ impl SimilarOptions {
 pub struct SimilarGroup {
     /// The members, in input order; the first one's body is the merged body's.
     pub members: Vec<FuncIndex>,
-    /// The differing constants, in walk order of the body.
+    /// The parameters of the merged body (one per distinct tuple of differing
+    /// member values), in walk order of the body.
     pub parameters: Vec<HoleParameter>,
     /// The name of the merged body.
     pub merged_name: UserFuncName,
@@ -96,6 +117,13 @@ pub struct SimilarGroup {
     pub size_after: u64,
     /// Whether the sizes are code bytes (else instruction counts).
     pub sizes_in_bytes: bool,
+}
+
+impl SimilarGroup {
+    /// Whether some parameter stands for more than one constant or callee.
+    pub fn shares_parameters(&self) -> bool {
+        self.parameters.iter().any(|p| p.uses > 1)
+    }
 }
 
 /// The result of the similar-function merge.
@@ -147,39 +175,52 @@ pub(crate) fn merge_similar_reserving(
     isa: Option<&dyn TargetIsa>,
     authority: NameAuthority,
 ) -> SimilarOutcome {
-    // Phase 1 of 2: the groups of similar functions, each within the hole limit.
+    // Phase 1 of 3: the groups of similar functions.
     let walk = WalkOptions {
         addresses_significant: true,
         ..WalkOptions::default()
     };
-    let candidates = find_groups(module, walk, options.max_holes);
+    let candidates = find_groups(module, walk);
 
-    // Phase 2 of 2: per group, the merged body and the entry points, kept when
-    // they pay.
-    let mut names = MergedNames::new(module, authority);
-    let mut outcome = SimilarOutcome {
-        rejected: candidates.rejected,
-        ..SimilarOutcome::default()
+    // Phase 2 of 3: per group (in parallel), the subgroups to merge: the group
+    // itself or subgroups of it, whichever saves the most.
+    let planner = Planner {
+        module,
+        encodings: &candidates.encodings,
+        options,
+        isa,
+        pointer_type: isa.map_or(types::I64, |isa| isa.pointer_type()),
     };
-    for members in candidates.groups {
-        match merge_group(
-            module,
-            members,
-            &candidates.encodings,
-            options,
-            isa,
-            &mut names,
-        ) {
-            GroupMerge::Merged(group, merged, entry_points) => {
-                for (&m, entry) in group.members.iter().zip(entry_points) {
-                    outcome.entry_points[m] = Some(entry);
-                }
-                outcome.merged_bodies.push(*merged);
-                outcome.groups.push(group);
-            }
-            GroupMerge::Rejected(members, reason) => outcome.rejected.push((members, reason)),
-            GroupMerge::Equal => {}
+    let plans = parallel::map(&candidates.groups, 1, |members| {
+        planner.plan(members, &mut MemberSizes::new())
+    });
+
+    // Phase 3 of 3: names, merged bodies and entry points, in order of first member.
+    let mut outcome = SimilarOutcome::default();
+    let mut merges = Vec::new();
+    for plan in plans {
+        merges.extend(plan.merges);
+        outcome.rejected.extend(plan.rejected);
+    }
+    merges.sort_by_key(|m| m.members[0]);
+    let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
+    let mut names = MergedNames::new(module, authority);
+    for merge in merges {
+        let merged_name = names.next(&module.get(merge.members[0]).func.name);
+        let (merged, entry_points) =
+            build_merge(module, &merge, merged_name.clone(), frame_pointers);
+        for (&m, entry) in merge.members.iter().zip(entry_points) {
+            outcome.entry_points[m] = Some(entry);
         }
+        outcome.merged_bodies.push(merged);
+        outcome.groups.push(SimilarGroup {
+            members: merge.members,
+            parameters: merge.differing.parameters,
+            merged_name,
+            size_before: merge.size_before,
+            size_after: merge.size_after,
+            sizes_in_bytes: isa.is_some(),
+        });
     }
     outcome
         .rejected
@@ -187,86 +228,162 @@ pub(crate) fn merge_similar_reserving(
     outcome
 }
 
-/// What became of one group.
-enum GroupMerge {
-    /// Merged: the group, its merged body, and each member's entry point (in
-    /// member order).
-    Merged(SimilarGroup, Box<Function>, Vec<Function>),
-    /// Not merged, with the reason.
-    Rejected(Vec<FuncIndex>, String),
-    /// Nothing differs: equal functions the first pass left apart on purpose
-    /// (distinct addresses).
-    Equal,
+/// The merged body (named `name`) and the entry points (in member order) of a
+/// group.
+fn build_merge(
+    module: &FunctionSet,
+    merge: &Merge,
+    name: UserFuncName,
+    frame_pointers: bool,
+) -> (Function, Vec<Function>) {
+    let first = &module.get(merge.members[0]).func;
+    let merged = build_merged_body(first, name, &merge.differing);
+    let entry_points = build_entry_points(
+        module,
+        &merge.members,
+        &merge.differing.parameters,
+        &merged,
+        frame_pointers,
+    );
+    (merged, entry_points)
 }
 
-/// Builds the merged body and the entry points of one group (members in input
-/// order) and keeps them when they save at least `options.min_saved` on `isa`.
-fn merge_group(
-    module: &FunctionSet,
+/// A group chosen for merging, measured.
+struct Merge {
+    /// The members, in input order.
     members: Vec<FuncIndex>,
-    encodings: &SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-    options: &SimilarOptions,
-    isa: Option<&dyn TargetIsa>,
-    names: &mut MergedNames,
-) -> GroupMerge {
-    let pointer_type = isa.map_or(types::I64, |isa| isa.pointer_type());
-    let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
-    let Some(Differing {
-        parameters,
-        slots: differing,
-    }) = differing_parameters(&members, encodings, pointer_type)
-    else {
-        return GroupMerge::Equal;
-    };
-    if parameters.is_empty() {
-        return GroupMerge::Equal;
-    }
-    if parameters.len() > options.max_holes {
-        let reason = format!(
-            "{} constants differ (at most {})",
-            parameters.len(),
-            options.max_holes
-        );
-        return GroupMerge::Rejected(members, reason);
-    }
-    let merged_name = names.next(&module.get(members[0]).func.name);
-    let first_func = &module.get(members[0]).func;
-    let merged = build_merged_body(first_func, merged_name.clone(), &differing);
-    let entry_points = build_entry_points(module, &members, &parameters, &merged, frame_pointers);
-    let (size_before, size_after, sizes_in_bytes) =
-        match sizes(isa, module, &members, &merged, &entry_points) {
-            Ok(sizes) => sizes,
-            Err(not_compiled) => {
-                let reason = format!(
-                    "the target cannot compile {}: {}",
-                    not_compiled.function, not_compiled.reason
-                );
-                names.release(&merged_name);
-                return GroupMerge::Rejected(members, reason);
-            }
+    /// Its parameters and the slots they replace.
+    differing: Differing,
+    /// Size of the members.
+    size_before: u64,
+    /// Size of the merged body and the entry points.
+    size_after: u64,
+}
+
+/// What to do with a group: the subgroups to merge (the group itself, or parts of
+/// it), what they save, and the parts not merged, with the reason.
+#[derive(Default)]
+struct Plan {
+    merges: Vec<Merge>,
+    saved: u64,
+    rejected: Vec<(Vec<FuncIndex>, String)>,
+}
+
+/// The sizes of the members of one group, each measured once however many
+/// subgroups it is tried in.
+type MemberSizes = HashMap<FuncIndex, Result<u64, NotCompiled>>;
+
+/// Plans groups: what is constant for every group of a module.
+struct Planner<'a> {
+    module: &'a FunctionSet,
+    encodings: &'a SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+    options: &'a SimilarOptions,
+    isa: Option<&'a dyn TargetIsa>,
+    pointer_type: Type,
+}
+
+impl Planner<'_> {
+    /// The best plan for `members` (in input order): merged whole when it needs at
+    /// most `max_holes` parameters and saves at least `min_saved`, or split by the
+    /// parameter with the fewest distinct values into subgroups planned the same
+    /// way, whichever saves more (the whole group on a tie). Every subgroup a lower
+    /// limit would merge is among those tried, so a higher limit never saves less.
+    fn plan(&self, members: &[FuncIndex], sizes: &mut MemberSizes) -> Plan {
+        let Some(differing) = differing_parameters(members, self.encodings, self.pointer_type)
+        else {
+            return Plan::default();
         };
-    let min_saved = options.min_saved.max(1);
-    if size_after.saturating_add(min_saved) > size_before {
-        let reason = if size_after >= size_before {
-            format!("not smaller ({size_before} -> {size_after})")
+        // Nothing differs: equal functions the first pass left apart on purpose
+        // (distinct addresses).
+        let Some(split_at) = split_parameter(&differing.parameters) else {
+            return Plan::default();
+        };
+        let mut split = Plan::default();
+        let parts = split_by_parameter(members, split_at);
+        for part in &parts {
+            let plan = self.plan(part, sizes);
+            split.merges.extend(plan.merges);
+            split.saved += plan.saved;
+            split.rejected.extend(plan.rejected);
+        }
+        let max_holes = self.options.max_holes;
+        let whole = if differing.parameters.len() > max_holes {
+            Err(format!(
+                "{} parameters (at most {max_holes})",
+                differing.parameters.len()
+            ))
         } else {
-            format!(
-                "saves {} (less than {min_saved}: {size_before} -> {size_after})",
-                size_before - size_after
-            )
+            self.measure(members, differing, sizes)
         };
-        names.release(&merged_name);
-        return GroupMerge::Rejected(members, reason);
+        match whole {
+            Ok(merge) if merge.size_before - merge.size_after >= split.saved => Plan {
+                saved: merge.size_before - merge.size_after,
+                merges: vec![merge],
+                rejected: Vec::new(),
+            },
+            Err(reason) if split.merges.is_empty() => {
+                let reason = if parts.is_empty() {
+                    reason
+                } else {
+                    format!("{reason}, and none of its subgroups merges")
+                };
+                Plan {
+                    rejected: vec![(members.to_vec(), reason)],
+                    ..Plan::default()
+                }
+            }
+            _ => split,
+        }
     }
-    let group = SimilarGroup {
-        members,
-        parameters,
-        merged_name,
-        size_before,
-        size_after,
-        sizes_in_bytes,
-    };
-    GroupMerge::Merged(group, Box::new(merged), entry_points)
+
+    /// The group `members` merged whole with the parameters `differing`, measured;
+    /// an error (the reason) when it does not save at least `min_saved` or the
+    /// target cannot compile it.
+    fn measure(
+        &self,
+        members: &[FuncIndex],
+        differing: Differing,
+        sizes: &mut MemberSizes,
+    ) -> Result<Merge, String> {
+        let cannot_compile =
+            |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
+        let mut size_before = 0;
+        for &m in members {
+            let size = sizes
+                .entry(m)
+                .or_insert_with(|| size_of(self.isa, &self.module.get(m).func));
+            size_before += size.clone().map_err(cannot_compile)?;
+        }
+        let mut merge = Merge {
+            members: members.to_vec(),
+            differing,
+            size_before,
+            size_after: 0,
+        };
+        // Measured under a stand-in name: the name of a callee does not change the
+        // size of a call.
+        let frame_pointers = self
+            .isa
+            .is_none_or(|isa| isa.flags().preserve_frame_pointers());
+        let name = UserFuncName::testcase("clif_merge_measured");
+        let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers);
+        for func in std::iter::once(&merged).chain(&entry_points) {
+            merge.size_after += size_of(self.isa, func).map_err(cannot_compile)?;
+        }
+        let min_saved = self.options.min_saved.max(1);
+        if merge.size_after.saturating_add(min_saved) > size_before {
+            return Err(if merge.size_after >= size_before {
+                format!("not smaller ({size_before} -> {})", merge.size_after)
+            } else {
+                format!(
+                    "saves {} (less than {min_saved}: {size_before} -> {})",
+                    size_before - merge.size_after,
+                    merge.size_after
+                )
+            });
+        }
+        Ok(merge)
+    }
 }
 
 /// The similar-function merge run on the output of the identical-function merge:
@@ -365,6 +482,7 @@ impl SimilarPass {
                     .map(|&m| self.module.display_name(m))
                     .collect(),
                 holes: g.parameters.len(),
+                replaced: g.parameters.iter().map(|p| p.uses).sum(),
                 merged_into: g.merged_name.to_string(),
                 size_before: g.size_before,
                 size_after: g.size_after,
@@ -379,8 +497,12 @@ impl SimilarPass {
 pub struct SimilarGroupReport {
     /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order.
     pub members: Vec<String>,
-    /// Number of parameters (differing constants and callees).
+    /// Number of parameters (differing constants and callees; those holding the same
+    /// value in every member share one).
     pub holes: usize,
+    /// Number of differing constants and callees the parameters stand for (more than
+    /// [`Self::holes`] when some share a parameter).
+    pub replaced: usize,
     /// The merged body's name.
     pub merged_into: String,
     /// Code bytes (or instructions) of the members.
