@@ -222,6 +222,10 @@ const _: () = assert!(
 /// Every type the walk can meet, each written as its type code (`Type::index`):
 /// the scalars, their vectors of 2 to 256 lanes, and those as dynamic vectors. The
 /// vocabulary id of summaries covers their codes.
+#[cfg_attr(
+    not(feature = "separate"),
+    allow(dead_code, reason = "the vocabulary id and the type-code test use it")
+)]
 pub(crate) fn every_type() -> Vec<cranelift_codegen::ir::Type> {
     use cranelift_codegen::ir::types;
     let scalars = [
