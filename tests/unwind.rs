@@ -24,6 +24,12 @@
 //! with `_Unwind_Backtrace` and says whether the walk reached `main`. Linked with
 //! `cc` and run, the merged build prints what the unmerged one prints, the walk
 //! reaches `main` from every call, and `.text` is smaller.
+//!
+//! The same units through one `JITModule` (`jit`): the wrapper registers the
+//! `.eh_frame` it writes for the finalized code with libgcc (`__register_frame`),
+//! every entry and `run` are called, and every stack walk from the callback must
+//! reach the Rust function that called into the JIT code (without the
+//! registration none does).
 
 #![allow(clippy::result_large_err)]
 
@@ -318,8 +324,10 @@ fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: ir::Va
 
 /// Builds unit `unit`: `mid` calls the callback through `leaf_a`, its erased copy
 /// `leaf_b` and its aliased copy `leaf_c` (called through its address); the
-/// exported `cguN_entry` and its copy `cguN_entry2` (a thunk) call `mid`.
-fn build_unit<M: Module>(m: &mut M, unit: usize) {
+/// exported `cguN_entry` and its copy `cguN_entry2` (a thunk) call `mid`. The
+/// local names start with `local_prefix` (units that share one module need their
+/// own).
+fn build_unit<M: Module>(m: &mut M, unit: usize, local_prefix: &str) {
     let mut sig = m.make_signature();
     sig.params.push(AbiParam::new(I64));
     sig.returns.push(AbiParam::new(I64));
@@ -329,7 +337,7 @@ fn build_unit<M: Module>(m: &mut M, unit: usize) {
     let leaves: Vec<FuncId> = ["leaf_a", "leaf_b", "leaf_c"]
         .iter()
         .map(|name| {
-            m.declare_function(name, Linkage::Local, &sig)
+            m.declare_function(&format!("{local_prefix}{name}"), Linkage::Local, &sig)
                 .expect("declare")
         })
         .collect();
@@ -341,7 +349,7 @@ fn build_unit<M: Module>(m: &mut M, unit: usize) {
         });
     }
     let mid = m
-        .declare_function("mid", Linkage::Local, &sig)
+        .declare_function(&format!("{local_prefix}mid"), Linkage::Local, &sig)
         .expect("declare");
     define(m, mid, &sig, |m, b, x| {
         let y = call(m, b, leaves[0], x);
@@ -408,7 +416,7 @@ fn build_program(merge: bool) -> Vec<(Vec<u8>, MergeReport)> {
                     let options = ModuleMergeOptions::default().with_enabled(merge);
                     let mut module =
                         UnwindModule::new(MergingModule::new(ObjectModule::new(builder), options));
-                    build_unit(&mut module, unit);
+                    build_unit(&mut module, unit, "");
                     let (product, report) = module.finish();
                     (product.emit().expect("emit"), report)
                 })
@@ -478,4 +486,191 @@ fn unwinding_walks_through_erased_aliased_and_thunked_functions() {
     let (before, after) = (text(&plain_refs), text(&merged_refs));
     println!(".text: {before} bytes unmerged, {after} merged");
     assert!(after < before, ".text {before} -> {after}");
+}
+
+// ---------------------------------------------------------------------------------
+// The same program through `JITModule`, unwind info registered with libgcc.
+// ---------------------------------------------------------------------------------
+
+mod jit {
+    use super::*;
+    use clif_merge::module::MergedJit;
+    use cranelift_jit::{JITBuilder, JITModule};
+    use std::ffi::c_void;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    unsafe extern "C" {
+        fn __register_frame(begin: *const u8);
+        fn __deregister_frame(begin: *const u8);
+        fn _Unwind_Backtrace(
+            trace: extern "C" fn(*mut c_void, *mut c_void) -> i32,
+            arg: *mut c_void,
+        ) -> i32;
+        fn _Unwind_GetIP(context: *mut c_void) -> usize;
+        fn _Unwind_FindEnclosingFunction(pc: *mut c_void) -> *mut c_void;
+    }
+
+    /// Walks that reached [`call_jit`], and all walks.
+    static REACHED: AtomicUsize = AtomicUsize::new(0);
+    static WALKS: AtomicUsize = AtomicUsize::new(0);
+    /// The JIT tests run one at a time (the counters are global).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+    extern "C" fn step(context: *mut c_void, reached: *mut c_void) -> i32 {
+        // SAFETY: called by `_Unwind_Backtrace` with its context.
+        let ip = unsafe { _Unwind_GetIP(context) };
+        let start = if ip == 0 {
+            std::ptr::null_mut()
+        } else {
+            // SAFETY: a lookup by address.
+            unsafe { _Unwind_FindEnclosingFunction((ip - 1) as *mut c_void) }
+        };
+        if start == call_jit as *const () as *mut c_void {
+            // SAFETY: `reached` points at the walk's flag.
+            unsafe { *(reached as *mut bool) = true };
+        }
+        0 // _URC_NO_REASON
+    }
+
+    /// What the JIT code calls: walks the stack.
+    extern "C" fn callback(x: i64) -> i64 {
+        let mut reached = false;
+        // SAFETY: `step` matches the trace callback's signature.
+        unsafe { _Unwind_Backtrace(step, &mut reached as *mut bool as *mut c_void) };
+        WALKS.fetch_add(1, Ordering::Relaxed);
+        if reached {
+            REACHED.fetch_add(1, Ordering::Relaxed);
+        }
+        x * 3 + 1
+    }
+
+    /// Calls JIT code at `code` with `x`: the frame every walk must reach.
+    #[inline(never)]
+    extern "C" fn call_jit(code: *const u8, x: i64) -> i64 {
+        // SAFETY: `code` is a finalized `(i64) -> i64` function in the host's
+        // default calling convention.
+        let f: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(code) };
+        std::hint::black_box(f(x))
+    }
+
+    impl UnwindModule<MergingModule<JITModule>> {
+        /// Finalizes and registers `.eh_frame` for the code: an entry per function
+        /// with code of its own, thunks described by their own code. Returns the
+        /// module and the registered bytes (to deregister).
+        fn finish_jit(self) -> (MergedJit, Vec<u8>, MergeReport) {
+            let cie = self
+                .module
+                .isa()
+                .create_systemv_cie()
+                .expect("a System V target");
+            let (jit, report) = self.module.finish_jit().expect("finish");
+            let skip: HashSet<FuncId> = report
+                .without_code
+                .iter()
+                .copied()
+                .chain(report.thunks.iter().map(|t| t.function))
+                .collect();
+            let mut table = FrameTable::default();
+            let cie = table.add_cie(cie);
+            let address = |id: FuncId| Address::Constant(jit.get_finalized_function(id) as u64);
+            for (id, info) in &self.recorded {
+                if let (false, UnwindInfo::SystemV(info)) = (skip.contains(id), info) {
+                    table.add_fde(cie, info.to_fde(address(*id)));
+                }
+            }
+            for thunk in &report.thunks {
+                let fde = match &thunk.unwind {
+                    Some(UnwindInfo::SystemV(info)) => info.to_fde(address(thunk.function)),
+                    _ => FrameDescriptionEntry::new(address(thunk.function), thunk.size as u32),
+                };
+                table.add_fde(cie, fde);
+            }
+            let mut eh_frame = EhFrame(EndianVec::new(gimli::RunTimeEndian::Little));
+            table.write_eh_frame(&mut eh_frame).expect("eh_frame");
+            let mut bytes = eh_frame.0.into_vec();
+            // libgcc reads entries until a zero length.
+            bytes.extend_from_slice(&[0; 4]);
+            // SAFETY: a complete `.eh_frame` with a terminator, alive until
+            // deregistered.
+            unsafe { __register_frame(bytes.as_ptr()) };
+            (jit, bytes, report)
+        }
+    }
+
+    /// The program's three units in one JIT module (one thread), every entry and
+    /// `run` called on a few inputs: (name, results), and the report.
+    fn run_program(merge: bool) -> (Vec<(String, Vec<i64>)>, MergeReport) {
+        // cranelift-jit wants code that is not position-independent.
+        let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
+            .expect("host ISA")
+            .finish(cranelift_codegen::settings::Flags::new(
+                cranelift_codegen::settings::builder(),
+            ))
+            .expect("ISA");
+        let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+        builder.symbol("callback", callback as *const u8);
+        let options = ModuleMergeOptions::default().with_enabled(merge);
+        let mut module = UnwindModule::new(MergingModule::new(JITModule::new(builder), options));
+        for unit in 0..UNITS {
+            build_unit(&mut module, unit, &format!("cgu{unit}_"));
+        }
+        let mut names = vec!["run".to_string()];
+        for unit in 0..UNITS {
+            names.push(format!("cgu{unit}_entry"));
+            names.push(format!("cgu{unit}_entry2"));
+        }
+        let ids: Vec<FuncId> = names
+            .iter()
+            .map(|n| match module.get_name(n) {
+                Some(cranelift_module::FuncOrDataId::Func(id)) => id,
+                other => panic!("{n}: {other:?}"),
+            })
+            .collect();
+        let (jit, eh_frame, report) = module.finish_jit();
+        let results = names
+            .iter()
+            .zip(ids)
+            .map(|(name, id)| {
+                let code = jit.get_finalized_function(id);
+                let values = [0, 5, -7].iter().map(|&x| call_jit(code, x)).collect();
+                (name.clone(), values)
+            })
+            .collect();
+        // SAFETY: registered above, not yet deregistered.
+        unsafe { __deregister_frame(eh_frame.as_ptr()) };
+        // The code stays mapped (the module is not freed): a leak, in a test.
+        std::mem::forget(jit);
+        (results, report)
+    }
+
+    #[test]
+    fn unwinding_walks_through_merged_jit_code() {
+        let _one = ONE_AT_A_TIME.lock().expect("lock");
+        let before = (
+            WALKS.load(Ordering::Relaxed),
+            REACHED.load(Ordering::Relaxed),
+        );
+        let (plain, _) = run_program(false);
+        let (merged, report) = run_program(true);
+        let walks = WALKS.load(Ordering::Relaxed) - before.0;
+        let reached = REACHED.load(Ordering::Relaxed) - before.1;
+        assert_eq!(merged, plain, "merging changed what the JIT code computes");
+        // Per unit: leaf_b erased, leaf_c aliased, entry2 a thunk; `leaf_*` and
+        // `mid` are local with one name per unit, so in one module they are the
+        // three units' own (anonymous to each other).
+        assert!(
+            !report.thunks.is_empty() && !report.without_code.is_empty(),
+            "{report:?}"
+        );
+        assert!(walks > 0);
+        assert_eq!(
+            reached, walks,
+            "every stack walk from the callback reaches the caller of the JIT code"
+        );
+        println!(
+            "{walks} stack walks, all reaching call_jit; {} merged",
+            report.merged()
+        );
+    }
 }
