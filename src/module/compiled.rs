@@ -87,7 +87,7 @@ fn function_target(target: &ModuleRelocTarget) -> Option<(FuncId, Option<u32>)> 
 /// A relocation target that must be the very same symbol, as a value that can be
 /// compared and hashed (`ModuleRelocTarget` is neither).
 #[derive(PartialEq, Eq, Hash)]
-enum ExactTarget {
+pub(super) enum ExactTarget {
     /// A user name that is not a module function (data: namespace 1).
     User(u32, u32),
     /// A libcall.
@@ -99,7 +99,8 @@ enum ExactTarget {
 }
 
 impl ExactTarget {
-    fn of(target: &ModuleRelocTarget) -> Self {
+    /// The target as a comparable value.
+    pub(super) fn of(target: &ModuleRelocTarget) -> Self {
         match *target {
             ModuleRelocTarget::User { namespace, index } => Self::User(namespace, index),
             ModuleRelocTarget::LibCall(libcall) => Self::LibCall(libcall),

@@ -3,6 +3,7 @@
 
 use super::compiled::{CompiledFunction, DeclaredFunctions, Retargets, plan_recorded, record};
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
+use super::data::{DataMerging, fold};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{ThunkCode, code_size, define_thunk};
@@ -64,6 +65,10 @@ pub struct ModuleMergeOptions {
     pub similar: Option<SimilarOptions>,
     /// When functions are compiled (default: as they are defined).
     pub compile: CompileMode,
+    /// Which read-only data objects may be folded with an identical one (default:
+    /// none). Only [`MergingModule::finish_object`](super::MergingModule::finish_object)
+    /// folds.
+    pub data: DataMerging,
 }
 
 impl Default for ModuleMergeOptions {
@@ -73,6 +78,7 @@ impl Default for ModuleMergeOptions {
             enabled: true,
             similar: None,
             compile: CompileMode::default(),
+            data: DataMerging::default(),
         }
     }
 }
@@ -93,6 +99,12 @@ impl ModuleMergeOptions {
     /// These options also merging similar functions (`Some`), or not (`None`).
     pub fn with_similar(mut self, similar: Option<SimilarOptions>) -> Self {
         self.similar = similar;
+        self
+    }
+
+    /// These options folding the read-only data objects `data` allows.
+    pub fn with_data(mut self, data: DataMerging) -> Self {
+        self.data = data;
         self
     }
 
@@ -147,6 +159,11 @@ pub struct MergeReport {
     /// embedder that recorded unwind info for them must describe the thunk's code
     /// instead ([`ThunkCode`]).
     pub thunks: Vec<ThunkCode>,
+    /// Read-only data objects folded into an identical one
+    /// ([`ModuleMergeOptions::data`]): `(duplicate, kept)`, by name.
+    pub data_folded: Vec<(String, String)>,
+    /// Bytes of data the folds saved.
+    pub data_bytes_saved: u64,
 }
 
 impl MergeReport {
@@ -312,7 +329,10 @@ impl<M: Module> MergingModule<M> {
 
     /// Compile-at-define: partitions the recorded views, defines the kept
     /// functions' machine code (relocations retargeted), the thunks and the data.
-    fn finish_compiled(mut self) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
+    fn finish_compiled(
+        mut self,
+        allow_redirect: bool,
+    ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
         #[cfg(feature = "separate")]
         if self.decisions.is_some() {
             self.needs_ir("applying whole-program decisions")?;
@@ -364,20 +384,40 @@ impl<M: Module> MergingModule<M> {
                 thunk_bytes += self.define_thunk(function.id, &body, kept)?;
             }
         }
-        let merged = Merged {
+        let mut merged = Merged {
             ids: (0..count as u32).map(FuncId::from_u32).collect(),
             plan,
             redirected: Vec::new(),
             promoted: Vec::new(),
+            data_aliases: Vec::new(),
+            data_bytes_saved: 0,
         };
-        self.define_data_redirected(&merged, &[])?;
+        self.define_data_redirected(&mut merged, &[], allow_redirect)?;
         let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
         let mut report = report_of(&names, &merged.plan);
         report.functions = defined;
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
         report.without_code = merged.without_code();
         report.thunks = std::mem::take(&mut self.thunks);
+        self.report_data(&merged, &mut report);
         Ok((self.inner, report, Some(merged)))
+    }
+
+    /// Adds the folded data objects to `report`, by name.
+    fn report_data(&self, merged: &Merged, report: &mut MergeReport) {
+        let name = |id: DataId| {
+            self.inner
+                .declarations()
+                .get_data_decl(id)
+                .linkage_name(id)
+                .into_owned()
+        };
+        report.data_folded = merged
+            .data_aliases
+            .iter()
+            .map(|&(dup, kept)| (name(dup), name(kept)))
+            .collect();
+        report.data_bytes_saved = merged.data_bytes_saved;
     }
 
     /// A function's name in reports: its declared name (`u0:N` if anonymous).
@@ -427,7 +467,7 @@ impl<M: Module> MergingModule<M> {
             return Ok((self.define_unmerged()?, MergeReport::default(), None));
         }
         if self.options.effective_compile() == CompileMode::AtDefine {
-            return self.finish_compiled();
+            return self.finish_compiled(allow_redirect);
         }
         let (set, ids) = self.recorded_set()?;
         self.recorded.clear();
@@ -465,7 +505,7 @@ impl<M: Module> MergingModule<M> {
             .enumerate()
             .filter_map(|(i, r)| Some((ids[i], (*r)?)))
             .collect();
-        let merged = Merged {
+        let mut merged = Merged {
             ids,
             plan: outcome.plan,
             redirected: cross_module
@@ -478,12 +518,15 @@ impl<M: Module> MergingModule<M> {
                 .filter(|(_, r)| r.action == CrossAction::Promote && allow_redirect)
                 .map(|(id, r)| (*id, r.target))
                 .collect(),
+            data_aliases: Vec::new(),
+            data_bytes_saved: 0,
         };
-        self.define_data_redirected(&merged, &cross_module)?;
+        self.define_data_redirected(&mut merged, &cross_module, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
         report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
         report.without_code = merged.without_code();
         report.thunks = std::mem::take(&mut self.thunks);
+        self.report_data(&merged, &mut report);
         Ok((self.inner, report, Some(merged)))
     }
 
@@ -600,8 +643,9 @@ impl<M: Module> MergingModule<M> {
     /// its own, so its address is the kept function's.
     fn define_data_redirected(
         &mut self,
-        merged: &Merged,
+        merged: &mut Merged,
         cross_module: &[(FuncId, ResolvedDecision)],
+        fold_data: bool,
     ) -> ModuleResult<()> {
         let redirects: HashMap<u32, u32> = merged
             .plan
@@ -618,7 +662,8 @@ impl<M: Module> MergingModule<M> {
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();
-        for (id, mut desc) in std::mem::take(&mut self.data) {
+        let mut data = std::mem::take(&mut self.data);
+        for (_, desc) in &mut data {
             for target in desc.function_decls.values_mut() {
                 if let ModuleRelocTarget::User {
                     namespace: 0,
@@ -628,6 +673,17 @@ impl<M: Module> MergingModule<M> {
                 {
                     *index = kept;
                 }
+            }
+        }
+        // Read-only data folding, where the finish can alias data symbols.
+        if fold_data {
+            merged.data_aliases = fold(&data, self.inner.declarations(), &self.options.data);
+        }
+        let folded: HashSet<DataId> = merged.data_aliases.iter().map(|&(dup, _)| dup).collect();
+        for (id, desc) in data {
+            if folded.contains(&id) {
+                merged.data_bytes_saved += desc.init.size() as u64;
+                continue;
             }
             self.inner.define_data(id, &desc)?;
         }
@@ -706,6 +762,11 @@ pub(super) struct Merged {
     /// their code was defined under, where they got no code of their own.
     #[cfg_attr(not(feature = "object"), allow(dead_code))]
     pub(super) promoted: Vec<(FuncId, FuncId)>,
+    /// Read-only data objects folded into an identical one: (duplicate, kept).
+    /// The duplicate is not defined; an object file's finish aliases its symbol.
+    pub(super) data_aliases: Vec<(DataId, DataId)>,
+    /// Bytes of data the folds saved.
+    pub(super) data_bytes_saved: u64,
 }
 
 impl Merged {
@@ -755,6 +816,8 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         similar: None,
         without_code: Vec::new(),
         thunks: Vec::new(),
+        data_folded: Vec::new(),
+        data_bytes_saved: 0,
     }
 }
 

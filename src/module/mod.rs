@@ -36,6 +36,7 @@
 
 mod compiled;
 mod cross_module;
+mod data;
 #[cfg(feature = "separate")]
 mod decisions;
 #[cfg(feature = "jit")]
@@ -45,6 +46,7 @@ mod merging;
 mod object;
 mod thunk;
 
+pub use data::DataMerging;
 #[cfg(feature = "jit")]
 pub use jit::MergedJit;
 pub use merging::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};

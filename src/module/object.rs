@@ -1,5 +1,6 @@
 //! Finishing a [`MergingModule`] over an `ObjectModule`: the symbol of every erased
-//! or aliased duplicate points at the kept function's code.
+//! or aliased duplicate points at the kept function's code, and the symbol of every
+//! folded read-only data object at the kept object's bytes.
 
 use super::merging::{MergeReport, MergingModule};
 use crate::identical::plan::MergeAction;
@@ -47,6 +48,18 @@ impl MergingModule<ObjectModule> {
                 symbol.name.clear();
                 symbol.scope = object::write::SymbolScope::Compilation;
                 symbol.weak = false;
+                (symbol.section, symbol.value, symbol.size, symbol.kind) =
+                    (section, value, size, kind);
+            }
+            // A folded read-only data object names the kept object's bytes.
+            for &(dup, kept) in &merged.data_aliases {
+                let kept = product.data_symbol(kept);
+                let (section, value, size, kind) = {
+                    let k = product.object.symbol(kept);
+                    (k.section, k.value, k.size, k.kind)
+                };
+                let dup = product.data_symbol(dup);
+                let symbol = product.object.symbol_mut(dup);
                 (symbol.section, symbol.value, symbol.size, symbol.kind) =
                     (section, value, size, kind);
             }
