@@ -81,6 +81,22 @@ fn build(options: ModuleMergeOptions) -> (Vec<u8>, Vec<bool>) {
     let builder = ObjectBuilder::new(isa, "define", cranelift_module::default_libcall_names())
         .expect("builder");
     let mut m = MergingModule::new(ObjectModule::new(builder), options);
+    let (compiled, _) = define_program(&mut m, true);
+    let (product, _) = m.finish_object().expect("finish");
+    (product.emit().expect("emit"), compiled)
+}
+
+/// The ids of the program's functions and data a caller reads.
+struct ProgramIds {
+    entry: FuncId,
+    table: cranelift_module::DataId,
+    pointer: cranelift_module::DataId,
+}
+
+/// Declares and defines the program of [`build`] in `m` (the thread-local
+/// `counter` only with `tls`). Per define, whether compiled code was left in the
+/// context; and the ids.
+fn define_program<M: Module>(m: &mut M, tls: bool) -> (Vec<bool>, ProgramIds) {
     let mut sig = m.make_signature();
     sig.params.push(AbiParam::new(I64));
     sig.returns.push(AbiParam::new(I64));
@@ -97,15 +113,13 @@ fn build(options: ModuleMergeOptions) -> (Vec<u8>, Vec<bool>) {
     assert_eq!(m.get_name("entry"), Some(FuncOrDataId::Func(entry)));
     let mut compiled = Vec::new();
     for id in [twice, twice_copy] {
-        compiled.push(define(&mut m, id, &sig, |_, b, x| {
+        compiled.push(define(m, id, &sig, |_, b, x| {
             let y = b.ins().iadd(x, x);
             b.ins().iadd_imm_s(y, 3)
         }));
     }
-    compiled.push(define(&mut m, scale, &sig, |_, b, x| {
-        b.ins().imul_imm_s(x, 7)
-    }));
-    compiled.push(define(&mut m, entry, &sig, |m, b, x| {
+    compiled.push(define(m, scale, &sig, |_, b, x| b.ins().imul_imm_s(x, 7)));
+    compiled.push(define(m, entry, &sig, |m, b, x| {
         let a = call(m, b, twice, x);
         let c = call(m, b, twice_copy, a);
         let s = call(m, b, scale, c);
@@ -134,14 +148,22 @@ fn build(options: ModuleMergeOptions) -> (Vec<u8>, Vec<bool>) {
     let value_ref = m.declare_data_in_data(value, &mut desc);
     desc.write_data_addr(0, value_ref, 0);
     m.define_data(pointer, &desc).expect("define pointer");
-    let counter = m
-        .declare_data("counter", Linkage::Export, true, true)
-        .expect("declare");
-    let mut desc = DataDescription::new();
-    desc.define(vec![0u8; 8].into_boxed_slice());
-    m.define_data(counter, &desc).expect("define counter");
-    let (product, _) = m.finish_object().expect("finish");
-    (product.emit().expect("emit"), compiled)
+    if tls {
+        let counter = m
+            .declare_data("counter", Linkage::Export, true, true)
+            .expect("declare");
+        let mut desc = DataDescription::new();
+        desc.define(vec![0u8; 8].into_boxed_slice());
+        m.define_data(counter, &desc).expect("define counter");
+    }
+    (
+        compiled,
+        ProgramIds {
+            entry,
+            table,
+            pointer,
+        },
+    )
 }
 
 /// The machine code of the function named `name` in `object`, and its
@@ -303,4 +325,53 @@ fn equal_code_with_unequal_targets_does_not_merge() {
         ],
         "only the d and q pairs merge"
     );
+}
+
+/// The same program (without thread-local data, which cranelift-jit does not
+/// support) through `MergingModule<JITModule>` in both compile modes, against the
+/// plain `JITModule`: `entry`, every function in `table` and `*pointer_to_value`
+/// give the same values.
+#[test]
+fn the_whole_trait_runs_alike_in_a_jit() {
+    use clif_merge::module::MergedJit;
+    use cranelift_jit::{JITBuilder, JITModule};
+    fn run(options: ModuleMergeOptions) -> Vec<i64> {
+        let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
+            .expect("host ISA")
+            .finish(cranelift_codegen::settings::Flags::new(
+                cranelift_codegen::settings::builder(),
+            ))
+            .expect("ISA");
+        let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+        let mut m = MergingModule::new(JITModule::new(builder), options);
+        let (_, ids) = define_program(&mut m, false);
+        let (jit, _): (MergedJit, _) = m.finish_jit().expect("finish");
+        let call = |code: *const u8, x: i64| -> i64 {
+            // SAFETY: finalized `(i64) -> i64` code in the host's calling convention.
+            let f: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(code) };
+            f(x)
+        };
+        let mut values: Vec<i64> = (-2..3)
+            .map(|x| call(jit.get_finalized_function(ids.entry), x))
+            .collect();
+        let (table, _) = jit.module().get_finalized_data(ids.table);
+        for i in 0..3 {
+            // SAFETY: the table holds three function addresses.
+            let code = unsafe { *(table as *const *const u8).add(i) };
+            values.push(call(code, 4));
+        }
+        let (pointer, _) = jit.module().get_finalized_data(ids.pointer);
+        // SAFETY: `pointer_to_value` holds the address of an `i64`.
+        values.push(unsafe { **(pointer as *const *const i64) });
+        values
+    }
+    let plain = run(ModuleMergeOptions::default().with_enabled(false));
+    assert_eq!(plain.last(), Some(&42));
+    for mode in [CompileMode::AtDefine, CompileMode::AtFinish] {
+        assert_eq!(
+            run(ModuleMergeOptions::default().with_compile(mode)),
+            plain,
+            "{mode:?}"
+        );
+    }
 }
