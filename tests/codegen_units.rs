@@ -23,6 +23,8 @@
 
 #![allow(clippy::result_large_err)]
 
+#[path = "support/define.rs"]
+mod define_support;
 #[path = "../examples/shared/native.rs"]
 #[allow(dead_code)]
 mod native;
@@ -30,11 +32,10 @@ mod native;
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
 use clif_merge::similar::SimilarOptions;
-use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, UserFuncName, Value};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value};
+use cranelift_frontend::FunctionBuilder;
 use cranelift_module::{DataDescription, FuncId, Linkage, Module, ModuleResult};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use std::sync::mpsc::channel;
@@ -60,35 +61,19 @@ int main(void) {
 }
 "#;
 
-/// Defines `id`: `body` gets the module and the builder in the entry block and
-/// returns the value to return.
+/// Defines `id`: `body` gets the module, the builder in the entry block and the
+/// parameters, and returns the value to return.
 fn define<M: Module>(
     module: &mut M,
     id: FuncId,
     sig: &Signature,
     body: impl FnOnce(&mut M, &mut FunctionBuilder, &[Value]) -> Value,
 ) -> ModuleResult<()> {
-    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
-    let mut context = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut context);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let params = b.block_params(entry).to_vec();
-    let result = body(module, &mut b, &params);
-    b.ins().return_(&[result]);
-    b.seal_all_blocks();
-    b.finalize(module.target_config());
-    let mut ctx = Context::for_function(func);
-    module.define_function(id, &mut ctx)
+    define_support::define_function(module, id, sig, |m, b, p| vec![body(m, b, p)]);
+    Ok(())
 }
 
-/// A call of `callee`; its single result.
-fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, args: &[Value]) -> Value {
-    let callee = m.declare_func_in_func(callee, b.func);
-    let call = b.ins().call(callee, args);
-    b.inst_results(call)[0]
-}
+use define_support::call;
 
 /// Builds unit `unit` into `module`.
 fn build_unit<M: Module>(module: &mut M, unit: usize) -> ModuleResult<()> {

@@ -8,17 +8,16 @@
 
 #![allow(clippy::result_large_err)]
 
+#[path = "support/define.rs"]
+mod define_support;
 #[path = "../examples/shared/native.rs"]
 #[allow(dead_code)]
 mod native;
 
 use clif_merge::module::{DataMerging, MergingModule, ModuleMergeOptions};
-use cranelift_codegen::Context;
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{
-    AbiParam, Function, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
-};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_frontend::FunctionBuilder;
 use cranelift_module::{DataDescription, DataId, FuncOrDataId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use object::{Object, ObjectSection, SectionKind};
@@ -63,19 +62,7 @@ fn define(
     let id = m
         .declare_function(name, Linkage::Export, &sig)
         .expect("declare");
-    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
-    let mut context = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut context);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let params = b.block_params(entry).to_vec();
-    let result = body(m, &mut b, &params);
-    b.ins().return_(result.as_slice());
-    b.seal_all_blocks();
-    b.finalize(m.target_config());
-    let mut ctx = Context::for_function(func);
-    m.define_function(id, &mut ctx).expect("define");
+    define_support::define_function(m, id, &sig, |m, b, p| body(m, b, p).into_iter().collect());
 }
 
 /// The address of element `index & 7` of `table`.

@@ -12,15 +12,16 @@
 
 #![allow(clippy::result_large_err)]
 
+#[path = "support/define.rs"]
+mod define_support;
 #[path = "../examples/shared/native.rs"]
 #[allow(dead_code)]
 mod native;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
-use cranelift_codegen::Context;
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, UserFuncName, Value};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value};
+use cranelift_frontend::FunctionBuilder;
 use cranelift_module::{DataDescription, FuncId, FuncOrDataId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
@@ -49,26 +50,12 @@ fn define<M: Module>(
     sig: &Signature,
     body: impl FnOnce(&mut M, &mut FunctionBuilder, Value) -> Value,
 ) -> bool {
-    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
-    let mut context = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut context);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let x = b.block_params(entry)[0];
-    let result = body(m, &mut b, x);
-    b.ins().return_(&[result]);
-    b.seal_all_blocks();
-    b.finalize(m.target_config());
-    let mut ctx = Context::for_function(func);
-    m.define_function(id, &mut ctx).expect("define");
-    ctx.compiled_code().is_some()
+    define_support::define_function(m, id, sig, |m, b, p| vec![body(m, b, p[0])])
 }
 
+/// A call of `callee` with `x`; its result.
 fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: Value) -> Value {
-    let callee = m.declare_func_in_func(callee, b.func);
-    let call = b.ins().call(callee, &[x]);
-    b.inst_results(call)[0]
+    define_support::call(m, b, callee, &[x])
 }
 
 /// The program: `entry` calls `twice` and its erased copy `twice_copy` (local,

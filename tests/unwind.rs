@@ -33,6 +33,8 @@
 
 #![allow(clippy::result_large_err)]
 
+#[path = "support/define.rs"]
+mod define_support;
 #[path = "../examples/shared/native.rs"]
 #[allow(dead_code)]
 mod native;
@@ -46,10 +48,10 @@ use cranelift_codegen::gimli::write::{
     RelocationTarget,
 };
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{self, AbiParam, Function, InstBuilder, Signature, UserFuncName};
+use cranelift_codegen::ir::{self, AbiParam, InstBuilder, Signature};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::isa::unwind::UnwindInfo;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_frontend::FunctionBuilder;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleReloc, ModuleResult,
 };
@@ -300,26 +302,12 @@ fn define<M: Module>(
     sig: &Signature,
     body: impl FnOnce(&mut M, &mut FunctionBuilder, ir::Value) -> ir::Value,
 ) {
-    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
-    let mut context = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut context);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let x = b.block_params(entry)[0];
-    let result = body(m, &mut b, x);
-    b.ins().return_(&[result]);
-    b.seal_all_blocks();
-    b.finalize(m.target_config());
-    let mut ctx = Context::for_function(func);
-    m.define_function(id, &mut ctx).expect("define");
+    define_support::define_function(m, id, sig, |m, b, p| vec![body(m, b, p[0])]);
 }
 
 /// A call of `callee` with `x`; its result.
 fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: ir::Value) -> ir::Value {
-    let callee = m.declare_func_in_func(callee, b.func);
-    let call = b.ins().call(callee, &[x]);
-    b.inst_results(call)[0]
+    define_support::call(m, b, callee, &[x])
 }
 
 /// Builds unit `unit`: `mid` calls the callback through `leaf_a`, its erased copy
