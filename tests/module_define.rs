@@ -247,9 +247,9 @@ fn the_whole_trait_links_and_runs_alike_in_both_modes() {
 }
 
 /// In compile-at-define mode functions are compared by machine code and
-/// relocations: equal code that calls unequal functions, or reads another data
-/// object, must not merge; equal code calling equal functions merges, callees and
-/// callers alike.
+/// relocations and metadata: equal code that calls unequal functions, reads
+/// another data object, or traps with another code must not merge; equal code
+/// calling equal functions merges, callees and callers alike.
 #[test]
 fn equal_code_with_unequal_targets_does_not_merge() {
     let isa = native::pic_host_isa().expect("host ISA");
@@ -300,6 +300,15 @@ fn equal_code_with_unequal_targets_does_not_merge() {
                 0,
             );
             b.ins().iadd(value, x)
+        });
+    }
+    // t1/t2: the same code, another trap code.
+    let [t1, t2] = ["t1", "t2"].map(|n| declare(&mut m, n));
+    for (id, code) in [(t1, 1), (t2, 2)] {
+        define(&mut m, id, &sig, |_, b, x| {
+            let code = cranelift_codegen::ir::TrapCode::user(code).expect("a user trap code");
+            b.ins().trapz(x, code);
+            x
         });
     }
     let (_, report) = m.finish_object().expect("finish");

@@ -6,12 +6,15 @@
 //! functions are compared by their machine code, as lld's identical code folding
 //! (`ICF.cpp`) compares sections.
 //!
-//! Two functions are equal when their code bytes and alignment are the same and
-//! their relocations are the same (offset, kind, addend, and target), where a
-//! target that is a function of the module may be any function of the same class
-//! (the fixpoint below), and any other target (data, a libcall, a preemptible
-//! function, one the module does not define) must be the very same symbol. Equal
-//! machine code with equal relocations runs the same, whatever IR it came from.
+//! Two functions are equal when their code bytes and alignment are the same, their
+//! relocations are the same (offset, kind, addend, and target), where a target that
+//! is a function of the module may be any function of the same class (the fixpoint
+//! below), and any other target (data, a libcall, a preemptible function, one the
+//! module does not define) must be the very same symbol, and the metadata a runtime
+//! may read from the compiled code is the same ([`Metadata`]: trap codes, call
+//! sites and their exception handlers, stack maps, patchable call sites). Equal
+//! machine code with equal relocations and metadata runs the same, whatever IR it
+//! came from.
 //!
 //! Phases:
 //!
@@ -32,8 +35,9 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
-use cranelift_codegen::ir::{KnownSymbol, LibCall};
+use cranelift_codegen::ir::{KnownSymbol, LibCall, TrapCode};
 use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::{Final, MachBufferFinalized};
 use cranelift_module::{
     FuncId, ModuleDeclarations, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
 };
@@ -67,8 +71,53 @@ pub(super) struct CompiledFunction {
     pub(super) alignment: u64,
     /// Its relocations, as the inner module would have received them.
     pub(super) relocs: Vec<ModuleReloc>,
+    /// The metadata compiled with the code.
+    metadata: Metadata,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
+}
+
+/// What Cranelift reports beside the code that a runtime may act on: two functions
+/// with equal code but another trap code, exception handler or stack map are not
+/// equal. (Debug tags and source locations are not compared: they change what a
+/// debugger shows, not what the code does.)
+#[derive(Default, PartialEq, Eq, Hash)]
+struct Metadata {
+    /// Trap sites: offset and trap code.
+    traps: Vec<(u32, TrapCode)>,
+    /// Call sites: return address and frame offset.
+    call_sites: Vec<(u32, Option<u32>)>,
+    /// The rest, rendered (empty when there is none): exception handlers, user
+    /// stack maps and patchable call sites.
+    rest: String,
+}
+
+impl Metadata {
+    /// The metadata of `buffer`.
+    fn of(buffer: &MachBufferFinalized<Final>) -> Self {
+        let traps = buffer.traps().iter().map(|t| (t.offset, t.code)).collect();
+        let call_sites = buffer
+            .call_sites()
+            .map(|site| (site.ret_addr, site.frame_offset))
+            .collect();
+        let handlers: Vec<_> = buffer
+            .call_sites()
+            .filter(|site| !site.exception_handlers.is_empty())
+            .map(|site| (site.ret_addr, site.exception_handlers))
+            .collect();
+        let stack_maps = buffer.user_stack_maps();
+        let patchable: Vec<_> = buffer.patchable_call_sites().collect();
+        let rest = if handlers.is_empty() && stack_maps.is_empty() && patchable.is_empty() {
+            String::new()
+        } else {
+            format!("{handlers:?} {stack_maps:?} {patchable:?}")
+        };
+        Self {
+            traps,
+            call_sites,
+            rest,
+        }
+    }
 }
 
 /// A relocation target that is a function of the module (compared by class), with
@@ -134,8 +183,9 @@ pub(super) fn record(
         .iter()
         .map(|reloc| ModuleReloc::from_mach_reloc(reloc, &ctx.func, id))
         .collect();
+    let metadata = Metadata::of(&compiled.buffer);
     let mut hasher = FxHasher::default();
-    (alignment, &code, relocs.len()).hash(&mut hasher);
+    (alignment, &code, relocs.len(), &metadata).hash(&mut hasher);
     for reloc in &relocs {
         (reloc.offset, reloc.kind as u32, reloc.addend).hash(&mut hasher);
         match function_target(&reloc.name) {
@@ -148,6 +198,7 @@ pub(super) fn record(
         code,
         alignment,
         relocs,
+        metadata,
         hash: hasher.finish(),
     })
 }
@@ -157,6 +208,7 @@ pub(super) fn record(
 fn same_content(a: &CompiledFunction, b: &CompiledFunction) -> bool {
     a.alignment == b.alignment
         && a.code == b.code
+        && a.metadata == b.metadata
         && a.relocs.len() == b.relocs.len()
         && a.relocs.iter().zip(&b.relocs).all(|(x, y)| {
             x.offset == y.offset
