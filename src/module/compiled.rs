@@ -85,10 +85,10 @@ pub(super) struct CompiledFunction {
 struct Metadata {
     /// Trap sites: offset and trap code.
     traps: Vec<(u32, TrapCode)>,
-    /// Call sites: return address and frame offset.
-    call_sites: Vec<(u32, Option<u32>)>,
-    /// The rest, rendered (empty when there is none): exception handlers, user
-    /// stack maps and patchable call sites.
+    /// The rest, rendered (empty when there is none): the call sites with
+    /// exception handlers (return address, frame offset, handlers), user stack maps
+    /// and patchable call sites. A call site without handlers adds nothing the
+    /// code does not say: its return address and frame follow from the code.
     rest: String,
 }
 
@@ -96,14 +96,10 @@ impl Metadata {
     /// The metadata of `buffer`.
     fn of(buffer: &MachBufferFinalized<Final>) -> Self {
         let traps = buffer.traps().iter().map(|t| (t.offset, t.code)).collect();
-        let call_sites = buffer
-            .call_sites()
-            .map(|site| (site.ret_addr, site.frame_offset))
-            .collect();
         let handlers: Vec<_> = buffer
             .call_sites()
             .filter(|site| !site.exception_handlers.is_empty())
-            .map(|site| (site.ret_addr, site.exception_handlers))
+            .map(|site| (site.ret_addr, site.frame_offset, site.exception_handlers))
             .collect();
         let stack_maps = buffer.user_stack_maps();
         let patchable: Vec<_> = buffer.patchable_call_sites().collect();
@@ -112,11 +108,7 @@ impl Metadata {
         } else {
             format!("{handlers:?} {stack_maps:?} {patchable:?}")
         };
-        Self {
-            traps,
-            call_sites,
-            rest,
-        }
+        Self { traps, rest }
     }
 }
 
