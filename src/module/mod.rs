@@ -9,26 +9,35 @@
 //! ```
 //!
 //! Declarations go to the inner module at once, so every `FuncId` and `DataId` stays
-//! valid. `define_function` records a copy of the function's IR instead of compiling
-//! it; `define_data` is recorded too, and every function address it holds counts as
-//! address-taken (data is defined at the end, with the address of an erased or aliased
-//! duplicate replaced by the kept function's). `define_function_bytes` is forwarded untouched. At the end the pass
-//! runs over everything recorded and the inner module compiles the kept functions
-//! (with calls to erased and aliased duplicates redirected) and the thunks.
+//! valid. When functions are compiled is [`CompileMode`]: by default
+//! ([`CompileMode::AtDefine`]) `define_function` compiles the function at once, as
+//! the inner module would, leaving `ctx.compiled_code()` for whatever wraps the
+//! module, and keeps only its machine code; functions are compared by that code. With
+//! [`CompileMode::AtFinish`] it records the function's IR instead and only the kept
+//! functions are compiled at the end (merging similar functions and separate
+//! compilation need this). `define_data` is recorded, and every function address it
+//! holds counts as address-taken (data is defined at the end, with the address of an
+//! erased or aliased duplicate replaced by the kept function's, and identical
+//! read-only objects folded where [`DataMerging`] allows). `define_function_bytes` is
+//! forwarded untouched.
 //!
-//! An erased or aliased duplicate is not compiled. For an `ObjectModule`,
+//! An erased or aliased duplicate gets no code. For an `ObjectModule`,
 //! [`MergingModule::finish_object`] then points its symbol at the kept function's
 //! code: same section, same offset, the duplicate's own name, scope and weak flag (an
 //! erased, local duplicate is never referenced, so its symbol is harmless). For a
 //! `JITModule`, [`MergingModule::finish_jit`] finalizes and returns a [`MergedJit`]
-//! whose `get_finalized_function` resolves such a duplicate to the kept code.
+//! whose `get_finalized_function` resolves such a duplicate to the kept code. The
+//! [`MergeReport`] lists the functions without code of their own and the thunks, for
+//! an embedder that records unwind or debug info per function.
 //!
-//! Files: `merging` (the wrapper, the pass at finish), `thunk` (thunks as one
-//! machine jump), `decisions` (stage 3 of separate compilation, with the
-//! `separate` feature) over `cross_module` (the decisions as the finish applies
-//! them), `object` and `jit` (the backend-specific finishes, with the features of
-//! those names). Imports point downward: `object` and `jit` use `merging`, which
-//! uses `thunk`, `decisions` and `cross_module`.
+//! Files: `merging` (the wrapper, the pass at finish), `compiled` (compile at
+//! define: the machine-code comparison and relocation retargeting), `data`
+//! (read-only data folding), `thunk` (thunks as one machine jump), `decisions`
+//! (stage 3 of separate compilation, with the `separate` feature) over
+//! `cross_module` (the decisions as the finish applies them), `object` and `jit`
+//! (the backend-specific finishes, with the features of those names). Imports point
+//! downward: `object` and `jit` use `merging`, which uses `compiled`, `data`,
+//! `thunk`, `decisions` and `cross_module`; `data` uses `compiled`.
 
 // `ModuleResult` is cranelift-module's own error type, which the `Module` trait
 // returns everywhere; the wrapper returns the same.
