@@ -6,15 +6,17 @@ use super::error::CliError;
 use super::load::{InputTarget, LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
 use super::report::{check_printable, plan_json};
 use crate::identical::MergeOptions;
-use crate::ir::{FuncIndex, FunctionSet, NameAuthority, SymbolName};
+use crate::identical::rewrite::OutputEntry;
+use crate::ir::SymbolName;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{Decision, DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, clif_name, summarize};
 use crate::separate::transform::apply_decisions;
-use crate::similar::{SimilarOptions, merge_similar_reserving};
+use crate::similar::{SimilarOptions, SimilarPass};
 use clap::Subcommand;
 use cranelift_codegen::ir::Function;
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -332,75 +334,9 @@ fn apply_command(
     let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
         .map_err(|e| CliError::input(e.to_string()))?;
     let out = &applied.functions;
-    // The functions every decision names, by their name in the output.
-    let decided_names: HashSet<SymbolName> = decisions
-        .decisions
-        .iter()
-        .filter_map(|d| match d.action {
-            DecisionAction::Promote => clif_name(&d.to),
-            DecisionAction::Thunk | DecisionAction::Redirect => clif_name(&d.function),
-        })
-        .map(|name| SymbolName::of_user_func_name(&name))
-        .collect();
-    let similar_outcome = similar.map(|similar| {
-        // Among the functions no decision names; never naming a merged body with a
-        // name the module had (removed functions, aliases) or has.
-        let undecided: Vec<FuncIndex> = out
-            .iter()
-            .filter(|(_, def)| !decided_names.contains(&SymbolName::of_function(&def.func)))
-            .map(|(f, _)| f)
-            .collect();
-        let mut candidates = FunctionSet::new();
-        for &f in &undecided {
-            // Names are unique: a subset of the output's.
-            let _ = candidates.push(out.get(f).func.clone(), out.get(f).linkage);
-        }
-        let mut authority = NameAuthority::new();
-        for (_, def) in loaded.functions.iter().chain(out.iter()) {
-            authority.reserve_function(&def.func);
-        }
-        let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
-        let outcome = merge_similar_reserving(&candidates, similar, isa.as_deref(), authority);
-        (candidates, outcome)
-    });
-    // Each printed function, with the name it is verified as (the target and flags
-    // of the file it came from): a promoted function as its old name, a merged
-    // body as its group's first member.
-    let mut promoted_from: HashMap<SymbolName, SymbolName> = HashMap::new();
-    for d in &decisions.decisions {
-        if d.action == DecisionAction::Promote
-            && let (Some(new), Some(old)) = (clif_name(&d.to), clif_name(&d.function))
-        {
-            promoted_from.insert(
-                SymbolName::of_user_func_name(&new),
-                SymbolName::of_user_func_name(&old),
-            );
-        }
-    }
-    let original = |name: SymbolName| promoted_from.get(&name).cloned().unwrap_or(name);
-    let mut printed: Vec<(&Function, SymbolName)> = Vec::new();
-    let mut entry_points: HashMap<SymbolName, &Function> = HashMap::new();
-    if let Some((candidates, outcome)) = &similar_outcome {
-        for (f, def) in candidates.iter() {
-            if let Some(entry) = &outcome.entry_points[f] {
-                entry_points.insert(SymbolName::of_function(&def.func), entry);
-            }
-        }
-    }
-    for (_, def) in out.iter() {
-        let name = SymbolName::of_function(&def.func);
-        let func = entry_points.get(&name).copied().unwrap_or(&def.func);
-        printed.push((func, original(name)));
-    }
-    if let Some((candidates, outcome)) = &similar_outcome {
-        for (group, body) in outcome.groups.iter().zip(&outcome.merged_bodies) {
-            let first = SymbolName::of_function(&candidates.get(group.members[0]).func);
-            printed.push((body, original(first)));
-        }
-    }
-    check_printable(&printed.iter().map(|(f, _)| *f).collect::<Vec<_>>())?;
-    // The decisions by the symbol they name (every one names a function of the
-    // module: `apply_decisions` checked that), the first of any repeats.
+    // The decisions by the name their function has in the output (every one names
+    // a function of the module: `apply_decisions` checked that), the first of any
+    // repeats: thunks by their name, promoted functions by their new name.
     let mut decided: HashMap<SymbolName, &Decision> = HashMap::new();
     let mut promoted: HashMap<SymbolName, &Decision> = HashMap::new();
     for d in &decisions.decisions {
@@ -414,6 +350,50 @@ fn apply_command(
             map.entry(SymbolName::of_user_func_name(&name)).or_insert(d);
         }
     }
+    let similar = similar.map(|similar| {
+        // Among the functions no decision names; never naming a merged body with a
+        // name the module had (removed functions, aliases) or has.
+        let undecided: Vec<OutputEntry<'_>> = out
+            .iter()
+            .filter(|(_, def)| {
+                let name = SymbolName::of_function(&def.func);
+                !decided.contains_key(&name) && !promoted.contains_key(&name)
+            })
+            .map(|(f, def)| OutputEntry::Function(f, Cow::Borrowed(&def.func)))
+            .collect();
+        let reserved = loaded
+            .functions
+            .iter()
+            .chain(out.iter())
+            .map(|(_, d)| &d.func);
+        let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
+        SimilarPass::after_reserving(out, &undecided, similar, isa.as_deref(), reserved)
+    });
+    // Each printed function, with the name it is verified as (the target and flags
+    // of the file it came from): a promoted function as its old name, a merged
+    // body as its group's first member.
+    let original = |name: SymbolName| {
+        promoted
+            .get(&name)
+            .and_then(|d| clif_name(&d.function))
+            .map_or(name, |old| SymbolName::of_user_func_name(&old))
+    };
+    let mut printed: Vec<(&Function, SymbolName)> = Vec::new();
+    for (f, def) in out.iter() {
+        let func = similar
+            .as_ref()
+            .and_then(|similar| similar.entry_point(f))
+            .unwrap_or(&def.func);
+        printed.push((func, original(SymbolName::of_function(&def.func))));
+    }
+    if let Some(similar) = &similar {
+        let outcome = &similar.outcome;
+        for (group, body) in outcome.groups.iter().zip(&outcome.merged_bodies) {
+            let first = &similar.module.get(group.members[0]).func;
+            printed.push((body, original(SymbolName::of_function(first))));
+        }
+    }
+    check_printable(&printed.iter().map(|(f, _)| *f).collect::<Vec<_>>())?;
     let mut text = loaded.header.clone();
     for (func, verified_as) in &printed {
         loaded.verify_output(func, verified_as)?;
@@ -447,7 +427,8 @@ fn apply_command(
         decisions.calls.len(),
         decisions.module
     );
-    if let Some((_, outcome)) = &similar_outcome {
+    if let Some(similar) = &similar {
+        let outcome = &similar.outcome;
         let members: usize = outcome.groups.iter().map(|g| g.members.len()).sum();
         let _ = writeln!(
             stderr,

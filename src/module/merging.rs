@@ -397,14 +397,15 @@ impl<M: Module> MergingModule<M> {
         let mut report = report_of(&names, &merged.plan);
         report.functions = defined;
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
-        report.without_code = merged.without_code();
-        report.thunks = std::mem::take(&mut self.thunks);
-        self.report_data(&merged, &mut report);
+        self.complete_report(&merged, &mut report);
         Ok((self.inner, report, Some(merged)))
     }
 
-    /// Adds the folded data objects to `report`, by name.
-    fn report_data(&self, merged: &Merged, report: &mut MergeReport) {
+    /// Adds to `report` what both finishes report alike: the functions without code
+    /// of their own, the thunks, and the folded data objects (by name).
+    fn complete_report(&mut self, merged: &Merged, report: &mut MergeReport) {
+        report.without_code = merged.without_code();
+        report.thunks = std::mem::take(&mut self.thunks);
         let name = |id: DataId| {
             self.inner
                 .declarations()
@@ -524,9 +525,7 @@ impl<M: Module> MergingModule<M> {
         self.define_data_redirected(&mut merged, &cross_module, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
         report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
-        report.without_code = merged.without_code();
-        report.thunks = std::mem::take(&mut self.thunks);
-        self.report_data(&merged, &mut report);
+        self.complete_report(&merged, &mut report);
         Ok((self.inner, report, Some(merged)))
     }
 

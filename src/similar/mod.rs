@@ -418,6 +418,21 @@ impl SimilarPass {
         options: &SimilarOptions,
         isa: Option<&dyn TargetIsa>,
     ) -> Self {
+        // Names the first pass removed (erased duplicates, aliases) still mean
+        // something in the output: reserve every name of the original module.
+        let reserved = module.iter().map(|(_, def)| &def.func);
+        Self::after_reserving(module, output, options, isa, reserved)
+    }
+
+    /// Like [`Self::after_for`], never naming a merged body with a name any of
+    /// `reserved` defines or mentions (rather than those of `module`).
+    pub(crate) fn after_reserving<'f>(
+        module: &FunctionSet,
+        output: &[OutputEntry<'_>],
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+        reserved: impl IntoIterator<Item = &'f Function>,
+    ) -> Self {
         let mut set = FunctionSet::new();
         let mut index_of = SecondaryMap::new();
         for (function, body) in output.iter().filter_map(OutputEntry::kept) {
@@ -427,11 +442,9 @@ impl SimilarPass {
                 index_of[function] = Some(index);
             }
         }
-        // Names the first pass removed (erased duplicates, aliases) still mean
-        // something in the output: reserve every name of the original module.
         let mut authority = NameAuthority::new();
-        for (_, def) in module.iter() {
-            authority.reserve_function(&def.func);
+        for func in reserved {
+            authority.reserve_function(func);
         }
         let outcome = merge_similar_reserving(&set, options, isa, authority);
         Self {
