@@ -114,7 +114,7 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
             ..WalkOptions::default()
         };
         let full = EncodedFunctions::from_module(module, options);
-        let lazy = EncodedFunctions::hash_first(module, options);
+        let (lazy, _, _) = EncodedFunctions::hash_first(module, options);
         for i in 0..module.len() {
             let f = FuncIndex::new(i);
             assert_eq!(full.supported[f], lazy.supported[f], "{name}: {f:?}");

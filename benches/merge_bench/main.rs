@@ -241,10 +241,11 @@ fn report_pass(
         let per_fn = s.partition.comparisons as f64 / s.functions.max(1) as f64;
         if o.json {
             println!(
-                "{{\"input\":{label:?},\"threads\":{threads},\"functions\":{},\"instructions\":{},\"pass_ms\":{:.3},\"hash_ms\":{:.3},\"tree_ms\":{:.3},\"refine_ms\":{:.3},\"apply_ms\":{:.3},\"candidates\":{},\"comparisons\":{},\"comparisons_per_function\":{per_fn:.3},\"parsed_bytes\":{parsed_bytes},\"pass_peak_bytes\":{},\"classes\":{},\"merged\":{}}}",
+                "{{\"input\":{label:?},\"threads\":{threads},\"functions\":{},\"instructions\":{},\"pass_ms\":{:.3},\"hash_ms\":{:.3},\"encode_ms\":{:.3},\"tree_ms\":{:.3},\"refine_ms\":{:.3},\"apply_ms\":{:.3},\"candidates\":{},\"comparisons\":{},\"comparisons_per_function\":{per_fn:.3},\"parsed_bytes\":{parsed_bytes},\"pass_peak_bytes\":{},\"classes\":{},\"merged\":{}}}",
                 s.functions,
                 s.instructions,
                 ms(run.total),
+                ms(s.time_hash),
                 ms(s.time_encode),
                 ms(s.time_tree),
                 ms(s.time_refine),
@@ -257,11 +258,12 @@ fn report_pass(
             );
         } else {
             println!(
-                "{label} [{threads} thread{}]: {} functions, {} instructions; pass {:.2} ms = hash {:.2} + tree {:.2} + refine {:.2} + apply {:.2}; {} candidates, {:.2} comparisons/function; heap: parsed functions {:.1} MB, pass peak {:.1} MB ({:.2}x); {} classes, {} merged",
+                "{label} [{threads} thread{}]: {} functions, {} instructions; pass {:.2} ms = hash {:.2} + encode {:.2} + tree {:.2} + refine {:.2} + apply {:.2}; {} candidates, {:.2} comparisons/function; heap: parsed functions {:.1} MB, pass peak {:.1} MB ({:.2}x); {} classes, {} merged",
                 if threads == 1 { "" } else { "s" },
                 s.functions,
                 s.instructions,
                 ms(run.total),
+                ms(s.time_hash),
                 ms(s.time_encode),
                 ms(s.time_tree),
                 ms(s.time_refine),

@@ -213,8 +213,9 @@ pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) ->
     );
     let _ = writeln!(
         out,
-        "  time: {:.3} ms (walk+hash {:.3}, tree {:.3}, refine {:.3}, plan+apply {:.3})",
-        ms(s.time_encode + s.time_tree + s.time_refine + s.time_apply),
+        "  time: {:.3} ms (hash {:.3}, encode {:.3}, tree {:.3}, refine {:.3}, plan+apply {:.3})",
+        ms(s.time_hash + s.time_encode + s.time_tree + s.time_refine + s.time_apply),
+        ms(s.time_hash),
         ms(s.time_encode),
         ms(s.time_tree),
         ms(s.time_refine),

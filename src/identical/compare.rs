@@ -15,6 +15,7 @@ use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
+use std::time::{Duration, Instant};
 
 /// An equivalence class of functions: how the comparator reads a reference to a
 /// module function once classes are known ([`CalleeView::Classes`]).
@@ -60,7 +61,7 @@ impl EncodedFunctions {
     pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let encoded = walk_in_parallel(module, &all, |func, scratch| {
-            let hashed = hash_function(func, module, options, scratch)?;
+            let hashed = hash_function(func, module, options, scratch);
             let encoding = encode_function(func, module, options, scratch)?;
             Ok::<_, Unsupported>((encoding, hashed.hash))
         });
@@ -82,20 +83,21 @@ impl EncodedFunctions {
     /// ones the comparator is asked about). Hashes, counts and address uses are the
     /// same as [`Self::from_module`]'s; the hashing walk does not look at value
     /// uses, so a function using a value before its definition (which the verifier
-    /// rejects) is only found unsupported here if it is a candidate.
-    pub fn hash_first(module: &FunctionSet, options: WalkOptions) -> Self {
+    /// rejects) is only found unsupported here if it is a candidate. Returns the
+    /// time each of the two walks took, too.
+    pub fn hash_first(module: &FunctionSet, options: WalkOptions) -> (Self, Duration, Duration) {
+        let start = Instant::now();
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let hashed = walk_in_parallel(module, &all, |func, scratch| {
             hash_function(func, module, options, scratch)
         });
         let mut out = Self::empty(module);
-        for (&f, result) in all.iter().zip(hashed) {
-            match result {
-                Ok(h) => out.record(f, h.hash, &h.address_taken, h.instructions),
-                Err(e) => out.unsupported.push((f, e.reason)),
-            }
+        for (&f, h) in all.iter().zip(hashed) {
+            out.record(f, h.hash, &h.address_taken, h.instructions);
         }
         let candidates = out.candidates();
+        let time_hash = start.elapsed();
+        let start = Instant::now();
         let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
             encode_function(func, module, options, scratch)
         });
@@ -111,7 +113,7 @@ impl EncodedFunctions {
             }
         }
         out.unsupported.sort_by_key(|(f, _)| *f);
-        out
+        (out, time_hash, start.elapsed())
     }
 
     fn empty(module: &FunctionSet) -> Self {

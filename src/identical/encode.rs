@@ -30,11 +30,11 @@
 //! and the list of what is deliberately not compared.
 //!
 //! The walk writes into a [`TokenSink`]. [`encode_function`] stores the stream for
-//! the comparator; [`hash_function`](super::hash::hash_function) feeds a
-//! [`StructuralHasher`](super::hash::StructuralHasher) instead and skips value
-//! operands and types, so the first look at every function stores nothing. Both
-//! are the same generic walk, so the hash cannot drift from the comparator. (The
-//! hasher depends on the walk, never the reverse.)
+//! the comparator; [`hole_blind_hash`](super::hash::hole_blind_hash) feeds a
+//! hasher instead and skips value operands and types, so the similar merge's first
+//! look at every function stores nothing. The identical merge's first look is
+//! cheaper still: `fingerprint.rs` hashes a function without this walk, reading
+//! only what the walk writes as is, and keeps its tables in [`WalkScratch`].
 
 use super::tokens::*;
 use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
@@ -140,8 +140,8 @@ pub struct CallSite {
 }
 
 /// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a
-/// [`StructuralHasher`](super::hash::StructuralHasher) that keeps only a fingerprint. The walk is the same for both,
-/// so the hash of a function's encoding and the hash of its hashing walk are equal.
+/// [`HoleBlindHasher`](super::hash::HoleBlindHasher) that keeps only a fingerprint.
+/// The walk is the same for both.
 pub trait TokenSink {
     /// Appends a token.
     fn push(&mut self, token: u64);
@@ -235,6 +235,8 @@ pub struct WalkScratch {
     mem_flags: SecondaryMap<MemFlags, Option<(u64, u64)>>,
     order: Vec<Block>,
     tokens: Vec<u64>,
+    /// The hashing walk's tables (`fingerprint.rs`), which keeps its own.
+    pub(super) fingerprint: super::fingerprint::FingerprintScratch,
 }
 
 impl WalkScratch {

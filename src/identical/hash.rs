@@ -1,14 +1,18 @@
 //! `StructuralHash`: a cheap fingerprint that agrees with the comparator.
 //!
-//! It is computed by the same walk that writes the comparator's encoding
-//! ([`hash_function`]), with a [`StructuralHasher`] as the
-//! [`TokenSink`]: nothing is stored, and the walk leaves out value operands and
-//! result types (`TokenSink::OPERANDS`), reading only the instructions themselves,
-//! like LLVM's `FunctionHash`. The tokens it does write are exactly those the
-//! encoding writes at the same steps, minus references to module-defined functions
-//! (which the comparator reads through equivalence classes). So
-//! `compare(f, g) == Equal` implies `hash(f) == hash(g)` whatever the classes are,
-//! and a function whose hash no other function shares can be left out of the tree.
+//! Two hashes are computed over functions:
+//!
+//! * [`hash_function`] (`fingerprint.rs`), the pass's first look at every function:
+//!   its own walk over the layout, much cheaper than the encoding's, whose result
+//!   is a function of the encoding (so `compare(f, g) == Equal` implies
+//!   `hash(f) == hash(g)` whatever the classes are, and a function whose hash no
+//!   other function shares can be left out of the tree);
+//! * [`hole_blind_hash`], the similar merge's bucket key: the encoding's own walk
+//!   with a [`HoleBlindHasher`] as the [`TokenSink`], which stores nothing, leaves
+//!   out value operands and result types (`TokenSink::OPERANDS`) and the constants
+//!   that may become parameters, and mixes in every other token the encoding
+//!   writes at the same steps, minus references to module-defined functions (which
+//!   the comparator reads through equivalence classes).
 
 use super::encode::{Hole, TokenSink, Unsupported, WalkOptions, WalkScratch, walk};
 use crate::ir::{FuncIndex, FunctionSet};
@@ -116,25 +120,13 @@ pub struct HashedFunction {
     pub instructions: u32,
 }
 
-/// Walks `func` like [`encode_function`](super::encode::encode_function) but keeps only the hash, the address uses
-/// and the instruction count: the cheap first look at every function.
-pub fn hash_function(
-    func: &Function,
-    module: &FunctionSet,
-    options: WalkOptions,
-    scratch: &mut WalkScratch,
-) -> Result<HashedFunction, Unsupported> {
-    let (hasher, address_taken, instructions) =
-        walk(func, module, options, scratch, StructuralHasher::new())?;
-    Ok(HashedFunction {
-        hash: hasher.finish(),
-        address_taken,
-        instructions,
-    })
-}
+pub use super::fingerprint::hash_function;
 
-/// Walks `func` like [`hash_function`], leaving the constants that may become
-/// parameters out of the hash: the bucket key of the similar-function merge.
+/// Walks `func` with the comparator's walk (value operands and types left out),
+/// leaving the constants that may become parameters out of the hash: the bucket
+/// key of the similar-function merge. Unlike [`hash_function`] it is computed by
+/// the encoding's own walk, so it agrees with the similar merge's comparison by
+/// construction (that comparison masks holes in the encoding).
 pub fn hole_blind_hash(
     func: &Function,
     module: &FunctionSet,

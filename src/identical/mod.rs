@@ -4,8 +4,9 @@
 //!    writes the comparator's view of it as a token stream
 //!    ([`encode::FunctionEncoding`]) in the grammar of [`tokens`] (every tag named,
 //!    with why equal streams mean equal functions, and what is deliberately not
-//!    compared); the same walk feeds [`hash`]'s
-//!    [`hash::StructuralHasher`], so the hash cannot drift from the comparator.
+//!    compared). Before that, `fingerprint` hashes every function with a much
+//!    cheaper pass whose result is a function of the encoding ([`hash`]), and only
+//!    functions whose hash another function shares are encoded.
 //! 2. [`compare`] defines the total order [`compare::FunctionComparator`] over
 //!    encodings.
 //! 3. [`partition`] drops functions with a unique hash, puts the rest in a
@@ -16,12 +17,13 @@
 //!
 //! This file runs the whole pipeline ([`merge_functions`],
 //! [`merge_functions_in_place`]). Imports point downward only: `hash` uses
-//! `encode`, `compare` uses both, `partition` uses `compare`, `plan` uses
+//! `encode` and `fingerprint` (which shares `encode`'s per-worker scratch), `compare` uses both, `partition` uses `compare`, `plan` uses
 //! `partition`, `rewrite` uses `plan` and `thunks`; nothing here imports a folder
 //! above `ir`.
 
 pub mod compare;
 pub mod encode;
+mod fingerprint;
 pub mod hash;
 pub mod partition;
 pub mod plan;
@@ -66,7 +68,9 @@ pub struct MergeStats {
     pub instructions_merged: u64,
     /// Partition counters.
     pub partition: PartitionStats,
-    /// Time spent walking functions and hashing.
+    /// Time spent hashing every function (the hashing walk, `fingerprint.rs`).
+    pub time_hash: Duration,
+    /// Time spent encoding the functions whose hash another function shares.
     pub time_encode: Duration,
     /// Time spent on the hash filter and the tree.
     pub time_tree: Duration,
@@ -74,7 +78,8 @@ pub struct MergeStats {
     pub time_refine: Duration,
     /// Time spent planning and rewriting.
     ///
-    /// The pass in all is `time_encode + time_tree + time_refine + time_apply`.
+    /// The pass in all is `time_hash + time_encode + time_tree + time_refine +
+    /// time_apply`.
     pub time_apply: Duration,
 }
 
@@ -111,15 +116,15 @@ fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeSta
         ..MergeStats::default()
     };
 
-    let start = Instant::now();
     let walk = WalkOptions {
         addresses_significant: options.mode == MergeMode::Safe,
         ..WalkOptions::default()
     };
-    let functions = EncodedFunctions::hash_first(module, walk);
+    let (functions, time_hash, time_encode) = EncodedFunctions::hash_first(module, walk);
     stats.unsupported = functions.unsupported.clone();
     stats.instructions = module.iter().map(|(f, _)| functions.instructions(f)).sum();
-    stats.time_encode = start.elapsed();
+    stats.time_hash = time_hash;
+    stats.time_encode = time_encode;
 
     let partition = partition(&functions);
     stats.partition = partition.stats.clone();

@@ -276,7 +276,7 @@ pub fn summarize_merged(
     let walk = summary_walk(mode);
     let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
     let walked = walk_in_parallel(&set, &all, |func, scratch| {
-        let hashed = hash_function(func, &set, walk, scratch).ok()?;
+        let hashed = hash_function(func, &set, walk, scratch);
         let encoding = encode_function(func, &set, walk, scratch).ok()?;
         Some((hashed.hash.0, encoding))
     });

@@ -11,7 +11,7 @@
 //! The id is 64-bit FNV-1a over: this crate's version, Cranelift's version, every
 //! opcode's name with its number, every type's name with its code, every other
 //! Cranelift enumeration the walk writes as a number, and the source text of the
-//! walk, its tags and the summary (so a change to how a function is written into
+//! walk, the hash, the tags and the summary (so a change to how a function is written into
 //! a summary changes the id even where no version number changed).
 
 use crate::identical::tokens::every_type;
@@ -23,9 +23,10 @@ use cranelift_codegen::isa::CallConv;
 use std::fmt;
 use std::sync::OnceLock;
 
-/// The source files whose text decides what a summary's tokens mean.
-const WALK_SOURCES: [&str; 3] = [
+/// The source files whose text decides what a summary's tokens and hashes mean.
+const WALK_SOURCES: [&str; 4] = [
     include_str!("../identical/encode.rs"),
+    include_str!("../identical/fingerprint.rs"),
     include_str!("../identical/tokens.rs"),
     include_str!("summary.rs"),
 ];

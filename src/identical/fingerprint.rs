@@ -1,0 +1,534 @@
+//! The hashing walk: the cheap first look at every function.
+//!
+//! Most functions of a module are equal to no other. For those the pass needs a
+//! fingerprint that sets them apart, their reachable instruction count and the
+//! functions whose address they take, and nothing else; only functions whose
+//! fingerprint another function shares are encoded for the comparator
+//! (`encode.rs`). [`hash_function`] computes the three in one pass over the layout
+//! that keeps no per-value state and writes no token stream:
+//!
+//! 1. **Blocks.** Every block of the layout is hashed on its own: its parameter
+//!    count, then each instruction in layout order, an opcode and the immediates
+//!    the encoding writes as they are (condition codes, trap codes, memory flags by
+//!    content, offsets, lane indices, constants, signatures by content, argument
+//!    counts). Each instruction is one multiply in one chain per block: no value
+//!    numbering, no types, no callees, no entity handles. The successors the
+//!    encoding follows (`jump`, `brif`, `br_table`, the normal return and handlers
+//!    of `try_call` and `try_call_indirect`, `exception_handler_address`) are noted
+//!    per block, and so are the functions whose address an instruction takes.
+//! 2. **Reach.** The blocks reachable from the entry through those successors:
+//!    exactly the blocks the encoding visits.
+//! 3. **Combine.** The function's hash is its signature's, plus the *sum* of the
+//!    reachable blocks' hashes: the encoding fixes the order of instructions
+//!    within a block, but the order of blocks only up to the CFG walk, and a sum
+//!    does not depend on it.
+//!
+//! **Agreement with the comparator.** `compare(f, g) == Equal` implies
+//! `hash(f) == hash(g)`, because the hash is a function of the encoding: equal
+//! encodings visit the same number of blocks with, pairwise in visit order, the
+//! same parameter counts and the same instructions with the same opcodes and the
+//! same immediates, signatures and memory flags (all written by content), and the
+//! hash reads nothing else. Two exceptions are deliberate and one-sided (they can
+//! only lose a merge, never make one): an `iconst` immediate is hashed as stored,
+//! which is the comparator's value masked to its type in any IR the verifier
+//! accepts (`iconst_bounds`; cranelift-reader stores it so), and a reference to an
+//! undeclared entity, which the comparator reports unsupported, is hashed as a
+//! fixed token (so such a function is only found unsupported when it is a
+//! candidate, as with a value used before its definition). The property tests and
+//! the comparator fuzz target check `equal ⇒ same hash` on generated functions,
+//! and `tests/corpus.rs` over every corpus function.
+
+use super::encode::{WalkOptions, WalkScratch};
+use super::hash::{HashedFunction, StructuralHash};
+use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::ir::{
+    AbiParam, ArgumentPurpose, Block, BlockCall, ExternalName, Function, GlobalValue,
+    GlobalValueData, InstructionData, MemFlags, SigRef, Signature,
+};
+use std::hash::{Hash, Hasher};
+
+/// Per-function tables of the hashing walk, kept between functions so that
+/// hashing allocates nothing once they have grown.
+#[derive(Default)]
+pub struct FingerprintScratch {
+    blocks: SecondaryMap<Block, BlockSummary>,
+    successors: Vec<Block>,
+    reach: Vec<Block>,
+    address_uses: Vec<(Block, FuncIndex)>,
+    /// Content hash per memory-flags handle, 0 until first needed.
+    mem_flags: Vec<u64>,
+    /// Content hash per signature handle, 0 until first needed.
+    signatures: Vec<u64>,
+}
+
+/// What phase 1 learns about one block.
+#[derive(Copy, Clone, Default)]
+struct BlockSummary {
+    hash: u64,
+    instructions: u32,
+    /// `successors[first_successor..end_successor]`.
+    first_successor: u32,
+    end_successor: u32,
+    reached: bool,
+}
+
+const K: u64 = 0x9e37_79b9_7f4a_7c15;
+const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
+
+/// One step of a chain: order-dependent.
+#[inline(always)]
+fn mix(state: u64, word: u64) -> u64 {
+    (state.rotate_left(26) ^ word).wrapping_mul(K)
+}
+
+/// Two words of one instruction folded into one (independent of the chain, so it
+/// overlaps with the previous instruction's multiply).
+#[inline(always)]
+fn pair(a: u64, b: u64) -> u64 {
+    a ^ b.wrapping_mul(K2).rotate_left(31)
+}
+
+/// Murmur3's 64-bit finalizer.
+#[inline(always)]
+fn avalanche(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// The token of an undeclared entity (see the module docs).
+const UNDECLARED: u64 = 0x5bd1_e995;
+
+/// A deterministic [`Hasher`] for the `Hash` impls of Cranelift's small data types.
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix(self.0, u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0 = mix(self.0, u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.0 = mix(self.0, u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = mix(self.0, u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = mix(self.0, i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.0 = mix(self.0, i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Hashes `func` (see the module docs): its fingerprint, the module functions whose
+/// address its reachable code takes (sorted, without repeats), and its number of
+/// reachable instructions. Never fails on a function the comparator can encode.
+pub fn hash_function(
+    func: &Function,
+    module: &FunctionSet,
+    _options: WalkOptions,
+    scratch: &mut WalkScratch,
+) -> HashedFunction {
+    let mut walk = HashWalk {
+        func,
+        module,
+        scratch: &mut scratch.fingerprint,
+    };
+    walk.reset();
+    walk.blocks();
+    walk.reach();
+    walk.combine()
+}
+
+struct HashWalk<'a> {
+    func: &'a Function,
+    module: &'a FunctionSet,
+    scratch: &'a mut FingerprintScratch,
+}
+
+impl HashWalk<'_> {
+    fn reset(&mut self) {
+        let s = &mut *self.scratch;
+        s.blocks.clear();
+        // Sized once, so that recording a block never grows the map.
+        s.blocks.resize(self.func.dfg.num_blocks());
+        s.successors.clear();
+        s.reach.clear();
+        s.address_uses.clear();
+        s.mem_flags.clear();
+        s.signatures.clear();
+    }
+
+    /// Phase 1: every block of the layout, on its own.
+    fn blocks(&mut self) {
+        let func = self.func;
+        for block in func.layout.blocks() {
+            let first_successor = self.scratch.successors.len() as u32;
+            let mut hash = mix(K, func.dfg.block_params(block).len() as u64);
+            let mut instructions = 0u32;
+            for inst in func.layout.block_insts(block) {
+                hash = mix(hash, self.instruction(block, &func.dfg.insts[inst]));
+                instructions += 1;
+            }
+            self.scratch.blocks[block] = BlockSummary {
+                hash: avalanche(hash ^ u64::from(instructions)),
+                instructions,
+                first_successor,
+                end_successor: self.scratch.successors.len() as u32,
+                reached: false,
+            };
+        }
+    }
+
+    /// Phase 2: the blocks reachable from the entry, as the encoding's walk finds
+    /// them (in another order, which does not matter).
+    fn reach(&mut self) {
+        let Some(entry) = self.func.layout.entry_block() else {
+            return;
+        };
+        let s = &mut *self.scratch;
+        s.blocks[entry].reached = true;
+        s.reach.push(entry);
+        let mut next = 0;
+        while next < s.reach.len() {
+            let block = s.reach[next];
+            next += 1;
+            let summary = s.blocks[block];
+            for i in summary.first_successor..summary.end_successor {
+                let successor = s.successors[i as usize];
+                if !s.blocks[successor].reached {
+                    s.blocks[successor].reached = true;
+                    s.reach.push(successor);
+                }
+            }
+        }
+    }
+
+    /// Phase 3: the signature, and the reachable blocks' hashes summed.
+    fn combine(&mut self) -> HashedFunction {
+        let func = self.func;
+        let s = &mut *self.scratch;
+        let mut sum = 0u64;
+        let mut instructions = 0u32;
+        for &block in &s.reach {
+            let summary = &s.blocks[block];
+            sum = sum.wrapping_add(summary.hash);
+            instructions += summary.instructions;
+        }
+        let header = mix(
+            mix(
+                signature_hash(&func.signature),
+                u64::from(func.stack_limit.is_some()),
+            ),
+            s.reach.len() as u64,
+        );
+        let hash = avalanche(mix(header, sum) ^ u64::from(instructions));
+        let mut address_taken: Vec<FuncIndex> = s
+            .address_uses
+            .iter()
+            .filter(|(block, _)| s.blocks[*block].reached)
+            .map(|&(_, f)| f)
+            .collect();
+        if let Some(gv) = func.stack_limit {
+            let module = self.module;
+            if let Some(f) = symbol_of_global(func, module, gv) {
+                address_taken.push(f);
+            }
+        }
+        address_taken.sort_unstable();
+        address_taken.dedup();
+        HashedFunction {
+            hash: StructuralHash(hash),
+            address_taken,
+            instructions,
+        }
+    }
+
+    fn successor(&mut self, call: &BlockCall) {
+        let block = call.block(&self.func.dfg.value_lists);
+        self.scratch.successors.push(block);
+    }
+
+    /// Content hash of a set of memory flags, computed once per handle.
+    #[inline]
+    fn mem_flags(&mut self, flags: MemFlags) -> u64 {
+        match self.scratch.mem_flags.get(flags.index()) {
+            Some(&known) if known != 0 => known,
+            _ => self.mem_flags_first_use(flags),
+        }
+    }
+
+    #[inline(never)]
+    fn mem_flags_first_use(&mut self, flags: MemFlags) -> u64 {
+        let index = flags.index();
+        let dfg = &self.func.dfg;
+        let hash = if dfg.mem_flags.is_valid(flags) {
+            let data = dfg.mem_flags[flags];
+            let mut hasher = WordHasher(K);
+            data.with_alias_region(None).hash(&mut hasher);
+            // Alias regions by their user id, as the encoding writes them.
+            let region = match data.alias_region() {
+                None => 0,
+                Some(region) if dfg.alias_regions.is_valid(region) => {
+                    1 + u64::from(dfg.alias_regions[region].user_id)
+                }
+                Some(_) => UNDECLARED,
+            };
+            avalanche(mix(hasher.finish(), region)) | 1
+        } else {
+            UNDECLARED
+        };
+        if self.scratch.mem_flags.len() <= index {
+            self.scratch.mem_flags.resize(index + 1, 0);
+        }
+        self.scratch.mem_flags[index] = hash;
+        hash
+    }
+
+    /// Content hash of a signature, computed once per handle.
+    #[inline]
+    fn sig_ref(&mut self, sig: SigRef) -> u64 {
+        match self.scratch.signatures.get(sig.index()) {
+            Some(&known) if known != 0 => known,
+            _ => self.sig_ref_first_use(sig),
+        }
+    }
+
+    #[inline(never)]
+    fn sig_ref_first_use(&mut self, sig: SigRef) -> u64 {
+        let index = sig.index();
+        let hash = match self.func.dfg.signatures.get(sig) {
+            Some(signature) => signature_hash(signature) | 1,
+            None => UNDECLARED,
+        };
+        if self.scratch.signatures.len() <= index {
+            self.scratch.signatures.resize(index + 1, 0);
+        }
+        self.scratch.signatures[index] = hash;
+        hash
+    }
+
+    /// Notes a module function whose address `block` takes through `name`.
+    fn address_use(&mut self, block: Block, name: &ExternalName) {
+        if let Some(key) = SymbolKey::of_external(self.func, name)
+            && let Some(f) = self.module.lookup_key(key)
+        {
+            self.scratch.address_uses.push((block, f));
+        }
+    }
+
+    /// The word one instruction adds to its block's chain; notes its successors
+    /// and address uses.
+    #[inline]
+    fn instruction(&mut self, block: Block, data: &InstructionData) -> u64 {
+        let func = self.func;
+        let dfg = &func.dfg;
+        let pool = &dfg.value_lists;
+        match *data {
+            InstructionData::Binary { opcode, .. }
+            | InstructionData::Ternary { opcode, .. }
+            | InstructionData::Unary { opcode, .. }
+            | InstructionData::NullAry { opcode }
+            | InstructionData::DynamicStackAddr { opcode, .. } => opcode as u64,
+            InstructionData::UnaryImm { opcode, imm } => pair(opcode as u64, imm.bits() as u64),
+            InstructionData::Load {
+                opcode,
+                flags,
+                offset,
+                ..
+            }
+            | InstructionData::Store {
+                opcode,
+                flags,
+                offset,
+                ..
+            } => pair(
+                opcode as u64 ^ (i64::from(offset) as u64) << 16,
+                self.mem_flags(flags),
+            ),
+            InstructionData::LoadNoOffset { opcode, flags, .. }
+            | InstructionData::StoreNoOffset { opcode, flags, .. }
+            | InstructionData::AtomicCas { opcode, flags, .. } => {
+                pair(opcode as u64, self.mem_flags(flags))
+            }
+            InstructionData::AtomicRmw {
+                opcode, flags, op, ..
+            } => pair(opcode as u64 ^ (op as u64) << 16, self.mem_flags(flags)),
+            InstructionData::BinaryImm8 { opcode, imm, .. }
+            | InstructionData::TernaryImm8 { opcode, imm, .. } => {
+                pair(opcode as u64, u64::from(imm))
+            }
+            InstructionData::IntCompare { opcode, cond, .. } => pair(opcode as u64, cond as u64),
+            InstructionData::FloatCompare { opcode, cond, .. } => pair(opcode as u64, cond as u64),
+            InstructionData::CondTrap { opcode, code, .. }
+            | InstructionData::IntAddTrap { opcode, code, .. }
+            | InstructionData::Trap { opcode, code } => {
+                pair(opcode as u64, u64::from(code.as_raw().get()))
+            }
+            InstructionData::Jump {
+                opcode,
+                destination,
+            } => {
+                self.successor(&destination);
+                opcode as u64
+            }
+            InstructionData::Brif { opcode, blocks, .. } => {
+                self.successor(&blocks[0]);
+                self.successor(&blocks[1]);
+                opcode as u64
+            }
+            InstructionData::BranchTable { opcode, table, .. } => {
+                let Some(table) = dfg.jump_tables.get(table) else {
+                    return pair(opcode as u64, UNDECLARED);
+                };
+                let branches = table.all_branches();
+                for call in branches {
+                    self.successor(call);
+                }
+                pair(opcode as u64, branches.len() as u64)
+            }
+            InstructionData::Call {
+                opcode,
+                args,
+                func_ref,
+            } => {
+                let callee = match dfg.ext_funcs.get(func_ref) {
+                    Some(data) => mix(
+                        self.sig_ref(data.signature),
+                        u64::from(data.colocated) | u64::from(data.patchable) << 1,
+                    ),
+                    None => UNDECLARED,
+                };
+                pair(opcode as u64 ^ (args.len(pool) as u64) << 16, callee)
+            }
+            InstructionData::CallIndirect {
+                opcode,
+                args,
+                sig_ref,
+            } => pair(
+                opcode as u64 ^ (args.len(pool) as u64) << 16,
+                self.sig_ref(sig_ref),
+            ),
+            InstructionData::TryCall {
+                opcode,
+                args,
+                exception,
+                ..
+            }
+            | InstructionData::TryCallIndirect {
+                opcode,
+                args,
+                exception,
+            } => {
+                let Some(table) = dfg.exception_tables.get(exception) else {
+                    return pair(opcode as u64, UNDECLARED);
+                };
+                for call in table.all_branches() {
+                    self.successor(call);
+                }
+                pair(
+                    opcode as u64 ^ (args.len(pool) as u64) << 16,
+                    self.sig_ref(table.signature()),
+                )
+            }
+            InstructionData::ExceptionHandlerAddress { opcode, block, imm } => {
+                self.scratch.successors.push(block);
+                pair(opcode as u64, imm.bits() as u64)
+            }
+            InstructionData::FuncAddr { opcode, func_ref } => {
+                if let Some(data) = dfg.ext_funcs.get(func_ref) {
+                    self.address_use(block, &data.name);
+                }
+                opcode as u64
+            }
+            InstructionData::UnaryGlobalValue {
+                opcode,
+                global_value,
+            } => {
+                if let Some(f) = symbol_of_global(func, self.module, global_value) {
+                    self.scratch.address_uses.push((block, f));
+                }
+                opcode as u64
+            }
+            InstructionData::StackAddr { opcode, offset, .. } => {
+                pair(opcode as u64, i64::from(offset) as u64)
+            }
+            InstructionData::MultiAry { opcode, args } => {
+                pair(opcode as u64, args.len(pool) as u64)
+            }
+            InstructionData::Shuffle { opcode, .. }
+            | InstructionData::UnaryConst { opcode, .. } => opcode as u64,
+            InstructionData::UnaryIeee16 { opcode, imm } => {
+                pair(opcode as u64, u64::from(imm.bits()))
+            }
+            InstructionData::UnaryIeee32 { opcode, imm } => {
+                pair(opcode as u64, u64::from(imm.bits()))
+            }
+            InstructionData::UnaryIeee64 { opcode, imm } => pair(opcode as u64, imm.bits()),
+        }
+    }
+}
+
+/// The module function a global value's chain of bases ends in a symbol naming,
+/// if any: an address use.
+fn symbol_of_global(
+    func: &Function,
+    module: &FunctionSet,
+    mut gv: GlobalValue,
+) -> Option<FuncIndex> {
+    for _ in 0..=func.global_values.len() {
+        match func.global_values.get(gv)? {
+            GlobalValueData::Load { base, .. } | GlobalValueData::IAddImm { base, .. } => {
+                gv = *base;
+            }
+            GlobalValueData::Symbol { name, .. } => {
+                return module.lookup_key(SymbolKey::of_external(func, name)?);
+            }
+            GlobalValueData::VMContext | GlobalValueData::DynScaleTargetConst { .. } => {
+                return None;
+            }
+        }
+    }
+    None
+}
+
+fn abi_param_hash(state: u64, param: &AbiParam) -> u64 {
+    let purpose = match param.purpose {
+        ArgumentPurpose::Normal => 0,
+        ArgumentPurpose::StructArgument(size) => 1 | u64::from(size) << 8,
+        ArgumentPurpose::StructReturn => 2,
+        ArgumentPurpose::VMContext => 3,
+    };
+    mix(
+        state,
+        pair(
+            param.value_type.index() as u64 ^ (param.extension as u64) << 32,
+            purpose,
+        ),
+    )
+}
+
+/// A signature by content: calling convention, parameters and returns.
+fn signature_hash(sig: &Signature) -> u64 {
+    let mut state = mix(K, sig.call_conv as u64);
+    state = mix(state, sig.params.len() as u64);
+    for p in &sig.params {
+        state = abi_param_hash(state, p);
+    }
+    state = mix(state, sig.returns.len() as u64);
+    for r in &sig.returns {
+        state = abi_param_hash(state, r);
+    }
+    avalanche(state)
+}
