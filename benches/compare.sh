@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark, one machine, one run:
-#   1. clif-merge's pass (parsing excluded) on a generated CLIF module, 1 and 2 threads;
+#   1. clif-merge's pass (parsing excluded) on a generated CLIF module, 1 thread and all cores;
 #   2. LLVM's `opt -passes=mergefunc` on the same module as LLVM IR (pass time from
 #      -time-passes), with the newest LLVM Debian offers (llvm-19), else `opt`;
-#   3. Cranelift's own compile time for the same CLIF functions (host ISA, no merging);
+#   3. Cranelift's own compile time for the same CLIF functions (host ISA, no merging),
+#      on 1 thread and on all cores;
 # for N = 1k, 10k, 100k generated functions, then for every program of
 # ../shared/corpus (pass vs compile time). Prints one table, the ratios
 # clif-merge/LLVM and clif-merge/compile, and time(10N)/time(N).
@@ -63,6 +64,8 @@ else
   echo "LLVM: $("$OPT" --version | grep -i 'llvm version' | head -1 | sed 's/^ *//')" >&2
 fi
 
+CORES=$(nproc)
+
 # --- The benchmark binary (release), built once.
 cargo bench --bench merge_bench --no-run >&2
 BENCH=$(cargo bench --bench merge_bench --no-run --message-format=json 2>/dev/null |
@@ -86,7 +89,7 @@ llvm_mergefunc_ms() {
 measure() {
   local label="$1" clif="$2" ll="$3"
   echo "== $label" >&2
-  "$BENCH" pass --json --repeat "$REPEAT" --threads 1 --threads 2 "$clif" |
+  "$BENCH" pass --json --repeat "$REPEAT" --threads 1 --threads "$CORES" "$clif" |
     sed "s/^{/{\"label\":\"$label\",/" >> "$RESULTS"
   if [ "$COMPILE" = 1 ]; then
     "$BENCH" compile --json "$clif" | sed "s/^{/{\"label\":\"$label\",/" >> "$RESULTS"
@@ -133,25 +136,30 @@ for line in open(sys.argv[1]):
 def f(x, spec=".1f"):
     return "-" if x is None else format(x, spec)
 
+cores = max((k for row in rows.values() for k in row if isinstance(k, int)), default=1)
 print()
-print("| input | functions | instructions | clif-merge 1 thread ms (in place) | 2 threads ms | hash / tree / refine / apply ms (2 threads) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / 2 threads) | Cranelift compile ms | clif-merge / compile (1 / 2 threads) | parsed functions MB | pass peak MB (ratio) | merged |")
-print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print(f"| input | functions | instructions | clif-merge 1 thread ms (ns/instruction) | {cores} threads ms | hash / encode / tree / refine / apply ms (1 thread) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / {cores} threads) | Cranelift compile ms (1 / {cores} threads) | clif-merge / compile (1 / {cores} threads) | similar / compile (1 thread) | parsed functions MB | pass peak MB (/ parsed) | merged |")
+print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 best = {}
 for label in order:
     row = rows[label]
-    one, two = row.get(1), row.get(2) or row.get(1)
+    one, many = row.get(1), row.get(cores) or row.get(1)
     if one is None:
         continue
-    best[label] = (one["functions"], min(one["pass_ms"], two["pass_ms"]))
+    best[label] = (one["functions"], one["pass_ms"])
     llvm = row.get("llvm_mergefunc_ms")
-    comp = row.get("compile_ms")
-    t1, t2 = one["pass_ms"], two["pass_ms"]
-    print("| {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} | {} | {} ({}x) | {} |".format(
-        label, one["functions"], one["instructions"], f(t1, ".2f"), f(t2, ".2f"),
-        f(two["hash_ms"], ".2f"), f(two["tree_ms"], ".2f"), f(two["refine_ms"], ".2f"), f(two["apply_ms"], ".2f"),
+    comp, comp_n = row.get("compile_ms"), row.get("compile_all_cores_ms")
+    similar = row.get("similar_ms")
+    t1, tn = one["pass_ms"], many["pass_ms"]
+    print("| {} | {} | {} | {} ({}) | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {} | {} ({}) | {} |".format(
+        label, one["functions"], one["instructions"], f(t1, ".2f"),
+        f(1e6 * t1 / max(one["instructions"], 1), ".1f"), f(tn, ".2f"),
+        f(one["hash_ms"], ".2f"), f(one["encode_ms"], ".2f"), f(one["tree_ms"], ".2f"), f(one["refine_ms"], ".2f"), f(one["apply_ms"], ".2f"),
         f(one["comparisons_per_function"], ".2f"), f(llvm, ".2f"),
-        "-" if not llvm else format(t1 / llvm, ".2f") + " / " + format(t2 / llvm, ".2f"),
-        f(comp), "-" if not comp else format(100 * t1 / comp, ".2f") + "% / " + format(100 * t2 / comp, ".2f") + "%",
+        "-" if not llvm else format(t1 / llvm, ".2f") + " / " + format(tn / llvm, ".2f"),
+        f(comp), f(comp_n),
+        "-" if not comp else format(100 * t1 / comp, ".2f") + "% / " + ("-" if not comp_n else format(100 * tn / comp_n, ".2f") + "%"),
+        "-" if not (comp and similar) else format(100 * similar / comp, ".1f") + "%",
         f(one["parsed_bytes"] / 1e6), f(one["pass_peak_bytes"] / 1e6),
         format(one["pass_peak_bytes"] / max(one["parsed_bytes"], 1), ".2f"), one["merged"]))
 mixes = {}
@@ -162,5 +170,5 @@ print()
 for mix, runs in mixes.items():
     runs.sort()
     for (n1, t1), (n2, t2) in zip(runs, runs[1:]):
-        print(f"{mix}: time(N={n2}) / time(N={n1}) = {t2 / t1:.2f}  (N ratio {n2 / n1:.0f}; best of 1 and 2 threads)")
+        print(f"{mix}: time(N={n2}) / time(N={n1}) = {t2 / t1:.2f} on 1 thread (N ratio {n2 / n1:.0f})")
 EOF

@@ -42,7 +42,9 @@ mod module_wrapper;
 use anyhow::{Context as _, bail};
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{FunctionSet, MergeOptions};
-use measure::{CountingAllocator, PassRun, Rewrite, compile_all, live_bytes, run_pass};
+use measure::{
+    CountingAllocator, PassRun, Rewrite, compile_all, compile_all_on, live_bytes, run_pass,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -139,18 +141,22 @@ fn run() -> anyhow::Result<()> {
         "compile" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let (time, bytes) = compile_all(&module)?;
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let parallel = compile_all_on(&module, cores)?;
             let label = label(&options.inputs);
             if options.json {
                 println!(
-                    "{{\"input\":{label:?},\"functions\":{},\"compile_ms\":{:.3},\"code_bytes\":{bytes}}}",
+                    "{{\"input\":{label:?},\"functions\":{},\"compile_ms\":{:.3},\"cores\":{cores},\"compile_all_cores_ms\":{:.3},\"code_bytes\":{bytes}}}",
                     module.len(),
-                    ms(time)
+                    ms(time),
+                    ms(parallel)
                 );
             } else {
                 println!(
-                    "{label}: Cranelift compile of {} functions: {:.1} ms, {bytes} code bytes",
+                    "{label}: Cranelift compile of {} functions: {:.1} ms on one thread, {:.1} ms on {cores} threads, {bytes} code bytes",
                     module.len(),
-                    ms(time)
+                    ms(time),
+                    ms(parallel)
                 );
             }
             Ok(())

@@ -154,11 +154,7 @@ fn measure<T>(
 /// Cranelift's compile time for every function of `module` (host ISA,
 /// `opt_level=speed`), one after the other on one thread, and the code bytes.
 pub fn compile_all(module: &FunctionSet) -> anyhow::Result<(Duration, u64)> {
-    let mut flags = settings::builder();
-    flags.set("opt_level", "speed")?;
-    flags.set("preserve_frame_pointers", "true")?;
-    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
-        .finish(settings::Flags::new(flags))?;
+    let isa = host_isa()?;
     let mut total = Duration::ZERO;
     let mut bytes = 0u64;
     let mut ctx = Context::new();
@@ -166,11 +162,53 @@ pub fn compile_all(module: &FunctionSet) -> anyhow::Result<(Duration, u64)> {
         ctx.clear();
         ctx.func = def.func.clone();
         let start = Instant::now();
-        let compiled = ctx
-            .compile(&*isa, &mut ControlPlane::default())
-            .map_err(|e| anyhow::anyhow!("compiling {}: {:?}", def.func.name, e.inner))?;
-        bytes += compiled.code_buffer().len() as u64;
+        bytes += compile_one(&*isa, &mut ctx)?;
         total += start.elapsed();
     }
     Ok((total, bytes))
+}
+
+/// Wall time of compiling every function of `module` like [`compile_all`], spread
+/// over a pool of `threads` threads (what a compiler that compiles functions in
+/// parallel spends).
+pub fn compile_all_on(module: &FunctionSet, threads: usize) -> anyhow::Result<Duration> {
+    use rayon::prelude::*;
+    let isa = host_isa()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    let functions: Vec<_> = module.iter().map(|(_, def)| def.func.clone()).collect();
+    pool.install(|| {
+        let start = Instant::now();
+        functions
+            .par_iter()
+            .map_init(Context::new, |ctx, func| {
+                ctx.clear();
+                ctx.func = func.clone();
+                compile_one(&*isa, ctx)
+            })
+            .collect::<anyhow::Result<Vec<u64>>>()?;
+        Ok(start.elapsed())
+    })
+}
+
+fn host_isa() -> anyhow::Result<cranelift_codegen::isa::OwnedTargetIsa> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed")?;
+    flags.set("preserve_frame_pointers", "true")?;
+    Ok(
+        cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
+            .finish(settings::Flags::new(flags))?,
+    )
+}
+
+fn compile_one(
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    ctx: &mut Context,
+) -> anyhow::Result<u64> {
+    let name = ctx.func.name.to_string();
+    let compiled = ctx
+        .compile(isa, &mut ControlPlane::default())
+        .map_err(|e| anyhow::anyhow!("compiling {name}: {:?}", e.inner))?;
+    Ok(compiled.code_buffer().len() as u64)
 }

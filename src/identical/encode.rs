@@ -405,9 +405,13 @@ impl<S: TokenSink> Walker<'_, S> {
                 self.define_value(param)?;
             }
         }
-        for inst in func.layout.block_insts(block) {
+        // `next_inst` rather than `block_insts`: one call per instruction, not an
+        // iterator that compares both ends (a block's list ends in `None`).
+        let mut next = func.layout.first_inst(block);
+        while let Some(inst) = next {
             self.inst(inst)?;
             self.instructions += 1;
+            next = func.layout.next_inst(inst);
         }
         self.push(END_OF_BLOCK);
         Ok(())

@@ -177,9 +177,13 @@ impl HashWalk<'_> {
             let first_successor = self.scratch.successors.len() as u32;
             let mut hash = mix(K, func.dfg.block_params(block).len() as u64);
             let mut instructions = 0u32;
-            for inst in func.layout.block_insts(block) {
+            // `next_inst` rather than `block_insts`: one call per instruction, not
+            // an iterator that compares both ends (a block's list ends in `None`).
+            let mut next = func.layout.first_inst(block);
+            while let Some(inst) = next {
                 hash = mix(hash, self.instruction(block, &func.dfg.insts[inst]));
                 instructions += 1;
+                next = func.layout.next_inst(inst);
             }
             self.scratch.blocks[block] = BlockSummary {
                 hash: avalanche(hash ^ u64::from(instructions)),
