@@ -234,7 +234,8 @@ pub struct WalkScratch {
     func_refs: SecondaryMap<FuncRef, Option<Option<FuncIndex>>>,
     mem_flags: SecondaryMap<MemFlags, Option<(u64, u64)>>,
     order: Vec<Block>,
-    tokens: Vec<u64>,
+    /// The buffers [`encode_function`] writes into.
+    encoding: FunctionEncoding,
     /// The hashing walk's tables (`fingerprint.rs`), which keeps its own.
     pub(super) fingerprint: super::fingerprint::FingerprintScratch,
 }
@@ -248,7 +249,6 @@ impl WalkScratch {
         self.func_refs.clear();
         self.mem_flags.clear();
         self.order.clear();
-        self.tokens.clear();
     }
 }
 
@@ -289,19 +289,23 @@ pub fn encode_function(
     options: WalkOptions,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
-    // The stream grows in a buffer kept between walks and is copied out at its
-    // exact size: no reallocation as it grows, no slack kept.
-    let mut buffer = std::mem::take(&mut scratch.tokens);
-    buffer.clear();
-    let sink = FunctionEncoding {
-        tokens: buffer,
-        ..FunctionEncoding::default()
+    // The stream and its side tables grow in buffers kept between walks and are
+    // copied out at their exact sizes: no reallocation as they grow, no slack kept.
+    let mut sink = std::mem::take(&mut scratch.encoding);
+    sink.tokens.clear();
+    sink.callee_positions.clear();
+    sink.holes.clear();
+    sink.call_sites.clear();
+    let (buffers, address_taken, instructions) = walk(func, module, options, scratch, sink)?;
+    let out = FunctionEncoding {
+        tokens: buffers.tokens.clone(),
+        callee_positions: buffers.callee_positions.clone(),
+        holes: buffers.holes.clone(),
+        call_sites: buffers.call_sites.clone(),
+        address_taken,
+        instructions,
     };
-    let (mut out, address_taken, instructions) = walk(func, module, options, scratch, sink)?;
-    let tokens = out.tokens.clone();
-    scratch.tokens = std::mem::replace(&mut out.tokens, tokens);
-    out.address_taken = address_taken;
-    out.instructions = instructions;
+    scratch.encoding = buffers;
     Ok(out)
 }
 
@@ -434,8 +438,14 @@ impl<S: TokenSink> Walker<'_, S> {
         if !S::OPERANDS {
             return;
         }
-        let value = self.func.dfg.resolve_aliases(value);
-        let serial = self.scratch.values[value];
+        // A value with a serial was defined as a result or block parameter, which
+        // an alias never is (Cranelift detaches a value before making it an alias),
+        // so only a value without one can need resolving.
+        let mut serial = self.scratch.values[value];
+        if serial == 0 {
+            let value = self.func.dfg.resolve_aliases(value);
+            serial = self.scratch.values[value];
+        }
         if serial == 0 {
             // Used before defined: only in IR the verifier rejects. The walk goes on
             // and the function is reported unsupported at the end.
