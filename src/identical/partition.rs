@@ -165,8 +165,12 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
     let mut members: PrimaryMap<ClassId, Vec<FuncIndex>> = PrimaryMap::new();
     {
-        let mut by_hash = candidates.clone();
-        by_hash.sort_unstable_by_key(|&f| (functions.hashes[f], f));
+        let mut pairs: Vec<_> = candidates
+            .iter()
+            .map(|&f| (functions.hashes[f], f))
+            .collect();
+        pairs.sort_unstable();
+        let by_hash: Vec<FuncIndex> = pairs.iter().map(|&(_, f)| f).collect();
         let buckets: Vec<&[FuncIndex]> = by_hash
             .chunk_by(|&a, &b| functions.hashes[a] == functions.hashes[b])
             .collect();

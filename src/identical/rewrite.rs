@@ -11,13 +11,19 @@
 use super::plan::{MergeAction, MergePlan};
 use super::thunks::{build_thunk, external_name};
 use crate::ir::{
-    DefinedFunction, FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel,
+    DefinedFunction, FuncIndex, FunctionSet, Linkage, SymbolKey, SymbolName, mentioned_names,
+    parallel,
 };
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{
     ExtFuncData, FuncRef, Function, GlobalValueData, InstructionData, UserFuncName,
 };
+use rustc_hash::FxBuildHasher;
 use rustc_hash::FxHashMap as HashMap;
+
+/// A table of names looked up by borrowed [`SymbolKey`]s, which hash like the owned
+/// names: no name is built to look one up.
+type NameMap<V> = hashbrown::HashMap<SymbolName, V, FxBuildHasher>;
 use std::borrow::Cow;
 
 /// One entry of the merged module, in input order.
@@ -123,9 +129,9 @@ pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
 /// Which names are replaced by which kept function's name.
 pub struct Redirects {
     /// Every reference (erased and aliased duplicates).
-    all: HashMap<SymbolName, UserFuncName>,
+    all: NameMap<UserFuncName>,
     /// Direct calls only (thunked, non-preemptible duplicates).
-    calls: HashMap<SymbolName, UserFuncName>,
+    calls: NameMap<UserFuncName>,
 }
 
 impl Redirects {
@@ -146,8 +152,8 @@ impl Redirects {
     }
 
     fn new(module: &FunctionSet, plan: &MergePlan) -> Self {
-        let mut all = HashMap::default();
-        let mut calls = HashMap::default();
+        let mut all = NameMap::default();
+        let mut calls = NameMap::default();
         for d in &plan.decisions {
             let name = SymbolName::of_function(&module.get(d.function).func);
             let target = module.get(d.into).func.name.clone();
@@ -167,7 +173,7 @@ impl Redirects {
     /// Whether `func` names a function whose references are redirected.
     fn refers_to_redirected(&self, func: &Function) -> bool {
         mentioned_names(func).any(|name| {
-            SymbolName::of_external(func, name)
+            SymbolKey::of_external(func, name)
                 .is_some_and(|s| self.all.contains_key(&s) || self.calls.contains_key(&s))
         })
     }
@@ -198,7 +204,7 @@ impl Redirects {
             .ext_funcs
             .iter()
             .filter_map(|(fref, data)| {
-                let symbol = SymbolName::of_external(func, &data.name)?;
+                let symbol = SymbolKey::of_external(func, &data.name)?;
                 Some((fref, self.all.get(&symbol)?))
             })
             .collect();
@@ -210,7 +216,7 @@ impl Redirects {
             .iter()
             .filter_map(|(gv, data)| match data {
                 GlobalValueData::Symbol { name, .. } => {
-                    let symbol = SymbolName::of_external(func, name)?;
+                    let symbol = SymbolKey::of_external(func, name)?;
                     Some((gv, self.all.get(&symbol)?))
                 }
                 _ => None,
@@ -254,9 +260,7 @@ impl Redirects {
     /// thunked function.
     fn call_target(&self, func: &mut Function, old: FuncRef) -> Option<FuncRef> {
         let data = func.dfg.ext_funcs[old].clone();
-        let target = self
-            .calls
-            .get(&SymbolName::of_external(func, &data.name)?)?;
+        let target = self.calls.get(&SymbolKey::of_external(func, &data.name)?)?;
         let name = external_name(func, target);
         Some(func.import_function(ExtFuncData { name, ..data }))
     }
