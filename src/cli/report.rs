@@ -230,7 +230,7 @@ pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
     let groups: Vec<serde_json::Value> = groups
         .iter()
         .map(|g| {
-            let unit = if g.sizes_in_bytes {
+            let unit = if g.size_basis.in_bytes() {
                 "bytes"
             } else {
                 "instructions"
@@ -258,7 +258,7 @@ pub fn similar_stats_line(similar: &SimilarPass) -> String {
     let before: u64 = groups.iter().map(|g| g.size_before).sum();
     let after: u64 = groups.iter().map(|g| g.size_after).sum();
     let unit = match groups.first() {
-        Some(g) if !g.sizes_in_bytes => "instructions",
+        Some(g) if !g.size_basis.in_bytes() => "instructions",
         _ => "code bytes",
     };
     let mut line = format!(

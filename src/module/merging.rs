@@ -729,7 +729,7 @@ impl<M: Module> MergingModule<M> {
             report.similar_groups = groups.len();
             report.bytes_saved += groups
                 .iter()
-                .filter(|g| g.sizes_in_bytes)
+                .filter(|g| g.size_basis.in_bytes())
                 .map(|g| g.size_before.saturating_sub(g.size_after))
                 .sum::<u64>();
             report.similar = Some(similar.group_reports());

@@ -41,6 +41,7 @@ pub(crate) mod cost;
 mod entry_points;
 mod groups;
 mod merged_body;
+pub mod size_model;
 
 pub use groups::{HoleKind, HoleParameter};
 
@@ -55,6 +56,7 @@ use cranelift_codegen::isa::TargetIsa;
 use entry_points::build_entry_points;
 use groups::{Differing, differing_parameters, find_groups, split_by_parameter, split_parameter};
 use merged_body::{MergedNames, build_merged_body};
+use size_model::SizeModel;
 use std::collections::HashMap;
 
 /// The default [`SimilarOptions::max_holes`]. Chosen from measurements on the
@@ -76,6 +78,9 @@ pub struct SimilarOptions {
     /// sizes are measured on an ISA, instructions otherwise. At least 1 (a merge
     /// that saves nothing is never made).
     pub min_saved: u64,
+    /// How sizes are found: predicted by the ISA's size model (compiled only where
+    /// the decision is close) or all compiled.
+    pub pricing: Pricing,
 }
 
 impl Default for SimilarOptions {
@@ -83,9 +88,30 @@ impl Default for SimilarOptions {
         Self {
             max_holes: DEFAULT_MAX_HOLES,
             min_saved: 1,
+            pricing: Pricing::Modeled,
         }
     }
 }
+
+/// How the similar merge finds the sizes that decide whether a group pays (on an
+/// ISA; without one, sizes are instruction counts either way).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum Pricing {
+    /// The ISA's [`SizeModel`] predicts every size; a group whose decision is
+    /// close (a predicted saving, or the difference between merging it whole and
+    /// split, within [`CLOSE_CALL`] of its members' size) is planned again with
+    /// compiled sizes. An ISA without a model compiles, as [`Pricing::Compiled`].
+    #[default]
+    Modeled,
+    /// Every member and every merge tried is compiled by Cranelift and its code
+    /// bytes counted: exact, and about as costly as compiling the groups' members
+    /// several times.
+    Compiled,
+}
+
+/// How close a predicted decision must be, as a share of the predicted size of the
+/// group's members, for [`Pricing::Modeled`] to confirm it by compiling.
+pub const CLOSE_CALL: f64 = 0.2;
 
 impl SimilarOptions {
     /// These options with at most `max_holes` parameters per merged group.
@@ -99,6 +125,30 @@ impl SimilarOptions {
         self.min_saved = min_saved;
         self
     }
+
+    /// These options finding sizes by `pricing`.
+    pub fn with_pricing(mut self, pricing: Pricing) -> Self {
+        self.pricing = pricing;
+        self
+    }
+}
+
+/// What the sizes of a merged group are.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SizeBasis {
+    /// Code bytes Cranelift emitted for the ISA.
+    Compiled,
+    /// Code bytes predicted by the ISA's [`SizeModel`].
+    Predicted,
+    /// Instruction counts (no ISA).
+    Instructions,
+}
+
+impl SizeBasis {
+    /// Whether the sizes are code bytes (compiled or predicted).
+    pub fn in_bytes(self) -> bool {
+        self != SizeBasis::Instructions
+    }
 }
 
 /// One group of similar functions merged into one body.
@@ -111,12 +161,13 @@ pub struct SimilarGroup {
     pub parameters: Vec<HoleParameter>,
     /// The name of the merged body.
     pub merged_name: UserFuncName,
-    /// Code bytes of the members (host ISA), or instructions without a host ISA.
+    /// Code bytes of the members (compiled or predicted), or instructions without an
+    /// ISA.
     pub size_before: u64,
     /// Code bytes of the merged body and the entry points, or instructions.
     pub size_after: u64,
-    /// Whether the sizes are code bytes (else instruction counts).
-    pub sizes_in_bytes: bool,
+    /// What the sizes are.
+    pub size_basis: SizeBasis,
 }
 
 impl SimilarGroup {
@@ -184,6 +235,10 @@ pub(crate) fn merge_similar_reserving(
 
     // Phase 2 of 3: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
+    let model = match options.pricing {
+        Pricing::Modeled => isa.and_then(SizeModel::for_isa),
+        Pricing::Compiled => None,
+    };
     let planner = Planner {
         module,
         encodings: &candidates.encodings,
@@ -192,7 +247,7 @@ pub(crate) fn merge_similar_reserving(
         pointer_type: isa.map_or(types::I64, |isa| isa.pointer_type()),
     };
     let plans = parallel::map(&candidates.groups, 1, |members| {
-        planner.plan(members, &mut MemberSizes::new())
+        planner.plan_group(members, model.as_ref())
     });
 
     // Phase 3 of 3: names, merged bodies and entry points, in order of first member.
@@ -219,7 +274,7 @@ pub(crate) fn merge_similar_reserving(
             merged_name,
             size_before: merge.size_before,
             size_after: merge.size_after,
-            sizes_in_bytes: isa.is_some(),
+            size_basis: merge.basis,
         });
     }
     outcome
@@ -258,20 +313,39 @@ struct Merge {
     size_before: u64,
     /// Size of the merged body and the entry points.
     size_after: u64,
+    /// What the sizes are.
+    basis: SizeBasis,
 }
 
 /// What to do with a group: the subgroups to merge (the group itself, or parts of
 /// it), what they save, and the parts not merged, with the reason.
+/// `close`: whether a decision on the way was a close call on predicted sizes.
 #[derive(Default)]
 struct Plan {
     merges: Vec<Merge>,
     saved: u64,
     rejected: Vec<(Vec<FuncIndex>, String)>,
+    close: bool,
 }
 
 /// The sizes of the members of one group, each measured once however many
 /// subgroups it is tried in.
 type MemberSizes = HashMap<FuncIndex, Result<u64, NotCompiled>>;
+
+/// How a plan finds sizes.
+#[derive(Copy, Clone)]
+enum Sizer<'a> {
+    /// Predicted by the model.
+    Model(&'a SizeModel),
+    /// Compiled on the ISA, or instruction counts without one ([`size_of`]).
+    Measure,
+}
+
+/// Whether a difference of `difference` between two choices for a group whose
+/// members take `size` is a close call.
+fn is_close(difference: i128, size: u64) -> bool {
+    (difference.unsigned_abs() as f64) <= CLOSE_CALL * size as f64
+}
 
 /// Plans groups: what is constant for every group of a module.
 struct Planner<'a> {
@@ -283,12 +357,25 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
+    /// The best plan for the group `members`: by `model`'s predicted sizes when
+    /// there is a model and no decision was a close call, else by measured sizes
+    /// (compiled, or instruction counts without an ISA).
+    fn plan_group(&self, members: &[FuncIndex], model: Option<&SizeModel>) -> Plan {
+        if let Some(model) = model {
+            let plan = self.plan(members, Sizer::Model(model), &mut MemberSizes::new());
+            if !plan.close {
+                return plan;
+            }
+        }
+        self.plan(members, Sizer::Measure, &mut MemberSizes::new())
+    }
+
     /// The best plan for `members` (in input order): merged whole when it needs at
     /// most `max_holes` parameters and saves at least `min_saved`, or split by the
     /// parameter with the fewest distinct values into subgroups planned the same
     /// way, whichever saves more (the whole group on a tie). Every subgroup a lower
     /// limit would merge is among those tried, so a higher limit never saves less.
-    fn plan(&self, members: &[FuncIndex], sizes: &mut MemberSizes) -> Plan {
+    fn plan(&self, members: &[FuncIndex], sizer: Sizer<'_>, sizes: &mut MemberSizes) -> Plan {
         let Some(differing) = differing_parameters(members, self.encodings, self.pointer_type)
         else {
             return Plan::default();
@@ -301,26 +388,42 @@ impl Planner<'_> {
         let mut split = Plan::default();
         let parts = split_by_parameter(members, split_at);
         for part in &parts {
-            let plan = self.plan(part, sizes);
+            let plan = self.plan(part, sizer, sizes);
             split.merges.extend(plan.merges);
             split.saved += plan.saved;
             split.rejected.extend(plan.rejected);
+            split.close |= plan.close;
         }
         let max_holes = self.options.max_holes;
-        let whole = if differing.parameters.len() > max_holes {
-            Err(format!(
-                "{} parameters (at most {max_holes})",
-                differing.parameters.len()
-            ))
+        let (whole, close) = if differing.parameters.len() > max_holes {
+            (
+                Err(format!(
+                    "{} parameters (at most {max_holes})",
+                    differing.parameters.len()
+                )),
+                false,
+            )
         } else {
-            self.measure(members, differing, sizes)
+            self.measure(members, differing, sizer, sizes)
         };
         match whole {
-            Ok(merge) if merge.size_before - merge.size_after >= split.saved => Plan {
-                saved: merge.size_before - merge.size_after,
-                merges: vec![merge],
-                rejected: Vec::new(),
-            },
+            Ok(merge) if merge.size_before - merge.size_after >= split.saved => {
+                let saved = merge.size_before - merge.size_after;
+                // Split would have been chosen were it a little better.
+                let close = close
+                    || (matches!(sizer, Sizer::Model(_))
+                        && !split.merges.is_empty()
+                        && is_close(
+                            i128::from(saved) - i128::from(split.saved),
+                            merge.size_before,
+                        ));
+                Plan {
+                    saved,
+                    merges: vec![merge],
+                    rejected: Vec::new(),
+                    close,
+                }
+            }
             Err(reason) if split.merges.is_empty() => {
                 let reason = if parts.is_empty() {
                     reason
@@ -329,36 +432,67 @@ impl Planner<'_> {
                 };
                 Plan {
                     rejected: vec![(members.to_vec(), reason)],
+                    close: close || split.close,
                     ..Plan::default()
                 }
             }
-            _ => split,
+            Ok(merge) => {
+                let close = split.close
+                    || is_close(
+                        i128::from(merge.size_before - merge.size_after) - i128::from(split.saved),
+                        merge.size_before,
+                    ) && matches!(sizer, Sizer::Model(_));
+                Plan { close, ..split }
+            }
+            Err(_) => Plan {
+                close: close || split.close,
+                ..split
+            },
         }
     }
 
-    /// The group `members` merged whole with the parameters `differing`, measured;
-    /// an error (the reason) when it does not save at least `min_saved` or the
-    /// target cannot compile it.
+    /// The size of `func` by `sizer`.
+    fn size(&self, sizer: Sizer<'_>, func: &Function) -> Result<u64, NotCompiled> {
+        match sizer {
+            Sizer::Model(model) => Ok(model.predict(func)),
+            Sizer::Measure => size_of(self.isa, func),
+        }
+    }
+
+    /// The group `members` merged whole with the parameters `differing`, sized by
+    /// `sizer`; an error (the reason) when it does not save at least `min_saved` or
+    /// the target cannot compile it. With it, whether the decision was a close call
+    /// on predicted sizes.
     fn measure(
         &self,
         members: &[FuncIndex],
         differing: Differing,
+        sizer: Sizer<'_>,
         sizes: &mut MemberSizes,
-    ) -> Result<Merge, String> {
+    ) -> (Result<Merge, String>, bool) {
         let cannot_compile =
             |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
         let mut size_before = 0;
         for &m in members {
             let size = sizes
                 .entry(m)
-                .or_insert_with(|| size_of(self.isa, &self.module.get(m).func));
-            size_before += size.clone().map_err(cannot_compile)?;
+                .or_insert_with(|| self.size(sizer, &self.module.get(m).func));
+            match size {
+                Ok(size) => size_before += *size,
+                Err(e) => return (Err(cannot_compile(e.clone())), false),
+            }
         }
+        let basis = match (sizer, self.isa) {
+            (Sizer::Model(_), _) => SizeBasis::Predicted,
+            (Sizer::Measure, Some(_)) => SizeBasis::Compiled,
+            (Sizer::Measure, None) => SizeBasis::Instructions,
+        };
         let mut merge = Merge {
             members: members.to_vec(),
             differing,
             size_before,
             size_after: 0,
+            basis,
         };
         // Measured under a stand-in name: the name of a callee does not change the
         // size of a call.
@@ -368,11 +502,19 @@ impl Planner<'_> {
         let name = UserFuncName::testcase("clif_merge_measured");
         let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers);
         for func in std::iter::once(&merged).chain(&entry_points) {
-            merge.size_after += size_of(self.isa, func).map_err(cannot_compile)?;
+            match self.size(sizer, func) {
+                Ok(size) => merge.size_after += size,
+                Err(e) => return (Err(cannot_compile(e)), false),
+            }
         }
         let min_saved = self.options.min_saved.max(1);
+        let close = matches!(sizer, Sizer::Model(_))
+            && is_close(
+                i128::from(size_before) - i128::from(merge.size_after) - i128::from(min_saved),
+                size_before,
+            );
         if merge.size_after.saturating_add(min_saved) > size_before {
-            return Err(if merge.size_after >= size_before {
+            let reason = if merge.size_after >= size_before {
                 format!("not smaller ({size_before} -> {})", merge.size_after)
             } else {
                 format!(
@@ -380,9 +522,10 @@ impl Planner<'_> {
                     size_before - merge.size_after,
                     merge.size_after
                 )
-            });
+            };
+            return (Err(reason), close);
         }
-        Ok(merge)
+        (Ok(merge), close)
     }
 }
 
@@ -499,7 +642,7 @@ impl SimilarPass {
                 merged_into: g.merged_name.to_string(),
                 size_before: g.size_before,
                 size_after: g.size_after,
-                sizes_in_bytes: g.sizes_in_bytes,
+                size_basis: g.size_basis,
             })
             .collect()
     }
@@ -522,6 +665,6 @@ pub struct SimilarGroupReport {
     pub size_before: u64,
     /// Code bytes (or instructions) of the merged body and the entry points.
     pub size_after: u64,
-    /// Whether the sizes are code bytes (else instruction counts).
-    pub sizes_in_bytes: bool,
+    /// What the sizes are.
+    pub size_basis: SizeBasis,
 }
