@@ -5,9 +5,11 @@
 //! functions (not timed), then times the similar merge on the output
 //! (`SimilarPass::after`, what `--similar` adds) on a pool of ONE thread, by the
 //! size model (`Pricing::Modeled`, the default) and by compiling every candidate
-//! (`Pricing::Compiled`), the fastest of `--repeat` runs each, against the fastest
-//! of `--repeat` single-threaded Cranelift compiles of the program's functions
-//! (`compile_all`), and prints similar ÷ compile.
+//! (`Pricing::Compiled`), against a single-threaded Cranelift compile of the
+//! program's functions (`compile_all`), all three in turn in each of `--repeat`
+//! rounds, and prints similar ÷ compile for the fastest of each: in wall time, and
+//! in the thread's CPU time (which waiting for a core does not count: the
+//! steadier of the two on a busy machine).
 //!
 //! `size-model INPUT...` refits the size model: every function of every input,
 //! and the merged bodies and entry points of the groups merged by compiled sizes,
@@ -17,7 +19,8 @@
 //! and of the fresh fit: the mean absolute percentage error of predicted against
 //! compiled bytes over the program's functions, and over the similar groups merged
 //! by compiled sizes, of the bytes each saves (predicted saving against compiled
-//! saving), with the totals.
+//! saving), with the totals; and the groups merged by compiled sizes but not by
+//! the model (default options), and the other way round.
 
 use crate::measure::compile_all;
 use anyhow::bail;
@@ -47,50 +50,110 @@ fn program_name(input: &std::path::Path) -> String {
     )
 }
 
+/// CPU time the calling thread has run so far (Linux: `/proc/thread-self/schedstat`),
+/// or `None` where that cannot be read. Unlike wall time it does not count the time
+/// the thread waited for a core, so it stays comparable while other processes
+/// compete for the machine.
+fn thread_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos: u64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
+}
+
+/// Wall and CPU time of `f` on the calling thread, with its result.
+fn timed<R>(f: impl FnOnce() -> R) -> (Duration, Option<Duration>, R) {
+    let cpu = thread_cpu_time();
+    let start = Instant::now();
+    let result = f();
+    let wall = start.elapsed();
+    let cpu = cpu.zip(thread_cpu_time()).map(|(a, b)| b.saturating_sub(a));
+    (wall, cpu, result)
+}
+
+/// The fastest of some runs: wall time and thread CPU time, each the minimum.
+#[derive(Copy, Clone)]
+struct Best {
+    wall: Duration,
+    cpu: Option<Duration>,
+}
+
+impl Best {
+    fn new() -> Self {
+        Self {
+            wall: Duration::MAX,
+            cpu: None,
+        }
+    }
+
+    fn add(&mut self, wall: Duration, cpu: Option<Duration>) {
+        self.wall = self.wall.min(wall);
+        self.cpu = match (self.cpu, cpu) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// `self` as a percentage of `of`: (wall, CPU).
+    fn percent_of(&self, of: &Best) -> String {
+        let wall = 100.0 * self.wall.as_secs_f64() / of.wall.as_secs_f64();
+        match self.cpu.zip(of.cpu) {
+            Some((a, b)) => format!(
+                "{wall:.2}% | {:.2}%",
+                100.0 * a.as_secs_f64() / b.as_secs_f64()
+            ),
+            None => format!("{wall:.2}% | -"),
+        }
+    }
+}
+
 /// `similar`: the similar merge on one thread against compile on one thread.
+/// Compile and both pricings are measured in turn in each round, so that a change
+/// of load affects them alike; each is the fastest of the rounds.
 pub fn similar_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     println!(
-        "| program | functions | compile (1 thread) | similar, model (1 thread) | ÷ compile | groups | similar, compiled (1 thread) | ÷ compile | groups |"
+        "| program | functions | compile, wall / CPU | model, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups | compiled, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for input in inputs {
         let module = load_program(input)?;
-        let mut compile = Duration::MAX;
-        for _ in 0..repeat.max(1) {
-            compile = compile.min(compile_all(&module)?.0);
-        }
         let outcome = merge_functions(&module, &MergeOptions::default());
-        let time = |pricing: Pricing| {
-            let options = SimilarOptions::default().with_pricing(pricing);
-            let mut best = Duration::MAX;
-            let mut groups = 0;
-            for _ in 0..repeat.max(1) {
-                let (elapsed, pass) = pool.install(|| {
-                    let start = Instant::now();
-                    let pass = SimilarPass::after(&module, &outcome.output, &options);
-                    (start.elapsed(), pass)
-                });
-                best = best.min(elapsed);
-                groups = pass.outcome.groups.len();
+        let (mut compile, mut modeled, mut compiled) = (Best::new(), Best::new(), Best::new());
+        let (mut modeled_groups, mut compiled_groups) = (0, 0);
+        for _ in 0..repeat.max(1) {
+            let (wall, cpu, result) = timed(|| compile_all(&module));
+            result?;
+            compile.add(wall, cpu);
+            for (pricing, best, groups) in [
+                (Pricing::Modeled, &mut modeled, &mut modeled_groups),
+                (Pricing::Compiled, &mut compiled, &mut compiled_groups),
+            ] {
+                let options = SimilarOptions::default().with_pricing(pricing);
+                let (wall, cpu, pass) = pool
+                    .install(|| timed(|| SimilarPass::after(&module, &outcome.output, &options)));
+                best.add(wall, cpu);
+                *groups = pass.outcome.groups.len();
             }
-            (best, groups)
+        }
+        let show = |b: &Best| {
+            format!(
+                "{:.1} / {} ms",
+                crate::ms(b.wall),
+                b.cpu.map_or("-".into(), |c| format!("{:.1}", crate::ms(c)))
+            )
         };
-        let (modeled, modeled_groups) = time(Pricing::Modeled);
-        let (compiled, compiled_groups) = time(Pricing::Compiled);
-        let ratio = |d: Duration| 100.0 * d.as_secs_f64() / compile.as_secs_f64();
         println!(
-            "| {} | {} | {:.1} ms | {:.1} ms | {:.2}% | {modeled_groups} | {:.1} ms | {:.2}% | {compiled_groups} |",
+            "| {} | {} | {} | {} | {} | {modeled_groups} | {} | {} | {compiled_groups} |",
             program_name(input),
             module.len(),
-            crate::ms(compile),
-            crate::ms(modeled),
-            ratio(modeled),
-            crate::ms(compiled),
-            ratio(compiled),
+            show(&compile),
+            show(&modeled),
+            modeled.percent_of(&compile),
+            show(&compiled),
+            compiled.percent_of(&compile),
         );
     }
     Ok(())
@@ -112,6 +175,8 @@ struct ProgramSamples {
     /// Per merged group: the features of its members, of its merged body and entry
     /// points, and its compiled sizes before and after.
     groups: Vec<GroupSample>,
+    /// Groups (member names) merged by compiled sizes only, and by the model only.
+    differences: (Vec<String>, Vec<String>),
 }
 
 /// A group merged by compiled sizes, for the error of predicted savings.
@@ -171,10 +236,45 @@ fn program_samples(
         .map(|f| SizeFeatures::of(f))
         .zip(compiled_sizes(isa, &extra)?)
         .collect();
+    let modeled = merge_similar_for(&module, &SimilarOptions::default(), Some(isa));
+    let describe = |outcome: &SimilarOutcome| -> Vec<String> {
+        outcome
+            .groups
+            .iter()
+            .map(|g| {
+                let names: Vec<String> =
+                    g.members.iter().map(|&m| module.display_name(m)).collect();
+                format!(
+                    "{} ({} -> {} {:?})",
+                    names.join(" "),
+                    g.size_before,
+                    g.size_after,
+                    g.size_basis
+                )
+            })
+            .collect()
+    };
+    let members = |outcome: &SimilarOutcome| -> Vec<Vec<_>> {
+        outcome.groups.iter().map(|g| g.members.clone()).collect()
+    };
+    let (compiled_members, modeled_members) = (members(&outcome), members(&modeled));
+    let only = |described: Vec<String>, mine: &[Vec<_>], other: &[Vec<_>]| -> Vec<String> {
+        described
+            .into_iter()
+            .zip(mine)
+            .filter(|(_, m)| !other.contains(m))
+            .map(|(d, _)| d)
+            .collect()
+    };
+    let differences = (
+        only(describe(&outcome), &compiled_members, &modeled_members),
+        only(describe(&modeled), &modeled_members, &compiled_members),
+    );
     let program = ProgramSamples {
         name: program_name(input),
         functions: samples,
         groups,
+        differences,
     };
     Ok((program, extra_samples))
 }
@@ -267,6 +367,21 @@ pub fn size_model_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
                 program.functions.len(),
                 program.groups.len(),
             );
+        }
+    }
+    for program in &programs {
+        let (compiled_only, modeled_only) = &program.differences;
+        println!(
+            "\n{}: {} groups merged by compiled sizes only, {} by the model only",
+            program.name,
+            compiled_only.len(),
+            modeled_only.len()
+        );
+        for group in compiled_only {
+            println!("  compiled only: {group}");
+        }
+        for group in modeled_only {
+            println!("  model only:    {group}");
         }
     }
     Ok(())

@@ -9,7 +9,7 @@ use crate::ir::FunctionSet;
 #[cfg(feature = "module")]
 use crate::module::MergeReport;
 use crate::separate::ProgramPlan;
-use crate::similar::{SimilarGroupReport, SimilarPass};
+use crate::similar::{SimilarGroupReport, SimilarPass, SizeBasis};
 use crate::validate::ValidationReport;
 use cranelift_codegen::ir::Function;
 use serde_json::json;
@@ -225,7 +225,8 @@ pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) ->
 
 /// The JSON list of merged groups of similar functions: members, number of
 /// parameters (holes) and of the constants and callees they stand for (replaced),
-/// the merged body's name, and sizes before and after.
+/// the merged body's name, sizes before and after, and what the sizes are
+/// (`"sizes"`: `compiled`, `predicted` by the size model, or `instructions`).
 pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
     let groups: Vec<serde_json::Value> = groups
         .iter()
@@ -235,6 +236,11 @@ pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
             } else {
                 "instructions"
             };
+            let sizes = match g.size_basis {
+                SizeBasis::Compiled => "compiled",
+                SizeBasis::Predicted => "predicted",
+                SizeBasis::Instructions => "instructions",
+            };
             json!({
                 "members": g.members,
                 "holes": g.holes,
@@ -242,6 +248,7 @@ pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
                 "merged_into": g.merged_into,
                 format!("{unit}_before"): g.size_before,
                 format!("{unit}_after"): g.size_after,
+                "sizes": sizes,
             })
         })
         .collect();

@@ -137,7 +137,8 @@ pub struct MergeReport {
     pub actions: Vec<(String, String, MergeAction)>,
     /// Bytes of machine code saved: the compiled size of every duplicate that got
     /// no code of its own, plus for each thunk its compiled size minus the thunk's,
-    /// plus what merging similar functions saved.
+    /// plus what merging similar functions saved (by their groups' sizes: predicted
+    /// by the size model or compiled, [`crate::similar::SizeBasis`]).
     pub bytes_saved: u64,
     /// Groups of similar functions merged (with [`ModuleMergeOptions::similar`]).
     pub similar_groups: usize,
