@@ -346,6 +346,69 @@ impl SizeModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cranelift_codegen::settings::{self, Configurable};
+
+    #[test]
+    fn features_count_instructions_by_kind() {
+        let text = "function %f(i64, i32) -> i32 {
+            block0(v0: i64, v1: i32):
+                v2 = iconst.i32 7
+                v3 = iconst.i64 0x1_0000_0000
+                v4 = iadd v1, v2
+                v5 = load.i32 v0
+                brif v4, block1, block2
+            block1:
+                return v5
+            block2:
+                v6 = imul v4, v5
+                v7 = call_indirect sig0, v3(v6)
+                return v7
+            }";
+        let text = text.replace(
+            "function %f(i64, i32) -> i32 {",
+            "function %f(i64, i32) -> i32 {\n    sig0 = (i32) -> i32",
+        );
+        let func = cranelift_reader::parse_functions(&text)
+            .expect("parses")
+            .remove(0);
+        let features = SizeFeatures::of(&func);
+        let expected = [
+            (Feature::Function, 1.0),
+            (Feature::Blocks, 3.0),
+            (Feature::Params, 2.0),
+            (Feature::SmallConstants, 1.0),
+            (Feature::LargeConstants, 1.0),
+            (Feature::IntArith, 1.0),
+            (Feature::Loads, 1.0),
+            (Feature::Branches, 1.0),
+            (Feature::Multiplies, 1.0),
+            (Feature::IndirectCalls, 1.0),
+            (Feature::CallArguments, 2.0),
+            (Feature::Returns, 2.0),
+        ];
+        for feature in Feature::ALL {
+            let want = expected
+                .iter()
+                .find(|(f, _)| *f == feature)
+                .map_or(0.0, |&(_, n)| n);
+            assert_eq!(features.get(feature), want, "{feature:?}");
+        }
+    }
+
+    #[test]
+    fn only_x86_64_at_speed_has_a_model() {
+        let isa = |arch: &str, opt_level: &str| {
+            let mut flags = settings::builder();
+            flags.set("opt_level", opt_level).expect("a level");
+            cranelift_codegen::isa::lookup_by_name(arch)
+                .expect("a backend")
+                .finish(settings::Flags::new(flags))
+                .expect("an ISA")
+        };
+        assert!(SizeModel::for_isa(&*isa("x86_64", "speed")).is_some());
+        assert!(SizeModel::for_isa(&*isa("x86_64", "none")).is_none());
+        assert!(SizeModel::for_isa(&*isa("aarch64", "speed")).is_none());
+    }
 
     #[test]
     fn every_feature_is_listed_in_order() {
