@@ -35,14 +35,19 @@
 //! sizes of the corpus) prices every member and every merge tried, and decides;
 //! only the merges it accepts by a small margin (predicted to save less than
 //! [`CLOSE_CALL`] of the members' size) are compiled to confirm, and dropped if
-//! Cranelift's code does not shrink. Compiling every candidate instead
+//! Cranelift's code does not shrink; a group of small functions (at most
+//! [`SMALL_GROUP`] predicted bytes in all) that the model would not merge at all is
+//! planned by compiled sizes, as the model errs most there and compiling them is
+//! cheap. Compiling every candidate instead
 //! ([`Pricing::Compiled`], the only way on ISAs without a model) costs about half
 //! of the program's own compile time on the corpus; the model costs a few percent
 //! and saves within 0.05 percentage points as many bytes (README). What the model
 //! rejects is not compiled, so a small merge that would pay can stay unmade; what
 //! it accepts by a clear margin is made without compiling, so such a merge can
-//! (rarely) be one a compile would reject. Pricing only chooses among merges: every
-//! merge made is built and checked the same way whatever its price.
+//! (rarely) be one a compile would reject, or one the target cannot compile at all
+//! (its members could not be compiled unmerged either; compiled pricing leaves such
+//! a group alone). Pricing only chooses among merges: every merge made is built and
+//! checked the same way whatever its price.
 //!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
