@@ -301,8 +301,8 @@ impl SizeModel {
                     continue;
                 }
                 b[i] += w * xi * y;
-                for j in 0..FEATURES {
-                    a[i][j] += w * xi * features.0[j];
+                for (aij, xj) in a[i].iter_mut().zip(&features.0) {
+                    *aij += w * xi * xj;
                 }
             }
         }
@@ -327,8 +327,9 @@ impl SizeModel {
                 if factor == 0.0 {
                     continue;
                 }
-                for k in col..FEATURES {
-                    a[row][k] -= factor * a[col][k];
+                let pivot_row = a[col];
+                for (ark, pk) in a[row].iter_mut().zip(&pivot_row).skip(col) {
+                    *ark -= factor * pk;
                 }
                 b[row] -= factor * b[col];
             }
