@@ -8,7 +8,7 @@
 //! (`Pricing::Compiled`), against a single-threaded Cranelift compile of the
 //! program's functions (`compile_all`), all three in turn in each of `--repeat`
 //! rounds, and prints similar ÷ compile for the fastest of each: in wall time, and
-//! in the thread's CPU time (which waiting for a core does not count: the
+//! in the thread's CPU time (Linux; which waiting for a core does not count: the
 //! steadier of the two on a busy machine).
 //!
 //! `size-model INPUT...` refits the size model: every function of every input,
@@ -50,14 +50,28 @@ fn program_name(input: &std::path::Path) -> String {
     )
 }
 
-/// CPU time the calling thread has run so far (Linux: `/proc/thread-self/schedstat`),
-/// or `None` where that cannot be read. Unlike wall time it does not count the time
-/// the thread waited for a core, so it stays comparable while other processes
-/// compete for the machine.
+/// CPU time the calling thread has run so far (Linux:
+/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`), or `None` elsewhere. Unlike wall time
+/// it does not count the time the thread waited for a core, so it stays comparable
+/// while other processes compete for the machine.
+#[cfg(target_os = "linux")]
 fn thread_cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let nanos: u64 = stat.split_whitespace().next()?.parse().ok()?;
-    Some(Duration::from_nanos(nanos))
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one `timespec` through the pointer, which
+    // points to a live, writable `timespec`.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    let seconds = u64::try_from(now.tv_sec).ok()?;
+    let nanos = u32::try_from(now.tv_nsec).ok()?;
+    (status == 0).then(|| Duration::new(seconds, nanos))
+}
+
+/// Without a thread CPU clock: `None`.
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Option<Duration> {
+    None
 }
 
 /// Wall and CPU time of `f` on the calling thread, with its result.

@@ -133,9 +133,10 @@ pub enum Pricing {
 /// A merge predicted to save less than this share of its members' predicted size
 /// is confirmed by compiling under [`Pricing::Modeled`]. Chosen on the corpus
 /// (README, "Similar functions on the corpus"), with [`SMALL_GROUP`]: brotli, the
-/// program with the most similar code, spends 3.6% of its compile time (CPU, one
-/// thread) in the similar merge at 0.05, 4.2% at 0.1 and over 5% at 0.2, while the
-/// bytes saved on the corpus move by less than 0.01 percentage points.
+/// program with the most similar code, spent 3.6% of its compile time (one thread,
+/// one series of runs on a busy machine) in the similar merge at 0.05 and 4.6% at
+/// 0.1 (5.4% at 0.2 without `SMALL_GROUP`), while the bytes saved on the corpus
+/// moved by less than 0.01 percentage points.
 pub const CLOSE_CALL: f64 = 0.05;
 
 /// A group whose members are predicted to take at most this many bytes in all,
