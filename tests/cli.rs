@@ -716,10 +716,33 @@ fn similar_json_lists_groups_and_the_output_parses_again() {
         after < before,
         "merged only when smaller: {before} -> {after}"
     );
-    // Snapshot of the sizes for x86_64, the host they are measured on: changes when
-    // the filetest, the merged body or Cranelift's x86_64 backend changes.
+    // Snapshot of the sizes for x86_64, the host they are measured on: predicted by
+    // the size model (the default pricing), and compiled with `--size-pricing
+    // compile`; the group merged is the same. Changes when the filetest, the merged
+    // body, the size model or Cranelift's x86_64 backend changes.
     if cfg!(target_arch = "x86_64") {
-        assert_eq!((before, after), (284, 187), "bytes before, after");
+        assert_eq!(group["sizes"], json!("predicted"));
+        assert_eq!((before, after), (294, 230), "predicted bytes before, after");
+        let compiled = ok(clif_merge([
+            "--similar".into(),
+            "--size-pricing".into(),
+            "compile".into(),
+            "--report".into(),
+            "json".into(),
+            s(&file),
+        ]));
+        let value: Value = serde_json::from_str(&compiled.stdout).expect("one JSON value");
+        let group = &value["similar"][0];
+        assert_eq!(group["members"], json!(["%f", "%g"]));
+        assert_eq!(group["sizes"], json!("compiled"));
+        assert_eq!(
+            (
+                group["bytes_before"].as_u64(),
+                group["bytes_after"].as_u64()
+            ),
+            (Some(284), Some(187)),
+            "compiled bytes before, after"
+        );
     }
 
     let dir = TempDir::new("similar");

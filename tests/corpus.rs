@@ -655,6 +655,17 @@ fn corpus_similar_merges_shrink_code_and_validate() {
     // not reach). Sizes are Cranelift's code for the host ISA, so the table is for
     // x86_64; it changes when the corpus, the similar merge, the size model, the
     // validator's inputs or Cranelift changes. Update deliberately.
+    //
+    // Since similar merging is priced by the size model (`Pricing::Modeled`; before,
+    // every candidate was compiled), the merges differ from the compiled pricing in
+    // these groups (`merge_bench size-model` lists them): brotli merges u0:175 +
+    // u0:176 and u0:728 + u0:737 (accepted by the model by a clear margin) and not
+    // u0:901 + u0:925 (a small group the compiled plan merges for 9 bytes); resvg
+    // merges u0:1034..u0:1050 as one group of 13 where compiling chose 11 of them
+    // (u0:1045 and u0:1047 left out); sqljs merges u0:1596 + u0:1597 without
+    // u0:288. Everything else is merged as before. Bytes saved: brotli 9.69% ->
+    // 9.65%, resvg 2.73% -> 2.73% (3 bytes), sqljs 0.34% -> 0.33%, mozjpeg
+    // unchanged.
     if !cfg!(target_arch = "x86_64") {
         skip::skip_or_fail(
             "corpus_similar_merges_shrink_code_and_validate",
@@ -668,10 +679,10 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         "
         | program | functions before -> after | groups | members | parameters (for constants and callees) | merges: constants only / shared parameters / callees | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |
         |---|---|---|---|---|---|---|---|---|---|---|
-        | brotli | 944 -> 1031 | 87 | 269 | 259 (for 422) | 19 / 41 / 44 | 794320 -> 717332 | 9.69% | 267 / 269 | 0 | 166 of 174 (172 ran) |
+        | brotli | 944 -> 1032 | 88 | 271 | 283 (for 446) | 20 / 41 / 44 | 794320 -> 717662 | 9.65% | 269 / 271 | 0 | 167 of 176 (174 ran) |
         | mozjpeg | 189 -> 191 | 2 | 5 | 4 (for 5) | 0 / 1 / 1 | 362264 -> 361417 | 0.23% | 5 / 5 | 0 | 5 of 5 (5 ran) |
-        | resvg | 1430 -> 1512 | 82 | 255 | 174 (for 286) | 38 / 19 / 35 | 3724264 -> 3622745 | 2.73% | 255 / 255 | 0 | 140 of 155 (155 ran) |
-        | sqljs | 1968 -> 2004 | 36 | 106 | 47 (for 51) | 13 / 4 / 20 | 1583938 -> 1578600 | 0.34% | 106 / 106 | 0 | 64 of 72 (72 ran) |
+        | resvg | 1430 -> 1512 | 82 | 257 | 176 (for 288) | 38 / 19 / 35 | 3724264 -> 3622748 | 2.73% | 257 / 257 | 0 | 142 of 157 (157 ran) |
+        | sqljs | 1968 -> 2004 | 36 | 105 | 46 (for 50) | 14 / 4 / 19 | 1583938 -> 1578643 | 0.33% | 105 / 105 | 0 | 63 of 71 (71 ran) |
         ",
     );
 }

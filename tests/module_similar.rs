@@ -4,7 +4,7 @@
 //! function returns what the unmerged build returns, and the merge saved code.
 
 use clif_merge::module::{MergedJit, MergingModule, ModuleMergeOptions};
-use clif_merge::similar::SimilarOptions;
+use clif_merge::similar::{Pricing, SimilarOptions};
 use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, UserFuncName, types};
 use cranelift_codegen::isa::CallConv;
 use cranelift_codegen::settings::{self, Configurable};
@@ -86,7 +86,7 @@ fn define_body(
     module.define_function(id, &mut ctx).expect("define body");
 }
 
-fn build(similar: bool) -> (MergedJit, Vec<FuncId>, usize, u64) {
+fn build(similar: Option<SimilarOptions>) -> (MergedJit, Vec<FuncId>, usize, u64) {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").expect("flag");
     let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
@@ -94,7 +94,7 @@ fn build(similar: bool) -> (MergedJit, Vec<FuncId>, usize, u64) {
         .finish(settings::Flags::new(flags))
         .expect("ISA");
     let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    let options = ModuleMergeOptions::default().with_similar(similar.then(SimilarOptions::default));
+    let options = ModuleMergeOptions::default().with_similar(similar);
     let mut module = MergingModule::new(JITModule::new(builder), options);
     let leaves: Vec<FuncId> = ["square", "negate"]
         .iter()
@@ -138,17 +138,26 @@ fn results(jit: &MergedJit, ids: &[FuncId]) -> Vec<Vec<i64>> {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn similar_functions_run_the_same_after_merging() {
-    let (plain, plain_ids, plain_groups, _) = build(false);
+    let (plain, plain_ids, plain_groups, _) = build(None);
     assert_eq!(plain_groups, 0);
-    let (merged, merged_ids, groups, bytes_saved) = build(true);
+    let compiled = SimilarOptions::default().with_pricing(Pricing::Compiled);
+    let (merged, merged_ids, groups, bytes_saved) = build(Some(compiled));
     // The three `scale` functions differ in a constant, the two `via` ones in their
     // callee: two groups.
     assert_eq!(groups, 2, "similar groups");
     // A group is merged only when it saves at least `min_saved` bytes (default 1),
     // so a merge saves something; the exact count is a snapshot of the x86_64 code
-    // (opt_level speed): changes when the fixture, the similar merge or Cranelift's
-    // x86_64 backend changes; update deliberately.
+    // (opt_level speed), with every size compiled: changes when the fixture, the
+    // similar merge or Cranelift's x86_64 backend changes; update deliberately.
     assert!(bytes_saved >= SimilarOptions::default().min_saved);
     assert_eq!(bytes_saved, 223, "bytes saved");
     assert_eq!(results(&merged, &merged_ids), results(&plain, &plain_ids));
+
+    // Priced by the size model (the default), the same two groups merge and run the
+    // same; the bytes saved are the model's prediction (a snapshot of the model's
+    // x86_64 coefficients: it over-predicts these tiny functions' saving).
+    let (modeled, modeled_ids, groups, predicted_saved) = build(Some(SimilarOptions::default()));
+    assert_eq!(groups, 2, "similar groups, modeled");
+    assert_eq!(predicted_saved, 584, "bytes saved, predicted");
+    assert_eq!(results(&modeled, &modeled_ids), results(&plain, &plain_ids));
 }

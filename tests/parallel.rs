@@ -223,9 +223,11 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
     assert_eq!(merged, 2);
     // Snapshot (x86_64 code sizes decide which groups pay): changes when the corpus,
     // the similar merge, the size model or Cranelift changes; update deliberately.
+    // 88 since pricing by the size model (87 with every candidate compiled: the
+    // groups that differ are listed in tests/corpus.rs, corpus_similar).
     let groups = check_similar_threads("brotli", &module);
     if cfg!(target_arch = "x86_64") {
-        assert_eq!(groups, 87, "similar groups in brotli");
+        assert_eq!(groups, 88, "similar groups in brotli");
     } else {
         // Elsewhere only this: some group merged, so the check compared real work.
         assert!(groups > 0);

@@ -7,6 +7,8 @@
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
 //! cargo bench --bench merge_bench -- module INPUT...
+//! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
+//! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -27,7 +29,9 @@
 //! and decisions (removed, thunked, promoted), and stage 3: every part applying
 //! its decisions, one after another (total and slowest part). `module` defines the
 //! inputs through a plain `ObjectModule` and through `MergingModule<ObjectModule>`
-//! in each compile mode on one thread (`module_wrapper.rs`). The
+//! in each compile mode on one thread (`module_wrapper.rs`). `similar` times the
+//! similar merge against compile, both on one thread, and `size-model` refits the
+//! size model that prices similar merging (`similar_cost.rs`). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
 //! them, and the corpus programs when `../shared/corpus` can be unpacked.
 //!
@@ -38,6 +42,7 @@
 mod generator;
 mod measure;
 mod module_wrapper;
+mod similar_cost;
 
 use anyhow::{Context as _, bail};
 use clif_merge::testing::{expand_inputs, load};
@@ -123,7 +128,10 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
 fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (command, rest) = match args.first().map(String::as_str) {
-        Some(c @ ("gen" | "pass" | "compile" | "separate" | "module" | "suite")) => (c, &args[1..]),
+        Some(
+            c @ ("gen" | "pass" | "compile" | "separate" | "module" | "similar" | "size-model"
+            | "suite"),
+        ) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
     let options = parse_options(rest)?;
@@ -134,6 +142,8 @@ fn run() -> anyhow::Result<()> {
             report_pass(&label(&options.inputs), &module, parsed_bytes, &options)
         }
         "separate" => separate(&options),
+        "similar" => similar_cost::similar_command(&options.inputs, options.repeat),
+        "size-model" => similar_cost::size_model_command(&options.inputs),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             module_wrapper::module_bench(&label(&options.inputs), &module)

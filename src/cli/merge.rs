@@ -11,7 +11,7 @@ use super::report::{
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::{FunctionSet, SymbolName};
-use crate::similar::{SimilarOptions, SimilarPass};
+use crate::similar::{Pricing, SimilarOptions, SimilarPass};
 use crate::validate::{ValidationReport, ValidatorCrash, validate, validate_similar};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
@@ -62,6 +62,25 @@ pub enum ReportFormat {
     Clif,
     /// One JSON object: functions, merged, classes, actions.
     Json,
+}
+
+/// How `--similar` finds code sizes (`--size-pricing`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SizePricing {
+    /// Predicted by the target's size model, compiled only where the decision is
+    /// close (targets without a model compile).
+    Model,
+    /// Every member and every merge tried compiled (exact, slower).
+    Compile,
+}
+
+impl From<SizePricing> for Pricing {
+    fn from(pricing: SizePricing) -> Self {
+        match pricing {
+            SizePricing::Model => Pricing::Modeled,
+            SizePricing::Compile => Pricing::Compiled,
+        }
+    }
 }
 
 /// Command-line arguments of the merge (`clif-merge [OPTIONS] FILE...`): flattened
@@ -130,6 +149,12 @@ pub struct Args {
     /// host code (instructions where Cranelift has no backend for the host).
     #[arg(long, default_value_t = 1, value_name = "BYTES")]
     pub min_saved: u64,
+
+    /// With `--similar`: how code sizes are found: `model` predicts them with the
+    /// target's size model and compiles only groups whose decision is close;
+    /// `compile` compiles every member and every merge tried.
+    #[arg(long, value_enum, default_value = "model", value_name = "PRICING")]
+    pub size_pricing: SizePricing,
 }
 
 /// Sets the linkage of the functions named in the options.
@@ -187,10 +212,10 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     };
     let outcome = merge_functions(&loaded.functions, &options);
     let similar = args.similar.then(|| {
-        let options = SimilarOptions {
-            max_holes: args.max_holes,
-            min_saved: args.min_saved,
-        };
+        let options = SimilarOptions::default()
+            .with_max_holes(args.max_holes)
+            .with_min_saved(args.min_saved)
+            .with_pricing(args.size_pricing.into());
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after_for(&loaded.functions, &outcome.output, &options, isa.as_deref())

@@ -9,7 +9,7 @@ use crate::ir::FunctionSet;
 #[cfg(feature = "module")]
 use crate::module::MergeReport;
 use crate::separate::ProgramPlan;
-use crate::similar::{SimilarGroupReport, SimilarPass};
+use crate::similar::{SimilarGroupReport, SimilarPass, SizeBasis};
 use crate::validate::ValidationReport;
 use cranelift_codegen::ir::Function;
 use serde_json::json;
@@ -226,15 +226,21 @@ pub fn stats_text(module: &FunctionSet, outcome: &MergeOutcome, files: usize) ->
 
 /// The JSON list of merged groups of similar functions: members, number of
 /// parameters (holes) and of the constants and callees they stand for (replaced),
-/// the merged body's name, and sizes before and after.
+/// the merged body's name, sizes before and after, and what the sizes are
+/// (`"sizes"`: `compiled`, `predicted` by the size model, or `instructions`).
 pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
     let groups: Vec<serde_json::Value> = groups
         .iter()
         .map(|g| {
-            let unit = if g.sizes_in_bytes {
+            let unit = if g.size_basis.in_bytes() {
                 "bytes"
             } else {
                 "instructions"
+            };
+            let sizes = match g.size_basis {
+                SizeBasis::Compiled => "compiled",
+                SizeBasis::Predicted => "predicted",
+                SizeBasis::Instructions => "instructions",
             };
             json!({
                 "members": g.members,
@@ -243,6 +249,7 @@ pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
                 "merged_into": g.merged_into,
                 format!("{unit}_before"): g.size_before,
                 format!("{unit}_after"): g.size_after,
+                "sizes": sizes,
             })
         })
         .collect();
@@ -259,7 +266,7 @@ pub fn similar_stats_line(similar: &SimilarPass) -> String {
     let before: u64 = groups.iter().map(|g| g.size_before).sum();
     let after: u64 = groups.iter().map(|g| g.size_after).sum();
     let unit = match groups.first() {
-        Some(g) if !g.sizes_in_bytes => "instructions",
+        Some(g) if !g.size_basis.in_bytes() => "instructions",
         _ => "code bytes",
     };
     let mut line = format!(

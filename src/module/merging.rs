@@ -137,7 +137,8 @@ pub struct MergeReport {
     pub actions: Vec<(String, String, MergeAction)>,
     /// Bytes of machine code saved: the compiled size of every duplicate that got
     /// no code of its own, plus for each thunk its compiled size minus the thunk's,
-    /// plus what merging similar functions saved.
+    /// plus what merging similar functions saved (by their groups' sizes: predicted
+    /// by the size model or compiled, [`crate::similar::SizeBasis`]).
     pub bytes_saved: u64,
     /// Groups of similar functions merged (with [`ModuleMergeOptions::similar`]).
     pub similar_groups: usize,
@@ -729,7 +730,7 @@ impl<M: Module> MergingModule<M> {
             report.similar_groups = groups.len();
             report.bytes_saved += groups
                 .iter()
-                .filter(|g| g.sizes_in_bytes)
+                .filter(|g| g.size_basis.in_bytes())
                 .map(|g| g.size_before.saturating_sub(g.size_after))
                 .sum::<u64>();
             report.similar = Some(similar.group_reports());
