@@ -142,7 +142,7 @@ fn run() -> anyhow::Result<()> {
             report_pass(&label(&options.inputs), &module, parsed_bytes, &options)
         }
         "separate" => separate(&options),
-        "similar" => similar_cost::similar_command(&options.inputs, options.repeat),
+        "similar" => similar_cost::similar_command(&options.inputs, options.repeat, options.json),
         "size-model" => similar_cost::size_model_command(&options.inputs),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;

@@ -123,11 +123,37 @@ impl Best {
 /// `similar`: the similar merge on one thread against compile on one thread.
 /// Compile and both pricings are measured in turn in each round, so that a change
 /// of load affects them alike; each is the fastest of the rounds.
-pub fn similar_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
+/// With `json`, one JSON line per program instead, with the model's pricing only
+/// (what `benches/compare.sh` reads): `similar_ms` and the `compile_ms` it was
+/// measured against, wall time.
+pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    if json {
+        for input in inputs {
+            let module = load_program(input)?;
+            let outcome = merge_functions(&module, &MergeOptions::default());
+            let (mut compile, mut modeled) = (Best::new(), Best::new());
+            for _ in 0..repeat.max(1) {
+                let (wall, cpu, result) = timed(|| compile_all(&module));
+                result?;
+                compile.add(wall, cpu);
+                let options = SimilarOptions::default().with_pricing(Pricing::Modeled);
+                let (wall, cpu, _) = pool
+                    .install(|| timed(|| SimilarPass::after(&module, &outcome.output, &options)));
+                modeled.add(wall, cpu);
+            }
+            println!(
+                "{{\"input\":{:?},\"similar_ms\":{:.3},\"similar_compile_ms\":{:.3}}}",
+                input.display().to_string(),
+                crate::ms(modeled.wall),
+                crate::ms(compile.wall)
+            );
+        }
+        return Ok(());
+    }
     println!(
         "| program | functions | compile, wall / CPU | model, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups | compiled, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups |"
     );
