@@ -4,7 +4,7 @@
 //! one), and how a group is split into subgroups.
 
 use crate::identical::encode::{
-    CallSite, FunctionEncoding, Hole, WalkOptions, encode_function, walk_in_parallel,
+    CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, encode_function, walk_in_parallel,
 };
 use crate::identical::hash::{StructuralHash, hole_blind_hash};
 use crate::ir::{FuncIndex, FunctionSet};
@@ -20,6 +20,12 @@ pub enum HoleKind {
     /// merged body calls it with `call_indirect` through the parameter, and each
     /// entry point passes its callee's `func_addr`.
     Callee,
+    /// The offset of a load from a function parameter whose result is only an
+    /// indirect call's callee or context (wasmtime's call of an imported function;
+    /// see the module docs of `similar`); the values are the offsets, sign-extended to
+    /// `i64`. The merged body loads from the parameter plus the offset parameter, and
+    /// each entry point passes its offset as an `i64` constant.
+    CalleeLoadOffset,
 }
 
 /// A trailing parameter of the merged body: one or more constants or callees that
@@ -44,30 +50,53 @@ pub(crate) enum Slot {
     Constant(Hole),
     /// The callee of a direct call.
     Callee(CallSite),
+    /// The offset of a callee load.
+    LoadOffset(Hole),
 }
 
 impl Slot {
     /// Where its token is in the encoding.
     pub(crate) fn position(self) -> u32 {
         match self {
-            Slot::Constant(h) => h.position,
+            Slot::Constant(h) | Slot::LoadOffset(h) => h.position,
             Slot::Callee(c) => c.position,
+        }
+    }
+
+    /// The slot of a hole.
+    fn of_hole(hole: Hole) -> Slot {
+        match hole.site {
+            HoleSite::Constant => Slot::Constant(hole),
+            HoleSite::CalleeLoadOffset => Slot::LoadOffset(hole),
         }
     }
 }
 
-/// The token stream with every constant and direct callee blanked. Which positions
-/// hold them is decided by the tokens before them (the grammar is deterministic), so
-/// two streams equal once blanked have them at the same positions.
-fn blanked(encoding: &FunctionEncoding) -> Vec<u64> {
+/// The key that groups similar functions: the token stream with every hole and
+/// direct callee blanked, and the positions of the load-offset holes.
+///
+/// Which positions hold constants and direct callees is decided by the tokens
+/// before them (the grammar is deterministic), so two streams equal once blanked
+/// have them at the same positions. Whether a load's offset is a hole is decided by
+/// how the load's result is used ([`HoleSite::CalleeLoadOffset`]), which a stream
+/// need not show in full (uses in unreachable blocks are not written), so those
+/// positions are part of the key: functions whose load-offset holes differ are
+/// never grouped, and a merged body (a copy of the first member, with the first
+/// member's holes made parameters) never fixes an offset another member has as a
+/// hole.
+fn blanked(encoding: &FunctionEncoding) -> (Vec<u64>, Vec<u32>) {
     let mut tokens = encoding.tokens().to_vec();
+    let mut load_offsets = Vec::new();
     for hole in encoding.holes() {
         tokens[hole.position as usize] = 0;
+        if hole.site == HoleSite::CalleeLoadOffset {
+            load_offsets.push(hole.position);
+        }
     }
     for call in encoding.call_sites() {
         tokens[call.position as usize] = 0;
     }
-    tokens
+    (tokens, load_offsets)
 }
 
 /// The groups of similar functions of a module, and what they were found from.
@@ -113,7 +142,7 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates
     // Groups: equal encodings with the constants blanked out.
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     for bucket in buckets {
-        let mut keyed: Vec<(Vec<u64>, FuncIndex)> = bucket
+        let mut keyed: Vec<((Vec<u64>, Vec<u32>), FuncIndex)> = bucket
             .iter()
             .filter_map(|&(_, f)| encodings[f].as_ref().map(|e| (blanked(e), f)))
             .collect();
@@ -194,7 +223,7 @@ pub(crate) fn differing_parameters(
     let mut slots: Vec<Slot> = first
         .holes()
         .iter()
-        .map(|&h| Slot::Constant(h))
+        .map(|&h| Slot::of_hole(h))
         .chain(first.call_sites().iter().map(|&c| Slot::Callee(c)))
         .collect();
     slots.sort_by_key(|s| s.position());
@@ -211,6 +240,7 @@ pub(crate) fn differing_parameters(
         let (kind, ty) = match slot {
             Slot::Constant(h) => (HoleKind::Constant, h.ty),
             Slot::Callee(_) => (HoleKind::Callee, pointer_type),
+            Slot::LoadOffset(h) => (HoleKind::CalleeLoadOffset, h.ty),
         };
         let shared = parameters
             .iter()

@@ -178,6 +178,7 @@ pub(crate) fn merge_similar_reserving(
     // Phase 1 of 3: the groups of similar functions.
     let walk = WalkOptions {
         addresses_significant: true,
+        callee_load_holes: true,
         ..WalkOptions::default()
     };
     let candidates = find_groups(module, walk);
