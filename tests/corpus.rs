@@ -653,12 +653,12 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         table.push('\n');
     }
     // Snapshot of the whole table: groups, parameters (and the constants, callees and
-    // callee-load offsets they stand for), which kinds of parameters the merges use, sizes, how many
-    // members the sandbox runs to a conclusion (all but two of brotli's, u0:134 and
-    // u0:661, whose loops run past the validator's fuel on every input; with a
-    // hundred times the fuel they validate too) and how many wrong constants it
-    // catches (not all: a constant off by one can matter only on paths the inputs do
-    // not reach). Sizes are Cranelift's code for the host ISA, so the table is for
+    // callee-load offsets they stand for), which kinds of parameters the merges use,
+    // sizes, how many members the sandbox runs to a conclusion (all but two of
+    // brotli's, u0:134 and u0:661, whose loops run past the validator's fuel on every
+    // input; with a hundred times the fuel they validate too) and how many wrong
+    // constants it catches (not all: a constant off by one can matter only on paths
+    // the inputs do not reach). Sizes are Cranelift's code for the host ISA, so the table is for
     // x86_64; it changes when the corpus, the similar merge, the size model, the
     // validator's inputs or Cranelift changes. Update deliberately.
     if !cfg!(target_arch = "x86_64") {
