@@ -72,6 +72,9 @@ impl Slot {
     }
 }
 
+/// What groups similar functions: equal keys, equal but for the holes.
+type GroupKey = (Vec<u64>, Vec<u32>);
+
 /// The key that groups similar functions: the token stream with every hole and
 /// direct callee blanked, and the positions of the load-offset holes.
 ///
@@ -84,7 +87,7 @@ impl Slot {
 /// never grouped, and a merged body (a copy of the first member, with the first
 /// member's holes made parameters) never fixes an offset another member has as a
 /// hole.
-fn blanked(encoding: &FunctionEncoding) -> (Vec<u64>, Vec<u32>) {
+fn blanked(encoding: &FunctionEncoding) -> GroupKey {
     let mut tokens = encoding.tokens().to_vec();
     let mut load_offsets = Vec::new();
     for hole in encoding.holes() {
@@ -142,7 +145,7 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates
     // Groups: equal encodings with the constants blanked out.
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     for bucket in buckets {
-        let mut keyed: Vec<((Vec<u64>, Vec<u32>), FuncIndex)> = bucket
+        let mut keyed: Vec<(GroupKey, FuncIndex)> = bucket
             .iter()
             .filter_map(|&(_, f)| encodings[f].as_ref().map(|e| (blanked(e), f)))
             .collect();
