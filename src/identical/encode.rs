@@ -287,8 +287,8 @@ pub struct WalkOptions {
     /// by its module-relative content.
     pub symbols_by_reference: bool,
     /// For the similar-function merge: the offsets of callee loads
-    /// ([`HoleSite::CalleeLoadOffset`]) are written as [`Hole`]s (the walk first
-    /// finds them: `CalleeLoads`). Otherwise every load offset is an ordinary token.
+    /// (`HoleSite::CalleeLoadOffset`) are written as `Hole`s (the walk first finds
+    /// them: `CalleeLoads`). Otherwise every load offset is an ordinary token.
     pub callee_load_holes: bool,
 }
 
