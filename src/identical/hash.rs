@@ -76,9 +76,11 @@ impl TokenSink for StructuralHasher {
     const OPERANDS: bool = false;
 }
 
-/// The hash of the similar-function merge: like [`StructuralHasher`], but constants
-/// that may become parameters ([`Hole`]s) are left out too, so functions that differ
-/// only in those constants share it.
+/// The hash of the similar-function merge: like [`StructuralHasher`], but the
+/// immediates that may become parameters ([`Hole`]s: constants, and the offsets of
+/// callee loads when the walk looks for them) are left out too, so functions that
+/// differ only in those share it. It leaves out exactly the tokens the walk writes
+/// with `push_hole`, which are the ones the similar merge blanks.
 #[derive(Clone, Debug, Default)]
 pub struct HoleBlindHasher(StructuralHasher);
 

@@ -1,4 +1,5 @@
-//! Grouping similar functions: which constants and callees may become parameters
+//! Grouping similar functions: which constants, callees and callee-load offsets may
+//! become parameters
 //! ([`Slot`]s), the stream with them blanked (equal blanked streams make a group),
 //! which parameters a group needs (slots whose values agree in every member share
 //! one), and how a group is split into subgroups.
@@ -28,18 +29,19 @@ pub enum HoleKind {
     CalleeLoadOffset,
 }
 
-/// A trailing parameter of the merged body: one or more constants or callees that
-/// differ between the members of a group and agree with each other in every member.
+/// A trailing parameter of the merged body: one or more constants, callees or
+/// callee-load offsets that differ between the members of a group and agree with
+/// each other in every member.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HoleParameter {
-    /// Constant or callee.
+    /// Constant, callee or callee-load offset.
     pub kind: HoleKind,
     /// The parameter's type (the pointer type for a callee).
     pub ty: Type,
     /// Its value in each member, in member order.
     pub values: Vec<u64>,
-    /// How many constants or callees of the body it stands for: more than one when
-    /// they hold the same value in every member (a shared parameter).
+    /// How many constants, callees or offsets of the body it stands for: more than
+    /// one when they hold the same value in every member (a shared parameter).
     pub uses: usize,
 }
 
@@ -198,8 +200,8 @@ pub(crate) fn split_parameter(parameters: &[HoleParameter]) -> Option<&HoleParam
         .map(|(_, p)| p)
 }
 
-/// The constants and callees that differ between the members of a group, in the
-/// walk order of the body.
+/// The constants, callees and offsets that differ between the members of a group,
+/// in the walk order of the body.
 pub(crate) struct Differing {
     /// The parameters of the merged body, in order of their first slot: one per
     /// distinct kind, type and tuple of member values, with its value in every member.
@@ -269,4 +271,105 @@ pub(crate) fn differing_parameters(
         parameters,
         slots: differing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identical::encode::WalkScratch;
+    use crate::identical::hash::hash_function;
+    use crate::ir::Linkage;
+    use cranelift_codegen::entity::EntityRef;
+
+    /// The walk of the similar merge.
+    const WALK: WalkOptions = WalkOptions {
+        addresses_significant: true,
+        symbols_by_reference: false,
+        callee_load_holes: true,
+    };
+
+    /// A call of an imported function through loads from `vmctx` at `ctx` and
+    /// `code`, followed by `extra` (blocks after the entry block).
+    fn caller(name: &str, ctx: u32, code: u32, extra: &str) -> String {
+        format!(
+            "function %{name}(i64 vmctx, i32) -> i32 tail {{
+                sig0 = (i64 vmctx, i64, i32) -> i32 tail
+            block0(v0: i64, v1: i32):
+                v2 = load.i64 notrap aligned readonly can_move v0+{ctx}
+                v3 = load.i64 notrap aligned readonly can_move v0+{code}
+                v4 = call_indirect sig0, v3(v2, v0, v1)
+                return v4
+            {extra}
+            }}\n"
+        )
+    }
+
+    fn module(text: &str) -> FunctionSet {
+        let mut module = FunctionSet::new();
+        for f in cranelift_reader::parse_functions(text).expect("parses") {
+            module.push(f, Linkage::Local).expect("unique names");
+        }
+        module
+    }
+
+    fn encoding(module: &FunctionSet, i: usize, walk: WalkOptions) -> FunctionEncoding {
+        let func = &module.get(FuncIndex::new(i)).func;
+        encode_function(func, module, walk, &mut WalkScratch::default()).expect("encodes")
+    }
+
+    fn hashes(
+        module: &FunctionSet,
+        i: usize,
+        walk: WalkOptions,
+    ) -> (StructuralHash, StructuralHash) {
+        let func = &module.get(FuncIndex::new(i)).func;
+        let mut scratch = WalkScratch::default();
+        let blind = hole_blind_hash(func, module, walk, &mut scratch).expect("hashes");
+        let full = hash_function(func, module, walk, &mut scratch).expect("hashes");
+        (blind, full.hash)
+    }
+
+    #[test]
+    fn callee_load_offsets_are_holes_the_hole_blind_hash_leaves_out() {
+        let text = caller("f", 608, 592, "") + &caller("g", 704, 688, "");
+        let module = module(&text);
+        let sites: Vec<HoleSite> = encoding(&module, 0, WALK)
+            .holes()
+            .iter()
+            .map(|h| h.site)
+            .collect();
+        assert_eq!(sites, [HoleSite::CalleeLoadOffset; 2]);
+        let (f_blind, f_full) = hashes(&module, 0, WALK);
+        let (g_blind, g_full) = hashes(&module, 1, WALK);
+        assert_eq!(f_blind, g_blind);
+        assert_ne!(f_full, g_full);
+        assert_eq!(find_groups(&module, WALK).groups.len(), 1);
+        // Without the option (the identical merge's walk), offsets are plain tokens.
+        let plain = WalkOptions {
+            callee_load_holes: false,
+            ..WALK
+        };
+        assert!(encoding(&module, 0, plain).holes().is_empty());
+        assert_ne!(hashes(&module, 0, plain).0, hashes(&module, 1, plain).0);
+        assert!(find_groups(&module, plain).groups.is_empty());
+    }
+
+    #[test]
+    fn load_offset_holes_at_other_positions_never_group() {
+        // In %f the code pointer is also used in a block the walk never reaches, so
+        // neither load is a callee load and the offsets (0) are written; in %g they
+        // are holes. The blanked streams are equal, the keys are not.
+        let unreachable = "block1:
+                v5 = ireduce.i32 v3
+                return v5";
+        let text = caller("f", 0, 0, unreachable) + &caller("g", 8, 16, "");
+        let module = module(&text);
+        let f = encoding(&module, 0, WALK);
+        let g = encoding(&module, 1, WALK);
+        assert!(f.holes().is_empty());
+        assert_eq!(g.holes().len(), 2);
+        assert_eq!(blanked(&f).0, blanked(&g).0);
+        assert_ne!(blanked(&f), blanked(&g));
+        assert!(find_groups(&module, WALK).groups.is_empty());
+    }
 }

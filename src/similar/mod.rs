@@ -152,7 +152,7 @@ pub struct SimilarGroup {
 }
 
 impl SimilarGroup {
-    /// Whether some parameter stands for more than one constant or callee.
+    /// Whether some parameter stands for more than one constant, callee or offset.
     pub fn shares_parameters(&self) -> bool {
         self.parameters.iter().any(|p| p.uses > 1)
     }
@@ -543,11 +543,11 @@ impl SimilarPass {
 pub struct SimilarGroupReport {
     /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order.
     pub members: Vec<String>,
-    /// Number of parameters (differing constants and callees; those holding the same
-    /// value in every member share one).
+    /// Number of parameters (differing constants, callees and offsets; those holding
+    /// the same value in every member share one).
     pub holes: usize,
-    /// Number of differing constants and callees the parameters stand for (more than
-    /// [`Self::holes`] when some share a parameter).
+    /// Number of differing constants, callees and offsets the parameters stand for
+    /// (more than [`Self::holes`] when some share a parameter).
     pub replaced: usize,
     /// The merged body's name.
     pub merged_into: String,
