@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [66, 75, 22, 163],
+        [66, 75, 29, 170],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -301,6 +301,13 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         float_constants.clif: 1 groups, 2 members, 2 validated by 156 runs, 0 unvalidated
         group_of_five.clif: 1 groups, 5 members, 5 validated by 370 runs, 0 unvalidated
         hole_in_loop.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
+        imported_callee_base_differs.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        imported_callee_context_only.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        imported_callee_differs.clif: 1 groups, 2 members, 2 validated by 168 runs, 0 unvalidated
+        imported_callee_flags_differ.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        imported_callee_plain_loads.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        imported_callee_shared.clif: 1 groups, 2 members, 2 validated by 168 runs, 0 unvalidated
+        imported_callee_used_as_data.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         min_saved_threshold.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         name_index_wraps.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_alias.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated

@@ -42,7 +42,7 @@ use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
     ExceptionTableItem, FuncRef, Function, GlobalValue, GlobalValueData, Inst, InstructionData,
-    MemFlags, SigRef, Signature, StackSlot, Type, Value,
+    MemFlags, Opcode, SigRef, Signature, StackSlot, Type, Value, ValueDef,
 };
 use cranelift_codegen::ir::{Endianness, immediates::Offset32, types};
 use std::fmt;
@@ -117,16 +117,33 @@ impl FunctionEncoding {
     }
 }
 
-/// A constant operand that may become a parameter: where its token is, which
-/// instruction defines it, and its type.
+/// An immediate that may become a parameter: where its token is, which
+/// instruction holds it, its type and what kind of immediate it is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Hole {
-    /// Position of the constant's token in [`FunctionEncoding::tokens`].
+    /// Position of the immediate's token in [`FunctionEncoding::tokens`].
     pub position: u32,
-    /// The `iconst`, `f32const` or `f64const` instruction.
+    /// The `iconst`, `f32const` or `f64const` instruction, or the `load`.
     pub inst: Inst,
-    /// The constant's type.
+    /// The constant's type; for a load offset, the type of the address (`i64`).
     pub ty: Type,
+    /// Which immediate it is.
+    pub site: HoleSite,
+}
+
+/// Which immediate a [`Hole`] is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum HoleSite {
+    /// The immediate of an `iconst`, `f32const` or `f64const`.
+    Constant,
+    /// The `Offset32` of a `load` from an `i64` parameter of the entry block (in
+    /// wasmtime's code, `vmctx`) whose result is used only as the callee of indirect
+    /// calls, or only as a further argument of indirect calls whose callees are such
+    /// loads: a call to an imported function, which loads the callee's code pointer
+    /// and context from constant offsets of `vmctx`. Only when
+    /// [`WalkOptions::callee_load_holes`] is set; the token is the offset
+    /// sign-extended to 64 bits. See `CalleeLoads`.
+    CalleeLoadOffset,
 }
 
 /// A direct call of a module-defined function: where its callee's token is, and
@@ -150,9 +167,10 @@ pub trait TokenSink {
     fn push_callee(&mut self, index: u64);
     /// Number of tokens written so far.
     fn position(&self) -> u32;
-    /// Appends a constant that the similar-function merge may turn into a parameter
-    /// (an `iconst`, `f32const` or `f64const` immediate). Written like any token
-    /// unless the sink says otherwise.
+    /// Appends an immediate that the similar-function merge may turn into a
+    /// parameter (an `iconst`, `f32const` or `f64const` immediate, or the offset of
+    /// a callee load: [`HoleSite`]). Written like any token unless the sink says
+    /// otherwise.
     fn push_hole(&mut self, token: u64, _hole: Hole) {
         self.push(token);
     }
@@ -238,6 +256,7 @@ pub struct WalkScratch {
     encoding: FunctionEncoding,
     /// The hashing walk's tables (`fingerprint.rs`), which keeps its own.
     pub(super) fingerprint: super::fingerprint::FingerprintScratch,
+    callee_loads: CalleeLoads,
 }
 
 impl WalkScratch {
@@ -249,6 +268,7 @@ impl WalkScratch {
         self.func_refs.clear();
         self.mem_flags.clear();
         self.order.clear();
+        self.callee_loads.clear();
     }
 }
 
@@ -266,6 +286,10 @@ pub struct WalkOptions {
     /// (stubs for the undefined ones; see `summary.rs`), so that no name is written
     /// by its module-relative content.
     pub symbols_by_reference: bool,
+    /// For the similar-function merge: the offsets of callee loads
+    /// (`HoleSite::CalleeLoadOffset`) are written as `Hole`s (the walk first finds
+    /// them: `CalleeLoads`). Otherwise every load offset is an ordinary token.
+    pub callee_load_holes: bool,
 }
 
 /// Runs `walk` over the given functions of `module` in parallel
@@ -319,6 +343,9 @@ pub(super) fn walk<S: TokenSink>(
     sink: S,
 ) -> Result<(S, Vec<FuncIndex>, u32), Unsupported> {
     scratch.clear();
+    if options.callee_load_holes {
+        scratch.callee_loads.find(func);
+    }
     let mut walker = Walker {
         func,
         module,
@@ -948,7 +975,17 @@ impl<S: TokenSink> Walker<'_, S> {
             } => {
                 self.value(arg);
                 self.mem_flags(flags)?;
-                self.offset(offset);
+                if self.options.callee_load_holes && self.scratch.callee_loads.contains(inst) {
+                    let hole = Hole {
+                        position: 0,
+                        inst,
+                        ty: types::I64,
+                        site: HoleSite::CalleeLoadOffset,
+                    };
+                    self.out.push_hole(i64::from(offset) as u64, hole);
+                } else {
+                    self.offset(offset);
+                }
             }
             InstructionData::LoadNoOffset { arg, flags, .. } => {
                 self.value(arg);
@@ -1031,6 +1068,7 @@ impl<S: TokenSink> Walker<'_, S> {
                     position: 0,
                     inst,
                     ty: types::F32,
+                    site: HoleSite::Constant,
                 };
                 self.out.push_hole(u64::from(imm.bits()), hole);
             }
@@ -1039,6 +1077,7 @@ impl<S: TokenSink> Walker<'_, S> {
                     position: 0,
                     inst,
                     ty: types::F64,
+                    site: HoleSite::Constant,
                 };
                 self.out.push_hole(imm.bits(), hole);
             }
@@ -1054,11 +1093,187 @@ impl<S: TokenSink> Walker<'_, S> {
                     position: 0,
                     inst,
                     ty: result_type.unwrap_or(types::INVALID),
+                    site: HoleSite::Constant,
                 };
                 self.out.push_hole(masked, hole);
             }
         }
         Ok(())
+    }
+}
+
+/// The loads whose offsets are [`HoleSite::CalleeLoadOffset`] holes, found by one
+/// pass over the function's instructions before the walk.
+///
+/// A `load` (the opcode `load`, not an extending load) qualifies when its address
+/// operand is an `i64` parameter of the entry block, and either
+///
+/// * every use of its result is as the callee of an indirect call (`call_indirect`,
+///   `return_call_indirect`, `try_call_indirect`): a *code-pointer load*; or
+/// * every use of its result is as a further argument (not the callee) of indirect
+///   calls whose callees are all code-pointer loads: a *context load*;
+///
+/// with at least one use. That is how wasmtime calls an imported function: the
+/// callee's `vmctx` and code pointer are loaded from constant offsets of the caller's
+/// `vmctx`, then `call_indirect`. Every other load, and a load whose result is
+/// also used as data, keeps its offset as an ordinary token.
+///
+/// Uses are looked for in every block of the layout, reachable or not, so the
+/// answer can depend on code the walk does not write. That costs merges, never
+/// soundness: the similar merge groups two functions only when their holes are at
+/// the same positions, and the merged body computes the same address as the
+/// member whatever the uses are.
+#[derive(Default)]
+pub(crate) struct CalleeLoads {
+    /// Per load result: how it is used (a result absent is not a candidate).
+    uses: SecondaryMap<Value, LoadUse>,
+    /// The qualifying loads, sorted.
+    loads: Vec<Inst>,
+    /// Indirect calls seen, for the second look at context loads.
+    calls: Vec<Inst>,
+}
+
+/// How the result of a candidate load is used, over all its uses.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+enum LoadUse {
+    /// Not the result of a candidate load.
+    #[default]
+    NotCandidate,
+    /// A candidate not used (yet).
+    Unused,
+    /// Only as the callee of indirect calls.
+    Callee,
+    /// Only as a further argument of indirect calls.
+    Context,
+    /// Some other way, or both ways.
+    Other,
+}
+
+impl LoadUse {
+    /// The state after one more use of kind `use_`.
+    fn and(self, use_: LoadUse) -> LoadUse {
+        match (self, use_) {
+            (LoadUse::NotCandidate, _) => LoadUse::NotCandidate,
+            (LoadUse::Unused, u) => u,
+            (a, b) if a == b => a,
+            _ => LoadUse::Other,
+        }
+    }
+}
+
+impl CalleeLoads {
+    fn clear(&mut self) {
+        self.uses.clear();
+        self.loads.clear();
+        self.calls.clear();
+    }
+
+    /// Whether `inst` is a qualifying load of the function [`Self::find`] saw last.
+    fn contains(&self, inst: Inst) -> bool {
+        self.loads.binary_search(&inst).is_ok()
+    }
+
+    /// Finds the qualifying loads of `func`.
+    fn find(&mut self, func: &Function) {
+        self.clear();
+        let dfg = &func.dfg;
+        let Some(entry) = func.layout.entry_block() else {
+            return;
+        };
+        // Candidates: `load`s from an `i64` entry block parameter.
+        let mut any = false;
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                let InstructionData::Load {
+                    opcode: Opcode::Load,
+                    arg,
+                    ..
+                } = dfg.insts[inst]
+                else {
+                    continue;
+                };
+                let base = dfg.resolve_aliases(arg);
+                let from_entry_parameter =
+                    matches!(dfg.value_def(base), ValueDef::Param(b, _) if b == entry);
+                if from_entry_parameter
+                    && dfg.value_type(base) == types::I64
+                    && let [result] = dfg.inst_results(inst)
+                {
+                    self.uses[*result] = LoadUse::Unused;
+                    any = true;
+                }
+            }
+        }
+        if !any {
+            return;
+        }
+        // Uses.
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                let data = &dfg.insts[inst];
+                // `inst_values` indexes the jump and exception tables: an undeclared
+                // one (IR the walk reports unsupported) ends the search.
+                let tables_declared = match *data {
+                    InstructionData::BranchTable { table, .. } => {
+                        dfg.jump_tables.get(table).is_some()
+                    }
+                    _ => data
+                        .exception_table()
+                        .is_none_or(|et| dfg.exception_tables.get(et).is_some()),
+                };
+                if !tables_declared {
+                    self.clear();
+                    return;
+                }
+                let indirect = matches!(
+                    data,
+                    InstructionData::CallIndirect { .. } | InstructionData::TryCallIndirect { .. }
+                );
+                if indirect {
+                    self.calls.push(inst);
+                }
+                for (i, value) in dfg.inst_values(inst).enumerate() {
+                    let value = dfg.resolve_aliases(value);
+                    let use_ = match (indirect, i, i < dfg.inst_args(inst).len()) {
+                        (true, 0, _) => LoadUse::Callee,
+                        (true, _, true) => LoadUse::Context,
+                        _ => LoadUse::Other,
+                    };
+                    self.uses[value] = self.uses[value].and(use_);
+                }
+            }
+        }
+        // A context load qualifies only if every call it is an argument of calls a
+        // code-pointer load.
+        for &call in &self.calls {
+            let args = dfg.inst_args(call);
+            let Some(&callee) = args.first() else {
+                continue;
+            };
+            if self.uses[dfg.resolve_aliases(callee)] == LoadUse::Callee {
+                continue;
+            }
+            for &arg in &args[1..] {
+                let arg = dfg.resolve_aliases(arg);
+                if self.uses[arg] == LoadUse::Context {
+                    self.uses[arg] = LoadUse::Other;
+                }
+            }
+        }
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                if let InstructionData::Load {
+                    opcode: Opcode::Load,
+                    ..
+                } = dfg.insts[inst]
+                    && let [result] = dfg.inst_results(inst)
+                    && matches!(self.uses[*result], LoadUse::Callee | LoadUse::Context)
+                {
+                    self.loads.push(inst);
+                }
+            }
+        }
+        self.loads.sort_unstable();
     }
 }
 

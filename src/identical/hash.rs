@@ -9,8 +9,9 @@
 //!   other function shares can be left out of the tree);
 //! * [`hole_blind_hash`], the similar merge's bucket key: the encoding's own walk
 //!   with a [`HoleBlindHasher`] as the [`TokenSink`], which stores nothing, leaves
-//!   out value operands and result types (`TokenSink::OPERANDS`) and the constants
-//!   that may become parameters, and mixes in every other token the encoding
+//!   out value operands and result types (`TokenSink::OPERANDS`) and the
+//!   immediates that may become parameters (constants, and with
+//!   `WalkOptions::callee_load_holes` the offsets of callee loads), and mixes in every other token the encoding
 //!   writes at the same steps, minus references to module-defined functions (which
 //!   the comparator reads through equivalence classes).
 
@@ -76,9 +77,11 @@ impl TokenSink for StructuralHasher {
     const OPERANDS: bool = false;
 }
 
-/// The hash of the similar-function merge: like [`StructuralHasher`], but constants
-/// that may become parameters ([`Hole`]s) are left out too, so functions that differ
-/// only in those constants share it.
+/// The hash of the similar-function merge: like [`StructuralHasher`], but the
+/// immediates that may become parameters ([`Hole`]s: constants, and the offsets of
+/// callee loads when the walk looks for them) are left out too, so functions that
+/// differ only in those share it. It leaves out exactly the tokens the walk writes
+/// with `push_hole`, which are the ones the similar merge blanks.
 #[derive(Clone, Debug, Default)]
 pub struct HoleBlindHasher(StructuralHasher);
 
@@ -123,7 +126,7 @@ pub struct HashedFunction {
 pub use super::fingerprint::hash_function;
 
 /// Walks `func` with the comparator's walk (value operands and types left out),
-/// leaving the constants that may become parameters out of the hash: the bucket
+/// leaving the immediates that may become parameters out of the hash: the bucket
 /// key of the similar-function merge. Unlike [`hash_function`] it is computed by
 /// the encoding's own walk, so it agrees with the similar merge's comparison by
 /// construction (that comparison masks holes in the encoding).

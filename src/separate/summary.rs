@@ -250,6 +250,7 @@ pub fn summary_walk(mode: MergeMode) -> WalkOptions {
     WalkOptions {
         addresses_significant: mode == MergeMode::Safe,
         symbols_by_reference: true,
+        callee_load_holes: false,
     }
 }
 

@@ -27,7 +27,9 @@ pub(crate) fn build_entry_points(
             let extra: Vec<ForwardedArgument> = parameters
                 .iter()
                 .map(|p| match p.kind {
-                    HoleKind::Constant => ForwardedArgument::Constant(p.ty, p.values[i]),
+                    HoleKind::Constant | HoleKind::CalleeLoadOffset => {
+                        ForwardedArgument::Constant(p.ty, p.values[i])
+                    }
                     HoleKind::Callee => {
                         let callee = &module.get(FuncIndex::new(p.values[i] as usize)).func;
                         ForwardedArgument::FunctionAddress {

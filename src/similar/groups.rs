@@ -1,10 +1,11 @@
-//! Grouping similar functions: which constants and callees may become parameters
+//! Grouping similar functions: which constants, callees and callee-load offsets may
+//! become parameters
 //! ([`Slot`]s), the stream with them blanked (equal blanked streams make a group),
 //! which parameters a group needs (slots whose values agree in every member share
 //! one), and how a group is split into subgroups.
 
 use crate::identical::encode::{
-    CallSite, FunctionEncoding, Hole, WalkOptions, encode_function, walk_in_parallel,
+    CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, encode_function, walk_in_parallel,
 };
 use crate::identical::hash::{StructuralHash, hole_blind_hash};
 use crate::ir::{FuncIndex, FunctionSet};
@@ -20,20 +21,27 @@ pub enum HoleKind {
     /// merged body calls it with `call_indirect` through the parameter, and each
     /// entry point passes its callee's `func_addr`.
     Callee,
+    /// The offset of a load from a function parameter whose result is only an
+    /// indirect call's callee or context (wasmtime's call of an imported function;
+    /// see the module docs of `similar`); the values are the offsets, sign-extended to
+    /// `i64`. The merged body loads from the parameter plus the offset parameter, and
+    /// each entry point passes its offset as an `i64` constant.
+    CalleeLoadOffset,
 }
 
-/// A trailing parameter of the merged body: one or more constants or callees that
-/// differ between the members of a group and agree with each other in every member.
+/// A trailing parameter of the merged body: one or more constants, callees or
+/// callee-load offsets that differ between the members of a group and agree with
+/// each other in every member.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HoleParameter {
-    /// Constant or callee.
+    /// Constant, callee or callee-load offset.
     pub kind: HoleKind,
     /// The parameter's type (the pointer type for a callee).
     pub ty: Type,
     /// Its value in each member, in member order.
     pub values: Vec<u64>,
-    /// How many constants or callees of the body it stands for: more than one when
-    /// they hold the same value in every member (a shared parameter).
+    /// How many constants, callees or offsets of the body it stands for: more than
+    /// one when they hold the same value in every member (a shared parameter).
     pub uses: usize,
 }
 
@@ -44,30 +52,56 @@ pub(crate) enum Slot {
     Constant(Hole),
     /// The callee of a direct call.
     Callee(CallSite),
+    /// The offset of a callee load.
+    LoadOffset(Hole),
 }
 
 impl Slot {
     /// Where its token is in the encoding.
     pub(crate) fn position(self) -> u32 {
         match self {
-            Slot::Constant(h) => h.position,
+            Slot::Constant(h) | Slot::LoadOffset(h) => h.position,
             Slot::Callee(c) => c.position,
+        }
+    }
+
+    /// The slot of a hole.
+    fn of_hole(hole: Hole) -> Slot {
+        match hole.site {
+            HoleSite::Constant => Slot::Constant(hole),
+            HoleSite::CalleeLoadOffset => Slot::LoadOffset(hole),
         }
     }
 }
 
-/// The token stream with every constant and direct callee blanked. Which positions
-/// hold them is decided by the tokens before them (the grammar is deterministic), so
-/// two streams equal once blanked have them at the same positions.
-fn blanked(encoding: &FunctionEncoding) -> Vec<u64> {
+/// What groups similar functions: equal keys, equal but for the holes.
+type GroupKey = (Vec<u64>, Vec<u32>);
+
+/// The key that groups similar functions: the token stream with every hole and
+/// direct callee blanked, and the positions of the load-offset holes.
+///
+/// Which positions hold constants and direct callees is decided by the tokens
+/// before them (the grammar is deterministic), so two streams equal once blanked
+/// have them at the same positions. Whether a load's offset is a hole is decided by
+/// how the load's result is used ([`HoleSite::CalleeLoadOffset`]), which a stream
+/// need not show in full (uses in unreachable blocks are not written), so those
+/// positions are part of the key: functions whose load-offset holes differ are
+/// never grouped, and a merged body (a copy of the first member, with the first
+/// member's holes made parameters) never fixes an offset another member has as a
+/// hole.
+fn blanked(encoding: &FunctionEncoding) -> GroupKey {
     let mut tokens = encoding.tokens().to_vec();
+    let mut load_offsets = Vec::new();
     for hole in encoding.holes() {
         tokens[hole.position as usize] = 0;
+        if hole.site == HoleSite::CalleeLoadOffset {
+            load_offsets.push(hole.position);
+        }
     }
     for call in encoding.call_sites() {
         tokens[call.position as usize] = 0;
     }
-    tokens
+    (tokens, load_offsets)
 }
 
 /// The groups of similar functions of a module, and what they were found from.
@@ -113,7 +147,7 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates
     // Groups: equal encodings with the constants blanked out.
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     for bucket in buckets {
-        let mut keyed: Vec<(Vec<u64>, FuncIndex)> = bucket
+        let mut keyed: Vec<(GroupKey, FuncIndex)> = bucket
             .iter()
             .filter_map(|&(_, f)| encodings[f].as_ref().map(|e| (blanked(e), f)))
             .collect();
@@ -166,8 +200,8 @@ pub(crate) fn split_parameter(parameters: &[HoleParameter]) -> Option<&HoleParam
         .map(|(_, p)| p)
 }
 
-/// The constants and callees that differ between the members of a group, in the
-/// walk order of the body.
+/// The constants, callees and offsets that differ between the members of a group,
+/// in the walk order of the body.
 pub(crate) struct Differing {
     /// The parameters of the merged body, in order of their first slot: one per
     /// distinct kind, type and tuple of member values, with its value in every member.
@@ -194,7 +228,7 @@ pub(crate) fn differing_parameters(
     let mut slots: Vec<Slot> = first
         .holes()
         .iter()
-        .map(|&h| Slot::Constant(h))
+        .map(|&h| Slot::of_hole(h))
         .chain(first.call_sites().iter().map(|&c| Slot::Callee(c)))
         .collect();
     slots.sort_by_key(|s| s.position());
@@ -211,6 +245,7 @@ pub(crate) fn differing_parameters(
         let (kind, ty) = match slot {
             Slot::Constant(h) => (HoleKind::Constant, h.ty),
             Slot::Callee(_) => (HoleKind::Callee, pointer_type),
+            Slot::LoadOffset(h) => (HoleKind::CalleeLoadOffset, h.ty),
         };
         let shared = parameters
             .iter()
@@ -236,4 +271,105 @@ pub(crate) fn differing_parameters(
         parameters,
         slots: differing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identical::encode::WalkScratch;
+    use crate::identical::hash::hash_function;
+    use crate::ir::Linkage;
+    use cranelift_codegen::entity::EntityRef;
+
+    /// The walk of the similar merge.
+    const WALK: WalkOptions = WalkOptions {
+        addresses_significant: true,
+        symbols_by_reference: false,
+        callee_load_holes: true,
+    };
+
+    /// A call of an imported function through loads from `vmctx` at `ctx` and
+    /// `code`, followed by `extra` (blocks after the entry block).
+    fn caller(name: &str, ctx: u32, code: u32, extra: &str) -> String {
+        format!(
+            "function %{name}(i64 vmctx, i32) -> i32 tail {{
+                sig0 = (i64 vmctx, i64, i32) -> i32 tail
+            block0(v0: i64, v1: i32):
+                v2 = load.i64 notrap aligned readonly can_move v0+{ctx}
+                v3 = load.i64 notrap aligned readonly can_move v0+{code}
+                v4 = call_indirect sig0, v3(v2, v0, v1)
+                return v4
+            {extra}
+            }}\n"
+        )
+    }
+
+    fn module(text: &str) -> FunctionSet {
+        let mut module = FunctionSet::new();
+        for f in cranelift_reader::parse_functions(text).expect("parses") {
+            module.push(f, Linkage::Local).expect("unique names");
+        }
+        module
+    }
+
+    fn encoding(module: &FunctionSet, i: usize, walk: WalkOptions) -> FunctionEncoding {
+        let func = &module.get(FuncIndex::new(i)).func;
+        encode_function(func, module, walk, &mut WalkScratch::default()).expect("encodes")
+    }
+
+    fn hashes(
+        module: &FunctionSet,
+        i: usize,
+        walk: WalkOptions,
+    ) -> (StructuralHash, StructuralHash) {
+        let func = &module.get(FuncIndex::new(i)).func;
+        let mut scratch = WalkScratch::default();
+        let blind = hole_blind_hash(func, module, walk, &mut scratch).expect("hashes");
+        let full = hash_function(func, module, walk, &mut scratch);
+        (blind, full.hash)
+    }
+
+    #[test]
+    fn callee_load_offsets_are_holes_the_hole_blind_hash_leaves_out() {
+        let text = caller("f", 608, 592, "") + &caller("g", 704, 688, "");
+        let module = module(&text);
+        let sites: Vec<HoleSite> = encoding(&module, 0, WALK)
+            .holes()
+            .iter()
+            .map(|h| h.site)
+            .collect();
+        assert_eq!(sites, [HoleSite::CalleeLoadOffset; 2]);
+        let (f_blind, f_full) = hashes(&module, 0, WALK);
+        let (g_blind, g_full) = hashes(&module, 1, WALK);
+        assert_eq!(f_blind, g_blind);
+        assert_ne!(f_full, g_full);
+        assert_eq!(find_groups(&module, WALK).groups.len(), 1);
+        // Without the option (the identical merge's walk), offsets are plain tokens.
+        let plain = WalkOptions {
+            callee_load_holes: false,
+            ..WALK
+        };
+        assert!(encoding(&module, 0, plain).holes().is_empty());
+        assert_ne!(hashes(&module, 0, plain).0, hashes(&module, 1, plain).0);
+        assert!(find_groups(&module, plain).groups.is_empty());
+    }
+
+    #[test]
+    fn load_offset_holes_at_other_positions_never_group() {
+        // In %f the code pointer is also used in a block the walk never reaches, so
+        // neither load is a callee load and the offsets (0) are written; in %g they
+        // are holes. The blanked streams are equal, the keys are not.
+        let unreachable = "block1:
+                v5 = ireduce.i32 v3
+                return v5";
+        let text = caller("f", 0, 0, unreachable) + &caller("g", 8, 16, "");
+        let module = module(&text);
+        let f = encoding(&module, 0, WALK);
+        let g = encoding(&module, 1, WALK);
+        assert!(f.holes().is_empty());
+        assert_eq!(g.holes().len(), 2);
+        assert_eq!(blanked(&f).0, blanked(&g).0);
+        assert_ne!(blanked(&f), blanked(&g));
+        assert!(find_groups(&module, WALK).groups.is_empty());
+    }
 }

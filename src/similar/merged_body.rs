@@ -4,6 +4,8 @@
 
 use super::groups::{Differing, Slot};
 use crate::ir::{FunctionSet, NameAuthority};
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::immediates::Offset32;
 use cranelift_codegen::ir::{
     AbiParam, Function, InstBuilder, InstructionData, Opcode, UserFuncName, Value,
 };
@@ -13,7 +15,9 @@ use std::collections::HashMap;
 /// trailing parameters (one per parameter of `differing`, in its order; slots
 /// sharing a parameter read the same one): a constant's value becomes an alias of
 /// its entry block parameter (the constant instruction is removed), a direct call
-/// becomes a `call_indirect` through its parameter.
+/// becomes a `call_indirect` through its parameter, and a callee load `load FLAGS
+/// base+OFFSET` becomes `load FLAGS (iadd base, param)+0`: the same address at the
+/// same program point, read with the same flags.
 pub(crate) fn build_merged_body(
     first: &Function,
     name: UserFuncName,
@@ -40,6 +44,19 @@ pub(crate) fn build_merged_body(
                 func.dfg.clear_results(hole.inst);
                 func.layout.remove_inst(hole.inst);
                 func.dfg.change_to_alias(value, param);
+            }
+            Slot::LoadOffset(hole) => {
+                let InstructionData::Load { arg, .. } = func.dfg.insts[hole.inst] else {
+                    continue;
+                };
+                let srcloc = func.srcloc(hole.inst);
+                let mut pos = FuncCursor::new(&mut func).at_inst(hole.inst);
+                pos.set_srcloc(srcloc);
+                let address = pos.ins().iadd(arg, param);
+                if let InstructionData::Load { arg, offset, .. } = &mut func.dfg.insts[hole.inst] {
+                    *arg = address;
+                    *offset = Offset32::new(0);
+                }
             }
             Slot::Callee(call) => {
                 let InstructionData::Call { func_ref, .. } = func.dfg.insts[call.inst] else {

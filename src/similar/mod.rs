@@ -2,16 +2,48 @@
 //!
 //! Two functions are similar when their encodings (the one walk of
 //! `identical/encode.rs`) are equal once the immediates of `iconst`,
-//! `f32const` and `f64const` (`Hole`s; immediate offsets are not holes, they
-//! change addressing) and the callees of direct calls to module functions
-//! (`CallSite`s; the callee's signature still has to be equal) are left out. A
-//! group of similar functions becomes one *merged body*, a copy of the first member
-//! in which the differing constants are new trailing parameters (and differing
-//! callees function-address parameters called with `call_indirect`), and each
-//! member becomes a thin *entry point* with its own name, signature and address
-//! that calls the merged body with its own constants and callee addresses
+//! `f32const` and `f64const` (`Hole`s), the offsets of *callee loads* (below) and
+//! the callees of direct calls to module functions (`CallSite`s; the callee's
+//! signature still has to be equal) are left out. A group of similar functions
+//! becomes one *merged body*, a copy of the first member in which the differing
+//! constants and offsets are new trailing parameters (and differing callees
+//! function-address parameters called with `call_indirect`), and each member
+//! becomes a thin *entry point* with its own name, signature and address that calls
+//! the merged body with its own constants, offsets and callee addresses
 //! (`return_call` where the calling convention allows tail calls). This is Swift's
 //! and binaryen's "merge similar functions".
+//!
+//! # Callee loads: calls of imported functions
+//!
+//! Wasmtime calls an imported function by loading the callee's context and code
+//! pointer from two constant offsets of the caller's `vmctx`, then `call_indirect`;
+//! two functions that call different imports differ only in those offsets. So the
+//! `Offset32` of a `load` (not an extending load) is a hole when its address operand
+//! is an `i64` parameter of the entry block and its result is used only as the
+//! callee of indirect calls, or only as a further argument of indirect calls whose
+//! callees are such loads (`CalleeLoads` in `encode.rs`). The merged body replaces
+//! `load FLAGS base+OFFSET` by `v = iadd base, param; load FLAGS v+0`, and each
+//! entry point passes its own offset, sign-extended, as an `i64` constant. Every
+//! other load offset stays an ordinary token: it is compared, never a parameter.
+//!
+//! Why that is sound: the base operand, the memory flags (alias region included),
+//! the loaded type and every use of the result are still compared token by token
+//! (only the offset token is blanked), so in every member the load reads through the
+//! same base value with the same flags at the same program point. Run as member
+//! `m`, the merged body's `iadd base, param` is `base + offset_m`, the address
+//! member `m` computes (a load adds its sign-extended offset to the base, wrapping,
+//! as `iadd` does), so the merged load reads the same bytes as member `m`'s load, in
+//! the same executions and in the same order with respect to every other memory
+//! operation; whatever the flags promise (`notrap`, `readonly`, `can_move`, the
+//! region) was promised by member `m` for exactly that address and those
+//! executions, so it still holds. The use restriction is what keeps the holes
+//! few, not what makes them correct: it keeps ordinary loads (most of a function's
+//! offsets) out of the parameters and the candidate groups. Whether a load is a
+//! callee load depends on the uses of its result, which the stream does not show in
+//! full (uses in unreachable blocks), so two functions are grouped only when their
+//! load-offset holes are at the same positions (`groups::blanked`); the hole-blind
+//! hash leaves out exactly the tokens the walk writes as holes, since both come
+//! from the same walk, so equal blanked streams still share a hash.
 //!
 //! There is one parameter per distinct tuple of member values, not per differing
 //! constant: constants (or callees) of the same kind and type that hold the same
@@ -203,7 +235,7 @@ pub struct SimilarGroup {
 }
 
 impl SimilarGroup {
-    /// Whether some parameter stands for more than one constant or callee.
+    /// Whether some parameter stands for more than one constant, callee or offset.
     pub fn shares_parameters(&self) -> bool {
         self.parameters.iter().any(|p| p.uses > 1)
     }
@@ -261,6 +293,7 @@ pub(crate) fn merge_similar_reserving(
     // Phase 1 of 3: the groups of similar functions.
     let walk = WalkOptions {
         addresses_significant: true,
+        callee_load_holes: true,
         ..WalkOptions::default()
     };
     let candidates = find_groups(module, walk);
@@ -679,11 +712,11 @@ impl SimilarPass {
 pub struct SimilarGroupReport {
     /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order.
     pub members: Vec<String>,
-    /// Number of parameters (differing constants and callees; those holding the same
-    /// value in every member share one).
+    /// Number of parameters (differing constants, callees and offsets; those holding
+    /// the same value in every member share one).
     pub holes: usize,
-    /// Number of differing constants and callees the parameters stand for (more than
-    /// [`Self::holes`] when some share a parameter).
+    /// Number of differing constants, callees and offsets the parameters stand for
+    /// (more than [`Self::holes`] when some share a parameter).
     pub replaced: usize,
     /// The merged body's name.
     pub merged_into: String,
