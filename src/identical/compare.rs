@@ -8,7 +8,7 @@
 //! the same structure with callees in the same classes.
 
 use super::encode::{
-    FunctionEncoding, Unsupported, WalkOptions, encode_function, walk_in_parallel,
+    FunctionEncoding, Unsupported, WalkOptions, encode_for_comparison, walk_in_parallel,
 };
 use super::hash::{StructuralHash, hash_function};
 use crate::ir::{FuncIndex, FunctionSet};
@@ -62,7 +62,7 @@ impl EncodedFunctions {
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let encoded = walk_in_parallel(module, &all, |func, scratch| {
             let hashed = hash_function(func, module, options, scratch);
-            let encoding = encode_function(func, module, options, scratch)?;
+            let encoding = encode_for_comparison(func, module, options, scratch)?;
             Ok::<_, Unsupported>((encoding, hashed.hash))
         });
         let mut out = Self::empty(module);
@@ -99,7 +99,7 @@ impl EncodedFunctions {
         let time_hash = start.elapsed();
         let start = Instant::now();
         let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
-            encode_function(func, module, options, scratch)
+            encode_for_comparison(func, module, options, scratch)
         });
         for (&f, result) in candidates.iter().zip(encoded) {
             match result {

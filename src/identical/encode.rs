@@ -313,6 +313,28 @@ pub fn encode_function(
     options: WalkOptions,
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
+    encode(func, module, options, scratch, true)
+}
+
+/// [`encode_function`] without the tables only the similar-function merge reads
+/// ([`FunctionEncoding::holes`] and [`FunctionEncoding::call_sites`] are empty):
+/// what the comparator needs, and all the identical merge keeps per candidate.
+pub fn encode_for_comparison(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    scratch: &mut WalkScratch,
+) -> Result<FunctionEncoding, Unsupported> {
+    encode(func, module, options, scratch, false)
+}
+
+fn encode(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    scratch: &mut WalkScratch,
+    similar_tables: bool,
+) -> Result<FunctionEncoding, Unsupported> {
     // The stream and its side tables grow in buffers kept between walks and are
     // copied out at their exact sizes: no reallocation as they grow, no slack kept.
     let mut sink = std::mem::take(&mut scratch.encoding);
@@ -324,8 +346,16 @@ pub fn encode_function(
     let out = FunctionEncoding {
         tokens: buffers.tokens.clone(),
         callee_positions: buffers.callee_positions.clone(),
-        holes: buffers.holes.clone(),
-        call_sites: buffers.call_sites.clone(),
+        holes: if similar_tables {
+            buffers.holes.clone()
+        } else {
+            Vec::new()
+        },
+        call_sites: if similar_tables {
+            buffers.call_sites.clone()
+        } else {
+            Vec::new()
+        },
         address_taken,
         instructions,
     };
@@ -343,6 +373,9 @@ pub(super) fn walk<S: TokenSink>(
     sink: S,
 ) -> Result<(S, Vec<FuncIndex>, u32), Unsupported> {
     scratch.clear();
+    // Sized once per function, so that numbering a value or block never grows them.
+    scratch.values.resize(func.dfg.num_values());
+    scratch.blocks.resize(func.dfg.num_blocks());
     if options.callee_load_holes {
         scratch.callee_loads.find(func);
     }

@@ -10,8 +10,8 @@
 //! 1. **Blocks.** Every block of the layout is hashed on its own: its parameter
 //!    count, then each instruction in layout order, an opcode and the immediates
 //!    the encoding writes as they are (condition codes, trap codes, memory flags by
-//!    content, offsets, lane indices, constants, signatures by content, argument
-//!    counts). Each instruction is one multiply in one chain per block: no value
+//!    content, offsets, lane indices, constants, the signatures of indirect calls
+//!    by content, argument counts). Each instruction is one multiply in one chain per block: no value
 //!    numbering, no types, no callees, no entity handles. The successors the
 //!    encoding follows (`jump`, `brif`, `br_table`, the normal return and handlers
 //!    of `try_call` and `try_call_indirect`, `exception_handler_address`) are noted
@@ -407,11 +407,10 @@ impl HashWalk<'_> {
                 args,
                 func_ref,
             } => {
+                // The callee's signature is left out: its argument count says most
+                // of it, and hashing it costs a lookup per import.
                 let callee = match dfg.ext_funcs.get(func_ref) {
-                    Some(data) => mix(
-                        self.sig_ref(data.signature),
-                        u64::from(data.colocated) | u64::from(data.patchable) << 1,
-                    ),
+                    Some(data) => 2 | u64::from(data.colocated) | u64::from(data.patchable) << 2,
                     None => UNDECLARED,
                 };
                 pair(opcode as u64 ^ (args.len(pool) as u64) << 16, callee)

@@ -16,7 +16,7 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
-use crate::identical::encode::{WalkOptions, encode_function, walk_in_parallel};
+use crate::identical::encode::{WalkOptions, encode_for_comparison, walk_in_parallel};
 use crate::identical::hash::hash_function;
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
@@ -278,7 +278,7 @@ pub fn summarize_merged(
     let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
     let walked = walk_in_parallel(&set, &all, |func, scratch| {
         let hashed = hash_function(func, &set, walk, scratch);
-        let encoding = encode_function(func, &set, walk, scratch).ok()?;
+        let encoding = encode_for_comparison(func, &set, walk, scratch).ok()?;
         Some((hashed.hash.0, encoding))
     });
 
