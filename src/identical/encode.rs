@@ -1213,15 +1213,26 @@ impl CalleeLoads {
         let Some(entry) = func.layout.entry_block() else {
             return;
         };
-        // Candidates: `load`s from an `i64` entry block parameter.
+        // Candidates: `load`s from an `i64` entry block parameter. The indirect calls
+        // are noted on the way: unless one of them calls through a candidate, no
+        // load qualifies, and the scan of every use below (the expensive part) is
+        // skipped; most functions call nothing indirectly.
         let mut any = false;
         for block in func.layout.blocks() {
             for inst in func.layout.block_insts(block) {
+                let data = &dfg.insts[inst];
+                if matches!(
+                    data,
+                    InstructionData::CallIndirect { .. } | InstructionData::TryCallIndirect { .. }
+                ) {
+                    self.calls.push(inst);
+                    continue;
+                }
                 let InstructionData::Load {
                     opcode: Opcode::Load,
                     arg,
                     ..
-                } = dfg.insts[inst]
+                } = *data
                 else {
                     continue;
                 };
@@ -1237,7 +1248,14 @@ impl CalleeLoads {
                 }
             }
         }
-        if !any {
+        let calls_through_a_candidate = self.calls.iter().any(|&call| {
+            dfg.inst_args(call).first().is_some_and(|&callee| {
+                self.uses[dfg.resolve_aliases(callee)] != LoadUse::NotCandidate
+            })
+        });
+        self.calls.clear();
+        if !any || !calls_through_a_candidate {
+            self.clear();
             return;
         }
         // Uses.
