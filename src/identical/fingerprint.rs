@@ -56,10 +56,34 @@ pub struct FingerprintScratch {
     successors: Vec<Block>,
     reach: Vec<Block>,
     address_uses: Vec<(Block, FuncIndex)>,
-    /// Content hash per memory-flags handle, 0 until first needed.
-    mem_flags: Vec<u64>,
-    /// Content hash per signature handle, 0 until first needed.
-    signatures: Vec<u64>,
+    /// Content hash per memory-flags handle.
+    mem_flags: HandleHashes,
+    /// Content hash per signature handle.
+    signatures: HandleHashes,
+}
+
+/// Content hashes of one function's entities by handle index, each computed on
+/// first use (0 until then: no content hash is 0).
+#[derive(Default)]
+struct HandleHashes(Vec<u64>);
+
+impl HandleHashes {
+    #[inline]
+    fn get(&self, index: usize) -> Option<u64> {
+        self.0.get(index).copied().filter(|&hash| hash != 0)
+    }
+
+    fn set(&mut self, index: usize, hash: u64) -> u64 {
+        if self.0.len() <= index {
+            self.0.resize(index + 1, 0);
+        }
+        self.0[index] = hash;
+        hash
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// What phase 1 learns about one block.
@@ -268,8 +292,8 @@ impl HashWalk<'_> {
     #[inline]
     fn mem_flags(&mut self, flags: MemFlags) -> u64 {
         match self.scratch.mem_flags.get(flags.index()) {
-            Some(&known) if known != 0 => known,
-            _ => self.mem_flags_first_use(flags),
+            Some(known) => known,
+            None => self.mem_flags_first_use(flags),
         }
     }
 
@@ -293,19 +317,15 @@ impl HashWalk<'_> {
         } else {
             UNDECLARED
         };
-        if self.scratch.mem_flags.len() <= index {
-            self.scratch.mem_flags.resize(index + 1, 0);
-        }
-        self.scratch.mem_flags[index] = hash;
-        hash
+        self.scratch.mem_flags.set(index, hash)
     }
 
     /// Content hash of a signature, computed once per handle.
     #[inline]
     fn sig_ref(&mut self, sig: SigRef) -> u64 {
         match self.scratch.signatures.get(sig.index()) {
-            Some(&known) if known != 0 => known,
-            _ => self.sig_ref_first_use(sig),
+            Some(known) => known,
+            None => self.sig_ref_first_use(sig),
         }
     }
 
@@ -316,11 +336,7 @@ impl HashWalk<'_> {
             Some(signature) => signature_hash(signature) | 1,
             None => UNDECLARED,
         };
-        if self.scratch.signatures.len() <= index {
-            self.scratch.signatures.resize(index + 1, 0);
-        }
-        self.scratch.signatures[index] = hash;
-        hash
+        self.scratch.signatures.set(index, hash)
     }
 
     /// Notes a module function whose address `block` takes through `name`.
