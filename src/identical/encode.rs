@@ -874,8 +874,9 @@ impl<S: TokenSink> Walker<'_, S> {
         // of the type-variable operand, and both are written (an operand's type at
         // its definition, which every use names by serial; uses before definitions
         // make the function unsupported).
-        self.push(data.opcode() as u64);
+        let opcode = data.opcode() as u64;
         if !S::OPERANDS {
+            self.push(opcode);
             // Only `iconst` needs its result type: to read its immediate.
             let result_type = match data {
                 InstructionData::UnaryImm { .. } => {
@@ -885,24 +886,27 @@ impl<S: TokenSink> Walker<'_, S> {
             };
             return self.operands(inst, data, result_type);
         }
+        // One header token: the opcode, the number of results and whether a user
+        // stack map follows (`instruction_header` in `tokens.rs`).
         let results = dfg.inst_results(inst);
+        let stack_map = dfg.user_stack_map_entries(inst);
+        self.push(instruction_header(
+            opcode,
+            results.len(),
+            stack_map.is_some(),
+        ));
         let result_type = results.first().map(|&r| dfg.value_type(r));
         self.operands(inst, data, result_type)?;
-        self.push_len(results.len());
         for &result in results {
             self.ty(dfg.value_type(result));
             self.define_value(result)?;
         }
-        match dfg.user_stack_map_entries(inst) {
-            None => self.push(ABSENT),
-            Some(entries) => {
-                self.push(PRESENT);
-                self.push_len(entries.len());
-                for entry in entries {
-                    self.ty(entry.ty);
-                    self.stack_slot(entry.slot)?;
-                    self.push(u64::from(entry.offset));
-                }
+        if let Some(entries) = stack_map {
+            self.push_len(entries.len());
+            for entry in entries {
+                self.ty(entry.ty);
+                self.stack_slot(entry.slot)?;
+                self.push(u64::from(entry.offset));
             }
         }
         Ok(())

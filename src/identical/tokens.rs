@@ -10,9 +10,11 @@
 //!   returns, block parameters, instruction results, value lists, block-call
 //!   arguments, jump-table entries, constant-pool and shuffle-mask bytes (then
 //!   packed eight to a token), test-case names, exception-table items, user stack
-//!   map entries. The one exception is a block's instructions, which end with
-//!   [`END_OF_BLOCK`]: an instruction starts with its opcode, and no opcode is
-//!   `u64::MAX`;
+//!   map entries (an instruction's result count and whether it has a user stack
+//!   map are packed with its opcode into one header token,
+//!   [`instruction_header`]). The one exception is a block's instructions, which
+//!   end with [`END_OF_BLOCK`]: an instruction starts with its header, and no
+//!   header is `u64::MAX`;
 //! * **every choice is tagged**: wherever the walk writes one of several
 //!   alternatives, it first writes a tag from the table below, and the tags of one
 //!   choice are distinct ([`CHOICES`], checked at compile time);
@@ -63,15 +65,25 @@
 //! differently, equal code in a different but equivalent CFG shape, and
 //! functions differing only in dead instructions.
 
-/// Ends the instructions of a block: no opcode token is `u64::MAX`.
+/// The first token of an instruction in the comparator's stream: its opcode (bits
+/// 0–15), its number of results (bits 16–47) and whether a user stack map follows
+/// (bit 48). The fields are bounded (fewer than 2¹⁶ opcodes, fewer than 2³² results),
+/// so the token is injective; the result types follow the operands, then the stack
+/// map's entries, length-prefixed, if the bit is set. (The hashing walks write the
+/// opcode alone.)
+pub fn instruction_header(opcode: u64, results: usize, stack_map: bool) -> u64 {
+    debug_assert!(opcode < 1 << 16);
+    opcode | ((results as u64) & 0xffff_ffff) << 16 | u64::from(stack_map) << 48
+}
+
+/// Ends the instructions of a block: no opcode or instruction header is `u64::MAX`.
 pub const END_OF_BLOCK: u64 = u64::MAX;
 
 /// Written for a value used before its definition (only in IR the verifier
 /// rejects): no serial is `u64::MAX`, and the function is reported unsupported.
 pub const UNDEFINED_VALUE: u64 = u64::MAX;
 
-// Optional parts: the stack limit, the entry block, a user stack map, a stack
-// slot's key.
+// Optional parts: the stack limit, the entry block, a stack slot's key.
 
 /// The optional part is absent.
 pub const ABSENT: u64 = 0;
