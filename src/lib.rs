@@ -55,7 +55,8 @@ pub mod testing {
         CalleeView, ClassId, EncodedFunctions, FunctionComparator,
     };
     pub use crate::identical::encode::{FunctionEncoding, WalkOptions, encode_function};
-    pub use crate::identical::hash::{StructuralHash, hash_function};
+    pub use crate::identical::fingerprint::{FingerprintScratch, hash_function};
+    pub use crate::identical::hash::StructuralHash;
     pub use crate::identical::partition::{Partition, partition};
     pub use crate::identical::rewrite::apply;
     pub use crate::ir::symbols::mentioned_names;

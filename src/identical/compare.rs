@@ -8,10 +8,12 @@
 //! the same structure with callees in the same classes.
 
 use super::encode::{
-    FunctionEncoding, Unsupported, WalkOptions, encode_for_comparison, walk_in_parallel,
+    FunctionEncoding, Unsupported, WalkOptions, WalkScratch, encode_for_comparison,
+    walk_in_parallel,
 };
-use super::hash::{StructuralHash, hash_function};
-use crate::ir::{FuncIndex, FunctionSet};
+use super::fingerprint::{FingerprintScratch, hash_function};
+use super::hash::StructuralHash;
+use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -60,9 +62,11 @@ impl EncodedFunctions {
     /// [`crate::ir::parallel`]).
     pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-        let encoded = walk_in_parallel(module, &all, |func, scratch| {
-            let hashed = hash_function(func, module, options, scratch);
-            let encoding = encode_for_comparison(func, module, options, scratch)?;
+        let scratches = || (WalkScratch::default(), FingerprintScratch::default());
+        let encoded = parallel::map_init(&all, 16, scratches, |(walk, hash), &f| {
+            let func = &module.get(f).func;
+            let hashed = hash_function(func, module, hash);
+            let encoding = encode_for_comparison(func, module, options, walk)?;
             Ok::<_, Unsupported>((encoding, hashed.hash))
         });
         let mut out = Self::empty(module);
@@ -88,8 +92,8 @@ impl EncodedFunctions {
     pub fn hash_first(module: &FunctionSet, options: WalkOptions) -> (Self, Duration, Duration) {
         let start = Instant::now();
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-        let hashed = walk_in_parallel(module, &all, |func, scratch| {
-            hash_function(func, module, options, scratch)
+        let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |scratch, &f| {
+            hash_function(&module.get(f).func, module, scratch)
         });
         let mut out = Self::empty(module);
         for (&f, h) in all.iter().zip(hashed) {

@@ -34,7 +34,7 @@
 //! hasher instead and skips value operands and types, so the similar merge's first
 //! look at every function stores nothing. The identical merge's first look is
 //! cheaper still: `fingerprint.rs` hashes a function without this walk, reading
-//! only what the walk writes as is, and keeps its tables in [`WalkScratch`].
+//! only what the walk writes as is.
 
 use super::tokens::*;
 use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
@@ -254,8 +254,6 @@ pub struct WalkScratch {
     order: Vec<Block>,
     /// The buffers [`encode_function`] writes into.
     encoding: FunctionEncoding,
-    /// The hashing walk's tables (`fingerprint.rs`), which keeps its own.
-    pub(super) fingerprint: super::fingerprint::FingerprintScratch,
     callee_loads: CalleeLoads,
 }
 

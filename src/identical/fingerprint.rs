@@ -38,7 +38,6 @@
 //! the comparator fuzz target check `equal ⇒ same hash` on generated functions,
 //! and `tests/corpus.rs` over every corpus function.
 
-use super::encode::{WalkOptions, WalkScratch};
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
@@ -161,13 +160,12 @@ impl Hasher for WordHasher {
 pub fn hash_function(
     func: &Function,
     module: &FunctionSet,
-    _options: WalkOptions,
-    scratch: &mut WalkScratch,
+    scratch: &mut FingerprintScratch,
 ) -> HashedFunction {
     let mut walk = HashWalk {
         func,
         module,
-        scratch: &mut scratch.fingerprint,
+        scratch,
     };
     walk.reset();
     walk.blocks();

@@ -2,7 +2,7 @@
 //!
 //! Two hashes are computed over functions:
 //!
-//! * [`hash_function`] (`fingerprint.rs`), the pass's first look at every function:
+//! * `fingerprint::hash_function`, the pass's first look at every function:
 //!   its own walk over the layout, much cheaper than the encoding's, whose result
 //!   is a function of the encoding (so `compare(f, g) == Equal` implies
 //!   `hash(f) == hash(g)` whatever the classes are, and a function whose hash no
@@ -123,11 +123,9 @@ pub struct HashedFunction {
     pub instructions: u32,
 }
 
-pub use super::fingerprint::hash_function;
-
 /// Walks `func` with the comparator's walk (value operands and types left out),
 /// leaving the immediates that may become parameters out of the hash: the bucket
-/// key of the similar-function merge. Unlike [`hash_function`] it is computed by
+/// key of the similar-function merge. Unlike `fingerprint::hash_function` it is computed by
 /// the encoding's own walk, so it agrees with the similar merge's comparison by
 /// construction (that comparison masks holes in the encoding).
 pub fn hole_blind_hash(

@@ -16,14 +16,14 @@
 //! 5. [`rewrite`] rewrites the CLIF: redirected references, and [`thunks`].
 //!
 //! This file runs the whole pipeline ([`merge_functions`],
-//! [`merge_functions_in_place`]). Imports point downward only: `hash` uses
-//! `encode` and `fingerprint` (which shares `encode`'s per-worker scratch), `compare` uses both, `partition` uses `compare`, `plan` uses
+//! [`merge_functions_in_place`]). Imports point downward only: `fingerprint` uses
+//! `hash`'s types, `hash` uses `encode`, `compare` uses both, `partition` uses `compare`, `plan` uses
 //! `partition`, `rewrite` uses `plan` and `thunks`; nothing here imports a folder
 //! above `ir`.
 
 pub mod compare;
 pub mod encode;
-mod fingerprint;
+pub mod fingerprint;
 pub mod hash;
 pub mod partition;
 pub mod plan;

@@ -16,8 +16,8 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
-use crate::identical::encode::{WalkOptions, encode_for_comparison, walk_in_parallel};
-use crate::identical::hash::hash_function;
+use crate::identical::encode::{WalkOptions, WalkScratch, encode_for_comparison};
+use crate::identical::fingerprint::{FingerprintScratch, hash_function};
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::tokens::NAME_EXACT;
@@ -276,8 +276,10 @@ pub fn summarize_merged(
     let (set, real) = with_stubs(&merged.set);
     let walk = summary_walk(mode);
     let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
-    let walked = walk_in_parallel(&set, &all, |func, scratch| {
-        let hashed = hash_function(func, &set, walk, scratch);
+    let scratches = || (WalkScratch::default(), FingerprintScratch::default());
+    let walked = parallel::map_init(&all, 16, scratches, |(scratch, hash), &f| {
+        let func = &set.get(f).func;
+        let hashed = hash_function(func, &set, hash);
         let encoding = encode_for_comparison(func, &set, walk, scratch).ok()?;
         Some((hashed.hash.0, encoding))
     });

@@ -277,7 +277,7 @@ pub(crate) fn differing_parameters(
 mod tests {
     use super::*;
     use crate::identical::encode::WalkScratch;
-    use crate::identical::hash::hash_function;
+    use crate::identical::fingerprint::{FingerprintScratch, hash_function};
     use crate::ir::Linkage;
     use cranelift_codegen::entity::EntityRef;
 
@@ -325,7 +325,7 @@ mod tests {
         let func = &module.get(FuncIndex::new(i)).func;
         let mut scratch = WalkScratch::default();
         let blind = hole_blind_hash(func, module, walk, &mut scratch).expect("hashes");
-        let full = hash_function(func, module, walk, &mut scratch);
+        let full = hash_function(func, module, &mut FingerprintScratch::default());
         (blind, full.hash)
     }
 
