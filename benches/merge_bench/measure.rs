@@ -6,7 +6,7 @@ use clif_merge::{
 };
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
-use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::ir::Function;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -177,12 +177,12 @@ pub fn compile_all_on(module: &FunctionSet, threads: usize) -> anyhow::Result<Du
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
-    let functions: Vec<_> = module.iter().map(|(_, def)| def.func.clone()).collect();
+    let functions: Vec<&Function> = module.iter().map(|(_, def)| &def.func).collect();
     pool.install(|| {
         let start = Instant::now();
         functions
             .par_iter()
-            .map_init(Context::new, |ctx, func| {
+            .map_init(Context::new, |ctx, &func| {
                 ctx.clear();
                 ctx.func = func.clone();
                 compile_one(&*isa, ctx)
@@ -192,14 +192,11 @@ pub fn compile_all_on(module: &FunctionSet, threads: usize) -> anyhow::Result<Du
     })
 }
 
+/// The crate's host ISA (`opt_level=speed`, frame pointers kept), the one the
+/// similar merge measures code with.
 fn host_isa() -> anyhow::Result<cranelift_codegen::isa::OwnedTargetIsa> {
-    let mut flags = settings::builder();
-    flags.set("opt_level", "speed")?;
-    flags.set("preserve_frame_pointers", "true")?;
-    Ok(
-        cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
-            .finish(settings::Flags::new(flags))?,
-    )
+    clif_merge::testing::host_isa()
+        .ok_or_else(|| anyhow::anyhow!("Cranelift has no backend for this host"))
 }
 
 fn compile_one(

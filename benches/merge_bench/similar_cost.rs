@@ -120,9 +120,44 @@ impl Best {
     }
 }
 
-/// `similar`: the similar merge on one thread against compile on one thread.
-/// Compile and both pricings are measured in turn in each round, so that a change
-/// of load affects them alike; each is the fastest of the rounds.
+/// One program measured: compile, and the similar merge under each pricing asked
+/// for (with the number of groups it merged), each the fastest of the rounds.
+struct Measured {
+    compile: Best,
+    pricings: Vec<(Best, usize)>,
+}
+
+/// Compile and the similar merge under each of `pricings`, measured in turn in
+/// each of `repeat` rounds (so that a change of load affects them alike), the
+/// similar merge on `pool`.
+fn measure_program(
+    module: &FunctionSet,
+    pool: &rayon::ThreadPool,
+    repeat: usize,
+    pricings: &[Pricing],
+) -> anyhow::Result<Measured> {
+    let outcome = merge_functions(module, &MergeOptions::default());
+    let mut measured = Measured {
+        compile: Best::new(),
+        pricings: vec![(Best::new(), 0); pricings.len()],
+    };
+    for _ in 0..repeat.max(1) {
+        let (wall, cpu, result) = timed(|| compile_all(module));
+        result?;
+        measured.compile.add(wall, cpu);
+        for (&pricing, (best, groups)) in pricings.iter().zip(&mut measured.pricings) {
+            let options = SimilarOptions::default().with_pricing(pricing);
+            let (wall, cpu, pass) =
+                pool.install(|| timed(|| SimilarPass::after(module, &outcome.output, &options)));
+            best.add(wall, cpu);
+            *groups = pass.outcome.groups.len();
+        }
+    }
+    Ok(measured)
+}
+
+/// `similar`: the similar merge on one thread against compile on one thread,
+/// by the model and by compiling every candidate.
 /// With `json`, one JSON line per program instead, with the model's pricing only
 /// (what `benches/compare.sh` reads): `similar_ms` and the `compile_ms` it was
 /// measured against, wall time.
@@ -131,52 +166,26 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
         bail!("no inputs given");
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    if json {
-        for input in inputs {
-            let module = load_program(input)?;
-            let outcome = merge_functions(&module, &MergeOptions::default());
-            let (mut compile, mut modeled) = (Best::new(), Best::new());
-            for _ in 0..repeat.max(1) {
-                let (wall, cpu, result) = timed(|| compile_all(&module));
-                result?;
-                compile.add(wall, cpu);
-                let options = SimilarOptions::default().with_pricing(Pricing::Modeled);
-                let (wall, cpu, _) = pool
-                    .install(|| timed(|| SimilarPass::after(&module, &outcome.output, &options)));
-                modeled.add(wall, cpu);
-            }
+    let pricings: &[Pricing] = if json {
+        &[Pricing::Modeled]
+    } else {
+        println!(
+            "| program | functions | compile, wall / CPU | model, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups | compiled, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        &[Pricing::Modeled, Pricing::Compiled]
+    };
+    for input in inputs {
+        let module = load_program(input)?;
+        let Measured { compile, pricings } = measure_program(&module, &pool, repeat, pricings)?;
+        if json {
             println!(
                 "{{\"input\":{:?},\"similar_ms\":{:.3},\"similar_compile_ms\":{:.3}}}",
                 input.display().to_string(),
-                crate::ms(modeled.wall),
+                crate::ms(pricings[0].0.wall),
                 crate::ms(compile.wall)
             );
-        }
-        return Ok(());
-    }
-    println!(
-        "| program | functions | compile, wall / CPU | model, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups | compiled, wall / CPU | ÷ compile, wall | ÷ compile, CPU | groups |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for input in inputs {
-        let module = load_program(input)?;
-        let outcome = merge_functions(&module, &MergeOptions::default());
-        let (mut compile, mut modeled, mut compiled) = (Best::new(), Best::new(), Best::new());
-        let (mut modeled_groups, mut compiled_groups) = (0, 0);
-        for _ in 0..repeat.max(1) {
-            let (wall, cpu, result) = timed(|| compile_all(&module));
-            result?;
-            compile.add(wall, cpu);
-            for (pricing, best, groups) in [
-                (Pricing::Modeled, &mut modeled, &mut modeled_groups),
-                (Pricing::Compiled, &mut compiled, &mut compiled_groups),
-            ] {
-                let options = SimilarOptions::default().with_pricing(pricing);
-                let (wall, cpu, pass) = pool
-                    .install(|| timed(|| SimilarPass::after(&module, &outcome.output, &options)));
-                best.add(wall, cpu);
-                *groups = pass.outcome.groups.len();
-            }
+            continue;
         }
         let show = |b: &Best| {
             format!(
@@ -185,6 +194,7 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
                 b.cpu.map_or("-".into(), |c| format!("{:.1}", crate::ms(c)))
             )
         };
+        let [(modeled, modeled_groups), (compiled, compiled_groups)] = [pricings[0], pricings[1]];
         println!(
             "| {} | {} | {} | {} | {} | {modeled_groups} | {} | {} | {compiled_groups} |",
             program_name(input),
