@@ -20,8 +20,7 @@ mod native;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value};
-use cranelift_frontend::FunctionBuilder;
+use cranelift_codegen::ir::{AbiParam, InstBuilder};
 use cranelift_module::{DataDescription, FuncId, FuncOrDataId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
@@ -42,21 +41,7 @@ int main(void) {
 }
 "#;
 
-/// Defines `id`; `body` gets the entry block's parameter and returns the result.
-/// Returns whether `ctx.compiled_code()` was there after the define.
-fn define<M: Module>(
-    m: &mut M,
-    id: FuncId,
-    sig: &Signature,
-    body: impl FnOnce(&mut M, &mut FunctionBuilder, Value) -> Value,
-) -> bool {
-    define_support::define_function(m, id, sig, |m, b, p| vec![body(m, b, p[0])])
-}
-
-/// A call of `callee` with `x`; its result.
-fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: Value) -> Value {
-    define_support::call(m, b, callee, &[x])
-}
+use define_support::{call_unary as call, define_unary as define};
 
 /// The program: `entry` calls `twice` and its erased copy `twice_copy` (local,
 /// anonymous) and `scale`; `table` holds the addresses of `scale`, `twice_copy`

@@ -48,10 +48,9 @@ use cranelift_codegen::gimli::write::{
     RelocationTarget,
 };
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{self, AbiParam, InstBuilder, Signature};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::isa::unwind::UnwindInfo;
-use cranelift_frontend::FunctionBuilder;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleReloc, ModuleResult,
 };
@@ -295,20 +294,7 @@ int main(void) {
 }
 "#;
 
-/// Defines `id` with one `i64` parameter and result; `body` returns the result.
-fn define<M: Module>(
-    m: &mut M,
-    id: FuncId,
-    sig: &Signature,
-    body: impl FnOnce(&mut M, &mut FunctionBuilder, ir::Value) -> ir::Value,
-) {
-    define_support::define_function(m, id, sig, |m, b, p| vec![body(m, b, p[0])]);
-}
-
-/// A call of `callee` with `x`; its result.
-fn call<M: Module>(m: &mut M, b: &mut FunctionBuilder, callee: FuncId, x: ir::Value) -> ir::Value {
-    define_support::call(m, b, callee, &[x])
-}
+use define_support::{call_unary as call, define_unary as define};
 
 /// Builds unit `unit`: `mid` calls the callback through `leaf_a`, its erased copy
 /// `leaf_b` and its aliased copy `leaf_c` (called through its address); the

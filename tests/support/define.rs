@@ -35,6 +35,27 @@ pub fn define_function<M: Module>(
     ctx.compiled_code().is_some()
 }
 
+/// [`define_function`] for a function of one parameter and one result: `body`
+/// gets the parameter and returns the result.
+pub fn define_unary<M: Module>(
+    m: &mut M,
+    id: FuncId,
+    sig: &Signature,
+    body: impl FnOnce(&mut M, &mut FunctionBuilder, Value) -> Value,
+) -> bool {
+    define_function(m, id, sig, |m, b, p| vec![body(m, b, p[0])])
+}
+
+/// [`call`] with one argument.
+pub fn call_unary<M: Module>(
+    m: &mut M,
+    b: &mut FunctionBuilder,
+    callee: FuncId,
+    x: Value,
+) -> Value {
+    call(m, b, callee, &[x])
+}
+
 /// A call of `callee` with `args`; its single result.
 pub fn call<M: Module>(
     m: &mut M,
