@@ -67,17 +67,20 @@ pub struct FingerprintScratch {
 struct HandleHashes(Vec<u64>);
 
 impl HandleHashes {
+    /// The hash of handle `index`, computed by `compute` on first use.
     #[inline]
-    fn get(&self, index: usize) -> Option<u64> {
-        self.0.get(index).copied().filter(|&hash| hash != 0)
-    }
-
-    fn set(&mut self, index: usize, hash: u64) -> u64 {
-        if self.0.len() <= index {
-            self.0.resize(index + 1, 0);
+    fn get_or_compute(&mut self, index: usize, compute: impl FnOnce() -> u64) -> u64 {
+        match self.0.get(index) {
+            Some(&known) if known != 0 => known,
+            _ => {
+                let hash = compute();
+                if self.0.len() <= index {
+                    self.0.resize(index + 1, 0);
+                }
+                self.0[index] = hash;
+                hash
+            }
         }
-        self.0[index] = hash;
-        hash
     }
 
     fn clear(&mut self) {
@@ -289,52 +292,19 @@ impl HashWalk<'_> {
     /// Content hash of a set of memory flags, computed once per handle.
     #[inline]
     fn mem_flags(&mut self, flags: MemFlags) -> u64 {
-        match self.scratch.mem_flags.get(flags.index()) {
-            Some(known) => known,
-            None => self.mem_flags_first_use(flags),
-        }
-    }
-
-    #[inline(never)]
-    fn mem_flags_first_use(&mut self, flags: MemFlags) -> u64 {
-        let index = flags.index();
-        let dfg = &self.func.dfg;
-        let hash = if dfg.mem_flags.is_valid(flags) {
-            let data = dfg.mem_flags[flags];
-            let mut hasher = WordHasher(K);
-            data.with_alias_region(None).hash(&mut hasher);
-            // Alias regions by their user id, as the encoding writes them.
-            let region = match data.alias_region() {
-                None => 0,
-                Some(region) if dfg.alias_regions.is_valid(region) => {
-                    1 + u64::from(dfg.alias_regions[region].user_id)
-                }
-                Some(_) => UNDECLARED,
-            };
-            avalanche(mix(hasher.finish(), region)) | 1
-        } else {
-            UNDECLARED
-        };
-        self.scratch.mem_flags.set(index, hash)
+        let func = self.func;
+        self.scratch
+            .mem_flags
+            .get_or_compute(flags.index(), || mem_flags_hash(func, flags))
     }
 
     /// Content hash of a signature, computed once per handle.
     #[inline]
     fn sig_ref(&mut self, sig: SigRef) -> u64 {
-        match self.scratch.signatures.get(sig.index()) {
-            Some(known) => known,
-            None => self.sig_ref_first_use(sig),
-        }
-    }
-
-    #[inline(never)]
-    fn sig_ref_first_use(&mut self, sig: SigRef) -> u64 {
-        let index = sig.index();
-        let hash = match self.func.dfg.signatures.get(sig) {
-            Some(signature) => signature_hash(signature) | 1,
-            None => UNDECLARED,
-        };
-        self.scratch.signatures.set(index, hash)
+        let func = self.func;
+        self.scratch
+            .signatures
+            .get_or_compute(sig.index(), || sig_ref_hash(func, sig))
     }
 
     /// Notes a module function whose address `block` takes through `name`.
@@ -497,6 +467,27 @@ impl HashWalk<'_> {
     }
 }
 
+/// A set of memory flags by content: the flags, and the alias region by its user
+/// id, as the encoding writes them (never 0).
+#[inline(never)]
+fn mem_flags_hash(func: &Function, flags: MemFlags) -> u64 {
+    let dfg = &func.dfg;
+    if !dfg.mem_flags.is_valid(flags) {
+        return UNDECLARED;
+    }
+    let data = dfg.mem_flags[flags];
+    let mut hasher = WordHasher(K);
+    data.with_alias_region(None).hash(&mut hasher);
+    let region = match data.alias_region() {
+        None => 0,
+        Some(region) if dfg.alias_regions.is_valid(region) => {
+            1 + u64::from(dfg.alias_regions[region].user_id)
+        }
+        Some(_) => UNDECLARED,
+    };
+    avalanche(mix(hasher.finish(), region)) | 1
+}
+
 /// The module function a global value's chain of bases ends in a symbol naming,
 /// if any: an address use.
 fn symbol_of_global(
@@ -534,6 +525,15 @@ fn abi_param_hash(state: u64, param: &AbiParam) -> u64 {
             purpose,
         ),
     )
+}
+
+/// A signature handle by content ([`signature_hash`], never 0).
+#[inline(never)]
+fn sig_ref_hash(func: &Function, sig: SigRef) -> u64 {
+    match func.dfg.signatures.get(sig) {
+        Some(signature) => signature_hash(signature) | 1,
+        None => UNDECLARED,
+    }
 }
 
 /// A signature by content: calling convention, parameters and returns.
