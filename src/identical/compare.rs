@@ -140,9 +140,9 @@ impl EncodedFunctions {
         }
     }
 
-    /// Functions the walk handled whose hash at least one other such function
-    /// shares, in input order: the only functions that can be equal to another.
-    pub fn candidates(&self) -> Vec<FuncIndex> {
+    /// The functions the walk handled, grouped by hash: one bucket per hash that
+    /// two or more of them share, each in input order, the buckets ordered by hash.
+    pub fn hash_buckets(&self) -> Vec<Vec<FuncIndex>> {
         // Plain pairs sort faster than indices keyed through the map.
         let mut by_hash: Vec<(StructuralHash, FuncIndex)> = (0..self.len)
             .map(FuncIndex::new)
@@ -150,18 +150,19 @@ impl EncodedFunctions {
             .map(|f| (self.hashes[f], f))
             .collect();
         by_hash.sort_unstable();
-        let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len);
-        for run in by_hash.chunk_by(|a, b| a.0 == b.0) {
-            if run.len() > 1 {
-                for &(_, f) in run {
-                    is_candidate[f] = true;
-                }
-            }
-        }
-        (0..self.len)
-            .map(FuncIndex::new)
-            .filter(|&f| is_candidate[f])
+        by_hash
+            .chunk_by(|a, b| a.0 == b.0)
+            .filter(|run| run.len() > 1)
+            .map(|run| run.iter().map(|&(_, f)| f).collect())
             .collect()
+    }
+
+    /// Functions the walk handled whose hash at least one other such function
+    /// shares, in input order: the only functions that can be equal to another.
+    pub fn candidates(&self) -> Vec<FuncIndex> {
+        let mut candidates = self.hash_buckets().concat();
+        candidates.sort_unstable();
+        candidates
     }
 
     /// Reachable instructions of `f` (0 if the walk could not handle it).

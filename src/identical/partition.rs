@@ -152,7 +152,9 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     let all = (0..count).map(FuncIndex::new);
 
     // 1. Hash filter: only functions sharing a hash are candidates.
-    let candidates = functions.candidates();
+    let buckets = functions.hash_buckets();
+    let mut candidates = buckets.concat();
+    candidates.sort_unstable();
     let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
     for &f in &candidates {
         is_candidate[f] = true;
@@ -165,15 +167,7 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
     let mut members: PrimaryMap<ClassId, Vec<FuncIndex>> = PrimaryMap::new();
     {
-        let mut pairs: Vec<_> = candidates
-            .iter()
-            .map(|&f| (functions.hashes[f], f))
-            .collect();
-        pairs.sort_unstable();
-        let by_hash: Vec<FuncIndex> = pairs.iter().map(|&(_, f)| f).collect();
-        let buckets: Vec<&[FuncIndex]> = by_hash
-            .chunk_by(|&a, &b| functions.hashes[a] == functions.hashes[b])
-            .collect();
+        let buckets: Vec<&[FuncIndex]> = buckets.iter().map(Vec::as_slice).collect();
         let (groups, comparisons) = group_sets(&buckets, functions, CalleeView::Optimistic);
         for group in groups {
             let id = members.next_key();
