@@ -12,7 +12,7 @@ use super::encode::{
     walk_in_parallel,
 };
 use super::fingerprint::{FingerprintScratch, hash_function};
-use super::hash::StructuralHash;
+use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
@@ -62,17 +62,12 @@ impl EncodedFunctions {
     /// [`crate::ir::parallel`]).
     pub fn from_module(module: &FunctionSet, options: WalkOptions) -> Self {
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-        let scratches = || (WalkScratch::default(), FingerprintScratch::default());
-        let encoded = parallel::map_init(&all, 16, scratches, |(walk, hash), &f| {
-            let func = &module.get(f).func;
-            let hashed = hash_function(func, module, hash);
-            let encoding = encode_for_comparison(func, module, options, walk)?;
-            Ok::<_, Unsupported>((encoding, hashed.hash))
-        });
+        let encoded = hash_and_encode(module, &all, options);
         let mut out = Self::empty(module);
-        for (&f, result) in all.iter().zip(encoded) {
+        for (&f, (hashed, result)) in all.iter().zip(encoded) {
             match result {
-                Ok((encoding, hash)) => {
+                Ok(encoding) => {
+                    let hash = hashed.hash;
                     out.record(f, hash, encoding.address_taken(), encoding.instructions());
                     out.encodings[f] = Some(encoding);
                 }
@@ -169,6 +164,23 @@ impl EncodedFunctions {
     pub fn instructions(&self, f: FuncIndex) -> u64 {
         u64::from(self.instruction_counts[f])
     }
+}
+
+/// Hashes ([`hash_function`]) and encodes for the comparator
+/// ([`encode_for_comparison`]) each of `functions` of `module`, in parallel
+/// ([`crate::ir::parallel`]), keeping their order, with one scratch of each walk per
+/// worker.
+pub fn hash_and_encode(
+    module: &FunctionSet,
+    functions: &[FuncIndex],
+    options: WalkOptions,
+) -> Vec<(HashedFunction, Result<FunctionEncoding, Unsupported>)> {
+    let scratches = || (WalkScratch::default(), FingerprintScratch::default());
+    parallel::map_init(functions, 16, scratches, |(walk, hash), &f| {
+        let func = &module.get(f).func;
+        let hashed = hash_function(func, module, hash);
+        (hashed, encode_for_comparison(func, module, options, walk))
+    })
 }
 
 /// Compares encoded functions; see the module documentation for the order.

@@ -16,8 +16,8 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
-use crate::identical::encode::{WalkOptions, WalkScratch, encode_for_comparison};
-use crate::identical::fingerprint::{FingerprintScratch, hash_function};
+use crate::identical::compare::hash_and_encode;
+use crate::identical::encode::WalkOptions;
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::tokens::NAME_EXACT;
@@ -276,13 +276,9 @@ pub fn summarize_merged(
     let (set, real) = with_stubs(&merged.set);
     let walk = summary_walk(mode);
     let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
-    let scratches = || (WalkScratch::default(), FingerprintScratch::default());
-    let walked = parallel::map_init(&all, 16, scratches, |(scratch, hash), &f| {
-        let func = &set.get(f).func;
-        let hashed = hash_function(func, &set, hash);
-        let encoding = encode_for_comparison(func, &set, walk, scratch).ok()?;
-        Some((hashed.hash.0, encoding))
-    });
+    let walked = hash_and_encode(&set, &all, walk)
+        .into_iter()
+        .map(|(hashed, encoding)| Some((hashed.hash.0, encoding.ok()?)));
 
     let mut symbols: Vec<SymbolRef> = Vec::new();
     let mut symbol_of: HashMap<FuncIndex, u32> = HashMap::new();
