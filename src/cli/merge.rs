@@ -133,10 +133,19 @@ pub struct Args {
     /// (`%NAME_merged`) taking those as trailing parameters (a callee as a function
     /// address, called with `call_indirect`), and each original becomes an entry
     /// point that calls it with its own values (keeping its name, signature and
-    /// address). Only when the code Cranelift emits for the host gets smaller. With
-    /// `--validate`, every entry point is also run against its original.
+    /// address). Functions left that are equal but for a few straight-line stretches
+    /// of instructions (at most one per block) are then merged in pairs: the merged
+    /// body runs either member's stretches, chosen by one more parameter (merging by
+    /// alignment). Only when the code Cranelift emits for the host gets smaller.
+    /// With `--validate`, every entry point is also run against its original.
     #[arg(long)]
     pub similar: bool,
+
+    /// With `--similar`: do not merge by alignment (pairs of functions that differ
+    /// by stretches of instructions); merge only functions that differ in constants,
+    /// callees and callee-load offsets.
+    #[arg(long)]
+    pub no_align: bool,
 
     /// With `--similar`: a group is merged whole only when it needs at most this
     /// many parameters (constants and callees that differ; those holding the same
@@ -215,7 +224,8 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         let options = SimilarOptions::default()
             .with_max_holes(args.max_holes)
             .with_min_saved(args.min_saved)
-            .with_pricing(args.size_pricing.into());
+            .with_pricing(args.size_pricing.into())
+            .with_align(!args.no_align);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after_for(&loaded.functions, &outcome.output, &options, isa.as_deref())

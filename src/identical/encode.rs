@@ -180,6 +180,17 @@ pub trait TokenSink {
     }
     /// Notes that the callee written last is the direct callee of `call` `inst`.
     fn note_call_site(&mut self, _inst: Inst) {}
+    /// Notes that the walk starts writing `block` (its parameter count comes next).
+    fn note_block(&mut self, _block: Block) {}
+    /// Notes that the walk starts writing `inst` (its header token comes next).
+    fn note_inst(&mut self, _inst: Inst) {}
+    /// Notes that `value` (a result or block parameter) is defined here: its
+    /// serial is the current position plus one.
+    fn note_definition(&mut self, _value: Value) {}
+    /// Appends a value operand: the serial of its definition.
+    fn push_operand(&mut self, serial: u64) {
+        self.push(serial);
+    }
     /// Whether the walk writes value operands and the types of results and block
     /// parameters. The hash leaves them out (its walk then reads only the
     /// instructions themselves, which is what makes it cheap); two functions with
@@ -363,7 +374,7 @@ fn encode(
 
 /// The one walk: writes `func` into `sink`, and returns it with the sorted, deduped
 /// functions whose address `func` takes and its number of reachable instructions.
-pub(super) fn walk<S: TokenSink>(
+pub(crate) fn walk<S: TokenSink>(
     func: &Function,
     module: &FunctionSet,
     options: WalkOptions,
@@ -460,6 +471,7 @@ impl<S: TokenSink> Walker<'_, S> {
     fn block(&mut self, block: Block) -> Result<(), Unsupported> {
         let func = self.func;
         let params = func.dfg.block_params(block);
+        self.out.note_block(block);
         self.push_len(params.len());
         if S::OPERANDS {
             for &param in params {
@@ -484,6 +496,7 @@ impl<S: TokenSink> Walker<'_, S> {
         if self.scratch.values[value] != 0 {
             return unsupported(format!("{value} is used before it is defined"));
         }
+        self.out.note_definition(value);
         self.scratch.values[value] = self.out.position() + 1;
         Ok(())
     }
@@ -508,9 +521,9 @@ impl<S: TokenSink> Walker<'_, S> {
             // Used before defined: only in IR the verifier rejects. The walk goes on
             // and the function is reported unsupported at the end.
             self.used_before_defined = Some(value);
-            self.push(UNDEFINED_VALUE);
+            self.out.push_operand(UNDEFINED_VALUE);
         } else {
-            self.push(u64::from(serial));
+            self.out.push_operand(u64::from(serial));
         }
     }
 
@@ -873,6 +886,7 @@ impl<S: TokenSink> Walker<'_, S> {
         // its definition, which every use names by serial; uses before definitions
         // make the function unsupported).
         let opcode = data.opcode() as u64;
+        self.out.note_inst(inst);
         if !S::OPERANDS {
             self.push(opcode);
             // Only `iconst` needs its result type: to read its immediate.

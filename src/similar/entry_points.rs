@@ -27,7 +27,7 @@ pub(crate) fn build_entry_points(
             let extra: Vec<ForwardedArgument> = parameters
                 .iter()
                 .map(|p| match p.kind {
-                    HoleKind::Constant | HoleKind::CalleeLoadOffset => {
+                    HoleKind::Constant | HoleKind::CalleeLoadOffset | HoleKind::Selector => {
                         ForwardedArgument::Constant(p.ty, p.values[i])
                     }
                     HoleKind::Callee => {

@@ -4,13 +4,14 @@
 //! which parameters a group needs (slots whose values agree in every member share
 //! one), and how a group is split into subgroups.
 
+use super::align::Alignment;
 use crate::identical::encode::{
     CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, encode_function, walk_in_parallel,
 };
 use crate::identical::hash::{StructuralHash, hole_blind_hash};
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
-use cranelift_codegen::ir::Type;
+use cranelift_codegen::ir::{Type, types};
 
 /// What a parameter of a merged body stands for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,10 @@ pub enum HoleKind {
     /// `i64`. The merged body loads from the parameter plus the offset parameter, and
     /// each entry point passes its offset as an `i64` constant.
     CalleeLoadOffset,
+    /// Which member runs (merging by alignment, `align.rs`): `0` for the first
+    /// member, whose differing stretches the merged body runs when it is zero, `1`
+    /// for the second, whose stretches it runs otherwise. An `i32`.
+    Selector,
 }
 
 /// A trailing parameter of the merged body: one or more constants, callees or
@@ -209,6 +214,27 @@ pub(crate) struct Differing {
     /// Each differing slot of the first member, in walk order, with the index in
     /// [`Self::parameters`] of the parameter that replaces it.
     pub(crate) slots: Vec<(Slot, usize)>,
+    /// For an aligned pair, how the second member aligns with the first: the
+    /// merged body runs its stretches where the [`HoleKind::Selector`] parameter is
+    /// nonzero.
+    pub(crate) alignment: Option<Alignment>,
+}
+
+impl Differing {
+    /// What differs between the two members of an aligned pair: their stretches,
+    /// chosen by one selector parameter.
+    pub(crate) fn aligned(alignment: Alignment) -> Self {
+        Self {
+            parameters: vec![HoleParameter {
+                kind: HoleKind::Selector,
+                ty: types::I32,
+                values: vec![0, 1],
+                uses: alignment.stretches.len(),
+            }],
+            slots: Vec::new(),
+            alignment: Some(alignment),
+        }
+    }
 }
 
 /// What differs between `members` (a callee becomes a function address of
@@ -270,6 +296,7 @@ pub(crate) fn differing_parameters(
     Some(Differing {
         parameters,
         slots: differing,
+        alignment: None,
     })
 }
 

@@ -2,7 +2,8 @@
 //! constants and callees are trailing parameters, named by [`MergedNames`] so that
 //! it never takes a name the module already gives a meaning.
 
-use super::groups::{Differing, Slot};
+use super::groups::{Differing, HoleKind, Slot};
+use super::splice::{NotSpliced, splice_stretches};
 use crate::ir::{FunctionSet, NameAuthority};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::immediates::Offset32;
@@ -18,15 +19,20 @@ use std::collections::HashMap;
 /// becomes a `call_indirect` through its parameter, and a callee load `load FLAGS
 /// base+OFFSET` becomes `load FLAGS (iadd base, param)+0`: the same address at the
 /// same program point, read with the same flags.
+///
+/// For an aligned pair, the differing stretches are then spliced in, the second
+/// member's (a function of `module`) chosen where the selector parameter is
+/// nonzero (`splice.rs`).
 pub(crate) fn build_merged_body(
+    module: &FunctionSet,
     first: &Function,
     name: UserFuncName,
     differing: &Differing,
-) -> Function {
+) -> Result<Function, NotSpliced> {
     let mut func = first.clone();
     func.name = name;
     let Some(entry) = func.layout.entry_block() else {
-        return func;
+        return Ok(func);
     };
     let params: Vec<Value> = differing
         .parameters
@@ -76,7 +82,19 @@ pub(crate) fn build_merged_body(
             }
         }
     }
-    func
+    if let Some(alignment) = &differing.alignment {
+        let selector = differing
+            .parameters
+            .iter()
+            .position(|p| p.kind == HoleKind::Selector)
+            .map(|i| params[i]);
+        let Some(selector) = selector else {
+            return Err(NotSpliced("an aligned pair without a selector".into()));
+        };
+        let second = &module.get(alignment.second).func;
+        splice_stretches(&mut func, selector, second, alignment)?;
+    }
+    Ok(func)
 }
 
 /// Fresh names for merged bodies: `%NAME_merged` for a test-case name, the next

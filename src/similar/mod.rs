@@ -90,11 +90,13 @@
 //! size) and `size_model` (predicted code size). This file runs them and decides
 //! which groups pay.
 
+mod align;
 pub(crate) mod cost;
 mod entry_points;
 mod groups;
 mod merged_body;
 pub mod size_model;
+mod splice;
 
 pub use groups::{HoleKind, HoleParameter};
 
@@ -110,6 +112,7 @@ use entry_points::build_entry_points;
 use groups::{Differing, differing_parameters, find_groups, split_by_parameter, split_parameter};
 use merged_body::{MergedNames, build_merged_body};
 use size_model::SizeModel;
+use splice::NotSpliced;
 use std::collections::HashMap;
 
 /// The default [`SimilarOptions::max_holes`]. Chosen from measurements on the
@@ -134,6 +137,10 @@ pub struct SimilarOptions {
     /// How sizes are found: predicted by the ISA's size model (compiled only where
     /// the decision is close) or all compiled.
     pub pricing: Pricing,
+    /// Whether functions no group merged are also merged by alignment: pairs equal
+    /// but for a few straight-line stretches of instructions, which become one body
+    /// choosing each stretch by a selector parameter (`align.rs`).
+    pub align: bool,
 }
 
 impl Default for SimilarOptions {
@@ -142,6 +149,7 @@ impl Default for SimilarOptions {
             max_holes: DEFAULT_MAX_HOLES,
             min_saved: 1,
             pricing: Pricing::Modeled,
+            align: true,
         }
     }
 }
@@ -171,6 +179,22 @@ pub enum Pricing {
 /// moved by less than 0.01 percentage points.
 pub const CLOSE_CALL: f64 = 0.05;
 
+/// An aligned pair whose merge the size model predicts to grow the code by more
+/// than this factor is not priced further (not compiled, however small). Chosen on
+/// the corpus (README, "Merging by alignment"): of the small pairs the model
+/// rejects but that compiling merges, all but one (2 bytes saved) are predicted to
+/// grow by less than 40%, while half of those compiling rejects are predicted
+/// above it.
+pub const ALIGNED_GROWTH: f64 = 1.4;
+
+/// A merge of an aligned pair that the size model accepts only as a close call
+/// ([`CLOSE_CALL`]) is compiled to confirm only when its members are predicted to
+/// take at most this many bytes; a larger one is not merged (compiling the
+/// members of large pairs cost resvg, the corpus program with most of them, 12%
+/// of its compile time, to save 0.13% of its code; README, "Merging by
+/// alignment").
+pub const ALIGNED_CONFIRM: u64 = 8192;
+
 /// A group whose members are predicted to take at most this many bytes in all,
 /// and that the model would not merge at all, is planned by compiled sizes under
 /// [`Pricing::Modeled`]: the model errs most on small functions, and they compile
@@ -187,6 +211,12 @@ impl SimilarOptions {
     /// These options merging only groups that save at least `min_saved`.
     pub fn with_min_saved(mut self, min_saved: u64) -> Self {
         self.min_saved = min_saved;
+        self
+    }
+
+    /// These options with merging by alignment on (`true`) or off.
+    pub fn with_align(mut self, align: bool) -> Self {
+        self.align = align;
         self
     }
 
@@ -237,7 +267,15 @@ pub struct SimilarGroup {
 impl SimilarGroup {
     /// Whether some parameter stands for more than one constant, callee or offset.
     pub fn shares_parameters(&self) -> bool {
-        self.parameters.iter().any(|p| p.uses > 1)
+        self.parameters
+            .iter()
+            .any(|p| p.uses > 1 && p.kind != HoleKind::Selector)
+    }
+
+    /// Whether the group is an aligned pair: its merged body chooses differing
+    /// stretches of instructions by a [`HoleKind::Selector`] parameter.
+    pub fn is_aligned(&self) -> bool {
+        self.parameters.iter().any(|p| p.kind == HoleKind::Selector)
     }
 }
 
@@ -290,7 +328,7 @@ pub(crate) fn merge_similar_reserving(
     isa: Option<&dyn TargetIsa>,
     authority: NameAuthority,
 ) -> SimilarOutcome {
-    // Phase 1 of 3: the groups of similar functions.
+    // Phase 1 of 4: the groups of similar functions.
     let walk = WalkOptions {
         addresses_significant: true,
         callee_load_holes: true,
@@ -298,7 +336,7 @@ pub(crate) fn merge_similar_reserving(
     };
     let candidates = find_groups(module, walk);
 
-    // Phase 2 of 3: per group (in parallel), the subgroups to merge: the group
+    // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
     let model = match options.pricing {
         Pricing::Modeled => isa.and_then(SizeModel::for_isa),
@@ -315,20 +353,50 @@ pub(crate) fn merge_similar_reserving(
         planner.plan_group(members, model.as_ref())
     });
 
-    // Phase 3 of 3: names, merged bodies and entry points, in order of first member.
     let mut outcome = SimilarOutcome::default();
     let mut merges = Vec::new();
     for plan in plans {
         merges.extend(plan.merges);
         outcome.rejected.extend(plan.rejected);
     }
+
+    // Phase 3 of 4: pairs of the functions left that align, each planned like a
+    // group.
+    if options.align {
+        let mut merged = SecondaryMap::<FuncIndex, bool>::new();
+        for &m in merges.iter().flat_map(|m| &m.members) {
+            merged[m] = true;
+        }
+        let rest: Vec<FuncIndex> = module
+            .iter()
+            .map(|(f, _)| f)
+            .filter(|&f| !merged[f])
+            .collect();
+        let pairs = align::find_aligned_pairs(module, &rest);
+        let plans = parallel::map(&pairs, 1, |(first, alignment)| {
+            planner.plan_aligned(*first, alignment, model.as_ref())
+        });
+
+        for plan in plans {
+            merges.extend(plan.merges);
+            outcome.rejected.extend(plan.rejected);
+        }
+    }
+
+    // Phase 4 of 4: names, merged bodies and entry points, in order of first member.
     merges.sort_by_key(|m| m.members[0]);
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module, authority);
     for merge in merges {
         let merged_name = names.next(&module.get(merge.members[0]).func.name);
         let (merged, entry_points) =
-            build_merge(module, &merge, merged_name.clone(), frame_pointers);
+            match build_merge(module, &merge, merged_name.clone(), frame_pointers) {
+                Ok(built) => built,
+                Err(reason) => {
+                    outcome.rejected.push((merge.members, reason.0));
+                    continue;
+                }
+            };
         for (&m, entry) in merge.members.iter().zip(entry_points) {
             outcome.entry_points[m] = Some(entry);
         }
@@ -355,9 +423,9 @@ fn build_merge(
     merge: &Merge,
     name: UserFuncName,
     frame_pointers: bool,
-) -> (Function, Vec<Function>) {
+) -> Result<(Function, Vec<Function>), NotSpliced> {
     let first = &module.get(merge.members[0]).func;
-    let merged = build_merged_body(first, name, &merge.differing);
+    let merged = build_merged_body(module, first, name, &merge.differing)?;
     let entry_points = build_entry_points(
         module,
         &merge.members,
@@ -365,7 +433,7 @@ fn build_merge(
         &merged,
         frame_pointers,
     );
-    (merged, entry_points)
+    Ok((merged, entry_points))
 }
 
 /// A group chosen for merging, measured.
@@ -426,11 +494,94 @@ impl Planner<'_> {
     /// when it does not pay. Without one, planned by measured sizes (compiled, or
     /// instruction counts without an ISA).
     fn plan_group(&self, members: &[FuncIndex], model: Option<&SizeModel>) -> Plan {
+        self.plan_priced(members, model, u64::MAX, |sizer, sizes| {
+            self.plan(members, sizer, sizes)
+        })
+    }
+
+    /// The plan for the aligned pair of `first` and `alignment.second`, decided
+    /// like a group's ([`Self::plan_group`]): merged whole or not at all.
+    fn plan_aligned(
+        &self,
+        first: FuncIndex,
+        alignment: &align::Alignment,
+        model: Option<&SizeModel>,
+    ) -> Plan {
+        let members = [first, alignment.second];
+        let plan_one = |sizer: Sizer<'_>, sizes: &mut MemberSizes| {
+            let differing = Differing::aligned(alignment.clone());
+            match self.measure(&members, differing, sizer, sizes) {
+                Ok(merge) => Plan {
+                    saved: merge.size_before - merge.size_after,
+                    merges: vec![merge],
+                    rejected: Vec::new(),
+                },
+                Err(reason) => Plan {
+                    rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
+                    ..Plan::default()
+                },
+            }
+        };
+        if let Some(model) = model {
+            // Far from paying by the model's reckoning: not worth compiling.
+            let growth = self.predicted_growth(&members, alignment, model);
+            if growth.is_none_or(|g| g > ALIGNED_GROWTH) {
+                let reason = growth.map_or("cannot be built".into(), |g| {
+                    format!("aligned: predicted to grow {:.0}%", (g - 1.0) * 100.0)
+                });
+                return Plan {
+                    rejected: vec![(members.to_vec(), reason)],
+                    ..Plan::default()
+                };
+            }
+        }
+        self.plan_priced(&members, model, ALIGNED_CONFIRM, plan_one)
+    }
+
+    /// The size `model` predicts for the merged pair (body and entry points)
+    /// divided by the size it predicts for the two members.
+    fn predicted_growth(
+        &self,
+        members: &[FuncIndex],
+        alignment: &align::Alignment,
+        model: &SizeModel,
+    ) -> Option<f64> {
+        let merge = Merge {
+            members: members.to_vec(),
+            differing: Differing::aligned(alignment.clone()),
+            size_before: 0,
+            size_after: 0,
+            basis: SizeBasis::Predicted,
+        };
+        let name = UserFuncName::testcase("clif_merge_measured");
+        let (merged, entry_points) = build_merge(self.module, &merge, name, true).ok()?;
+        let before: u64 = members
+            .iter()
+            .map(|&m| model.predict(&self.module.get(m).func))
+            .sum();
+        let after: u64 = std::iter::once(&merged)
+            .chain(&entry_points)
+            .map(|f| model.predict(f))
+            .sum();
+        Some(after as f64 / before.max(1) as f64)
+    }
+
+    /// The plan `plan` makes for `members` with sizes found as [`Pricing`] says:
+    /// with a `model`, planned by predicted sizes, then each merge planned that is
+    /// a close call compiled to confirm (a small group the model rejects planned
+    /// by compiled sizes instead); without one, planned by measured sizes.
+    fn plan_priced(
+        &self,
+        members: &[FuncIndex],
+        model: Option<&SizeModel>,
+        confirm_up_to: u64,
+        plan: impl Fn(Sizer<'_>, &mut MemberSizes) -> Plan,
+    ) -> Plan {
         let Some(model) = model else {
-            return self.plan(members, Sizer::Measure, &mut MemberSizes::new());
+            return plan(Sizer::Measure, &mut MemberSizes::new());
         };
         let mut predicted_sizes = MemberSizes::new();
-        let predicted = self.plan(members, Sizer::Model(model), &mut predicted_sizes);
+        let predicted = plan(Sizer::Model(model), &mut predicted_sizes);
         if predicted.merges.is_empty() {
             // Small functions are where the model errs most and compiling costs
             // least: a small group it rejects is planned by compiled sizes.
@@ -439,7 +590,7 @@ impl Planner<'_> {
                 .map(|&m| model.predict(&self.module.get(m).func))
                 .sum();
             if size <= SMALL_GROUP {
-                return self.plan(members, Sizer::Measure, &mut MemberSizes::new());
+                return plan(Sizer::Measure, &mut MemberSizes::new());
             }
             return predicted;
         }
@@ -453,6 +604,16 @@ impl Planner<'_> {
             if !is_close(saved, merge.size_before) {
                 plan.saved += saved;
                 plan.merges.push(merge);
+                continue;
+            }
+            if merge.size_before > confirm_up_to {
+                plan.rejected.push((
+                    merge.members,
+                    format!(
+                        "predicted to save only {saved} of {} bytes, too large to confirm",
+                        merge.size_before
+                    ),
+                ));
                 continue;
             }
             match self.measure(&merge.members, merge.differing, Sizer::Measure, &mut sizes) {
@@ -568,7 +729,8 @@ impl Planner<'_> {
             .isa
             .is_none_or(|isa| isa.flags().preserve_frame_pointers());
         let name = UserFuncName::testcase("clif_merge_measured");
-        let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers);
+        let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
+            .map_err(|NotSpliced(reason)| reason)?;
         for func in std::iter::once(&merged).chain(&entry_points) {
             merge.size_after += self.size(sizer, func).map_err(cannot_compile)?;
         }

@@ -1,0 +1,690 @@
+//! Merging by alignment: functions that are equal but for a few straight-line
+//! stretches of instructions.
+//!
+//! Two functions *align* when their walks (`identical/encode.rs`) visit the same
+//! blocks in the same order with the same parameters and terminators, and every
+//! block's instructions are equal (values compared by where they were defined) but
+//! for at most one *differing stretch* per block: a run of instructions in the
+//! middle of the block, possibly empty on one side, between a common prefix and a
+//! common suffix that ends in the terminator. The merged body (`splice.rs`) is a
+//! copy of the first function in which each stretch is a two-way branch on a
+//! *selector* parameter: one arm runs the first function's stretch, the other a
+//! copy of the second's, and both jump to the rest of the block. This is the
+//! simplest case of function merging by sequence alignment (FMSA, SalSSA, HyFM):
+//! a straight-line difference inside one block, in as many blocks as differ.
+//!
+//! # Phases
+//!
+//! 1. **Spans.** Every function is walked once more, into a [`SpannedEncoding`]:
+//!    the same token stream as the comparator's, plus where each block and
+//!    instruction starts, where each value is defined and which tokens are value
+//!    operands (a value operand is the serial of its definition, the token
+//!    position of the definition plus one).
+//! 2. **Buckets.** Functions are bucketed by their skeleton: signature, and per
+//!    block (in walk order) the parameters and the terminator with its operands
+//!    left out. Only functions of one bucket can align.
+//! 3. **Alignment** (`Aligner`). Two functions are compared block by block. Tokens
+//!    that are not value operands must be equal; a value operand must name, in
+//!    both, definitions already *aligned* (a block parameter or a result of
+//!    instructions matched earlier). In each block the longest common prefix is
+//!    matched first; if instructions remain, the longest common suffix of equal
+//!    shape is matched, shrunk past any instruction that fails (it used a value of
+//!    the stretch). What is left between is the block's differing stretch.
+//! 4. **Pairs.** In each bucket, functions are paired greedily (in order of size,
+//!    each with the partner that aligns with the most instructions in common among
+//!    the next [`PARTNERS`] of similar size). Whether a pair pays is decided like
+//!    any group (`mod.rs`).
+//!
+//! # Why a merged pair computes what its members computed
+//!
+//! Outside the stretches the two functions are equal instruction by instruction,
+//! by the comparator's own token grammar, with each operand naming the
+//! corresponding definition; so their control-flow graphs are the same, and run
+//! as either member the merged body executes, in the same order, the prefix,
+//! exactly that member's stretch, and the suffix. A stretch is only allowed when
+//! (checked here, not assumed):
+//!
+//! * its values are used only inside it: an operand outside any stretch must name
+//!   an aligned definition, and a stretch's own operands name aligned definitions
+//!   or its own. So no value of one arm is needed after the branch joins, and each
+//!   arm's operands are defined before the branch (an aligned definition of the
+//!   same block is in the prefix; one of another block dominates this block in
+//!   both functions, whose graphs are equal);
+//! * it names no entity the walk numbers by first appearance besides values
+//!   (blocks, stack slots, dynamic stack slots, user stack maps), so that the
+//!   numbering of the rest of the stream is the same in both functions and token
+//!   equality still means equality;
+//! * the second function's stretch names nothing [`splice`](super::splice) cannot
+//!   copy into another function: a global value, a jump or exception table (its
+//!   calls, signatures, memory flags, constants and immediates are copied by
+//!   content).
+//!
+//! Block parameters and the terminator are never part of a stretch, so the
+//! selector only ever chooses straight-line code.
+
+use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
+use crate::identical::tokens::UNDEFINED_VALUE;
+use crate::ir::fnv::Fnv1a;
+use crate::ir::{FuncIndex, FunctionSet, parallel};
+use cranelift_codegen::ir::instructions::InstructionMapper;
+use cranelift_codegen::ir::{
+    self, Block, BlockCall, FuncRef, Function, Inst, SigRef, StackSlot, Value, ValueList,
+};
+use rustc_hash::FxHasher;
+use std::hash::{Hash, Hasher};
+use std::ops::Range;
+
+/// How many partners of similar size each function is tried against in its bucket.
+pub const PARTNERS: usize = 32;
+
+/// At most this many differing stretches per pair (each costs a branch and two
+/// jumps in the merged body).
+pub const MAX_STRETCHES: usize = 8;
+
+/// Where a block's tokens are in a [`SpannedEncoding`].
+#[derive(Copy, Clone, Debug)]
+struct BlockSpan {
+    /// Position of the block's first token (its parameter count).
+    start: u32,
+    /// Index in [`SpannedEncoding::insts`] of its first instruction.
+    first_inst: u32,
+}
+
+/// A function's comparator stream with where its blocks, instructions, definitions
+/// and value operands are.
+#[derive(Default, Debug)]
+pub(crate) struct SpannedEncoding {
+    tokens: Vec<u64>,
+    is_operand: Vec<bool>,
+    /// Each definition (block parameter or result) with the position its serial
+    /// names, in stream order.
+    definitions: Vec<(u32, Value)>,
+    /// Each instruction with the position of its header token, in stream order.
+    insts: Vec<(u32, Inst)>,
+    blocks: Vec<BlockSpan>,
+}
+
+impl TokenSink for SpannedEncoding {
+    fn push(&mut self, token: u64) {
+        self.tokens.push(token);
+        self.is_operand.push(false);
+    }
+
+    fn push_callee(&mut self, index: u64) {
+        self.push(index);
+    }
+
+    fn position(&self) -> u32 {
+        self.tokens.len() as u32
+    }
+
+    fn note_block(&mut self, _block: Block) {
+        self.blocks.push(BlockSpan {
+            start: self.position(),
+            first_inst: self.insts.len() as u32,
+        });
+    }
+
+    fn note_inst(&mut self, inst: Inst) {
+        self.insts.push((self.position(), inst));
+    }
+
+    fn note_definition(&mut self, value: Value) {
+        self.definitions.push((self.position(), value));
+    }
+
+    fn push_operand(&mut self, serial: u64) {
+        self.tokens.push(serial);
+        self.is_operand.push(true);
+    }
+}
+
+/// One block's parts in a [`SpannedEncoding`].
+struct BlockParts {
+    /// Its parameter count and parameter types.
+    header: Range<u32>,
+    /// Its instructions, as indices of [`SpannedEncoding::insts`].
+    insts: Range<usize>,
+    /// Position of its `END_OF_BLOCK` token.
+    end: u32,
+}
+
+impl SpannedEncoding {
+    /// The parts of the `k`-th block walked.
+    fn block(&self, k: usize) -> BlockParts {
+        let span = self.blocks[k];
+        let next = self.blocks.get(k + 1);
+        let end = next.map_or(self.tokens.len() as u32, |n| n.start) - 1;
+        let insts =
+            span.first_inst as usize..next.map_or(self.insts.len(), |n| n.first_inst as usize);
+        let header_end = self.insts.get(insts.start).map_or(end, |i| i.0);
+        let header_end = if insts.is_empty() { end } else { header_end };
+        BlockParts {
+            header: span.start..header_end,
+            insts,
+            end,
+        }
+    }
+
+    /// The tokens of instruction `i` of a block whose `END_OF_BLOCK` is at `end`
+    /// and whose instructions are `insts`.
+    fn inst_span(&self, i: usize, parts: &BlockParts) -> Range<u32> {
+        let start = self.insts[i].0;
+        let end = if i + 1 < parts.insts.end {
+            self.insts[i + 1].0
+        } else {
+            parts.end
+        };
+        start..end
+    }
+
+    /// The definition whose serial names position `position`.
+    fn defined_at(&self, position: u32) -> Option<Value> {
+        let i = self.definitions.partition_point(|d| d.0 < position);
+        self.definitions
+            .get(i)
+            .filter(|d| d.0 == position)
+            .map(|d| d.1)
+    }
+
+    /// The definitions written inside `range`. A definition's serial names the
+    /// position right after the type token that precedes it, so the one written
+    /// last in `range` names `range.end`.
+    fn definitions_in(&self, range: &Range<u32>) -> &[(u32, Value)] {
+        let from = self.definitions.partition_point(|d| d.0 <= range.start);
+        let to = self.definitions.partition_point(|d| d.0 <= range.end);
+        &self.definitions[from..to]
+    }
+
+    /// The definition position a value operand token at `position` names.
+    fn operand_target(&self, position: u32) -> Option<u32> {
+        let serial = self.tokens[position as usize];
+        if serial == 0 || serial == UNDEFINED_VALUE {
+            return None;
+        }
+        u32::try_from(serial - 1).ok()
+    }
+
+    /// The skeleton key of phase 2: signature and, per block, its parameters and
+    /// its terminator's tokens with value operands left out.
+    fn skeleton(&self) -> u64 {
+        let Some(first) = self.blocks.first() else {
+            return Fnv1a::new().word(self.tokens.len() as u64).finish();
+        };
+        let mut h = Fnv1a::new();
+        for &t in &self.tokens[..first.start as usize] {
+            h = h.word(t);
+        }
+        for k in 0..self.blocks.len() {
+            let parts = self.block(k);
+            h = h.word(u64::MAX - 1);
+            for p in parts.header.clone() {
+                h = h.word(self.tokens[p as usize]);
+            }
+            if let Some(last) = parts.insts.clone().last() {
+                for p in self.inst_span(last, &parts) {
+                    if !self.is_operand[p as usize] {
+                        h = h.word(self.tokens[p as usize]);
+                    }
+                }
+            }
+        }
+        h.finish()
+    }
+}
+
+/// Walks `func` into a [`SpannedEncoding`], or `None` when the walk does not
+/// support it.
+fn encode_spanned(
+    func: &Function,
+    module: &FunctionSet,
+    scratch: &mut crate::identical::encode::WalkScratch,
+) -> Option<SpannedEncoding> {
+    let options = WalkOptions {
+        addresses_significant: true,
+        ..WalkOptions::default()
+    };
+    walk(func, module, options, scratch, SpannedEncoding::default())
+        .ok()
+        .map(|(spans, _, _)| spans)
+}
+
+/// One differing stretch: where it is in the first function, and the second
+/// function's instructions that replace it when the selector is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stretch {
+    /// The first function's block holding it.
+    pub(crate) block: Block,
+    /// The first function's instructions of the stretch, in layout order (may be
+    /// empty).
+    pub(crate) first: Vec<Inst>,
+    /// The first function's instruction right after the stretch (the common
+    /// suffix starts there; it ends with the terminator).
+    pub(crate) suffix: Inst,
+    /// The second function's instructions of the stretch, in layout order (may be
+    /// empty, not when `first` is).
+    pub(crate) second: Vec<Inst>,
+}
+
+/// How a second function aligns with a first one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Alignment {
+    /// The second function.
+    pub(crate) second: FuncIndex,
+    /// The differing stretches, in walk order.
+    pub(crate) stretches: Vec<Stretch>,
+    /// For each value the second function's stretches use but do not define, the
+    /// first function's value defined at the same place.
+    pub(crate) values: Vec<(Value, Value)>,
+    /// Instructions of the first function outside the stretches.
+    pub(crate) common: u32,
+}
+
+/// A definition position not aligned with anything.
+const UNALIGNED: u32 = u32::MAX;
+
+/// Phase 3: compares two spanned encodings, recording which definitions align.
+struct Aligner<'a> {
+    a: &'a SpannedEncoding,
+    b: &'a SpannedEncoding,
+    fa: &'a Function,
+    fb: &'a Function,
+    /// For each position of `a`, the position of `b` whose definition aligns with
+    /// the one there.
+    a_to_b: Vec<u32>,
+    /// The converse.
+    b_to_a: Vec<u32>,
+    /// The positions of `a` aligned so far, in order (to undo a failed suffix).
+    log: Vec<u32>,
+}
+
+impl<'a> Aligner<'a> {
+    fn new(
+        a: &'a SpannedEncoding,
+        fa: &'a Function,
+        b: &'a SpannedEncoding,
+        fb: &'a Function,
+    ) -> Self {
+        Self {
+            a,
+            b,
+            fa,
+            fb,
+            a_to_b: vec![UNALIGNED; a.tokens.len()],
+            b_to_a: vec![UNALIGNED; b.tokens.len()],
+            log: Vec::new(),
+        }
+    }
+
+    /// Whether the tokens of `ra` and `rb` are equal once value operands are left
+    /// out (operands at the same places).
+    fn same_shape(&self, ra: &Range<u32>, rb: &Range<u32>) -> bool {
+        ra.len() == rb.len()
+            && ra.clone().zip(rb.clone()).all(|(pa, pb)| {
+                let (pa, pb) = (pa as usize, pb as usize);
+                let operand = self.a.is_operand[pa];
+                operand == self.b.is_operand[pb]
+                    && (operand || self.a.tokens[pa] == self.b.tokens[pb])
+            })
+    }
+
+    /// Whether `ra` and `rb` are equal, each value operand naming aligned
+    /// definitions; if so, their own definitions are aligned.
+    fn matches(&mut self, ra: Range<u32>, rb: Range<u32>) -> bool {
+        if !self.same_shape(&ra, &rb) {
+            return false;
+        }
+        for (pa, pb) in ra.clone().zip(rb.clone()) {
+            if !self.a.is_operand[pa as usize] {
+                continue;
+            }
+            match (self.a.operand_target(pa), self.b.operand_target(pb)) {
+                (Some(da), Some(db)) if self.a_to_b[da as usize] == db => {}
+                _ => return false,
+            }
+        }
+        let (da, db) = (self.a.definitions_in(&ra), self.b.definitions_in(&rb));
+        if da.len() != db.len() {
+            return false;
+        }
+        for (&(pa, _), &(pb, _)) in da.iter().zip(db) {
+            self.a_to_b[pa as usize] = pb;
+            self.b_to_a[pb as usize] = pa;
+            self.log.push(pa);
+        }
+        true
+    }
+
+    /// Forgets the alignments recorded after `mark`.
+    fn undo(&mut self, mark: usize) {
+        for pa in self.log.drain(mark..) {
+            let pb = self.a_to_b[pa as usize];
+            self.a_to_b[pa as usize] = UNALIGNED;
+            self.b_to_a[pb as usize] = UNALIGNED;
+        }
+    }
+
+    /// The alignment of the two functions, or `None`.
+    fn align(mut self, second: FuncIndex) -> Option<Alignment> {
+        let (a, b) = (self.a, self.b);
+        if a.blocks.len() != b.blocks.len() || a.blocks.is_empty() {
+            return None;
+        }
+        if !self.matches(0..a.blocks[0].start, 0..b.blocks[0].start) {
+            return None;
+        }
+        let mut stretches = Vec::new();
+        let mut spans = Vec::new();
+        let mut common = 0;
+        for k in 0..a.blocks.len() {
+            let (pa, pb) = (a.block(k), b.block(k));
+            if !self.matches(pa.header.clone(), pb.header.clone()) {
+                return None;
+            }
+            let (na, nb) = (pa.insts.len(), pb.insts.len());
+            let inst_a = |i: usize| a.inst_span(pa.insts.start + i, &pa);
+            let inst_b = |i: usize| b.inst_span(pb.insts.start + i, &pb);
+            let mut prefix = 0;
+            while prefix < na.min(nb) && self.matches(inst_a(prefix), inst_b(prefix)) {
+                prefix += 1;
+            }
+            if prefix == na && prefix == nb {
+                common += na as u32;
+                continue;
+            }
+            if stretches.len() == MAX_STRETCHES {
+                return None;
+            }
+            let room = na.min(nb) - prefix;
+            let mut suffix = 0;
+            while suffix < room
+                && self.same_shape(&inst_a(na - 1 - suffix), &inst_b(nb - 1 - suffix))
+            {
+                suffix += 1;
+            }
+            loop {
+                if suffix == 0 {
+                    return None;
+                }
+                let mark = self.log.len();
+                let failed = (0..suffix)
+                    .position(|j| !self.matches(inst_a(na - suffix + j), inst_b(nb - suffix + j)));
+                match failed {
+                    None => break,
+                    Some(j) => {
+                        self.undo(mark);
+                        suffix -= j + 1;
+                    }
+                }
+            }
+            common += (prefix + suffix) as u32;
+            let (ea, eb) = (na - suffix, nb - suffix);
+            let tokens_a = inst_a(prefix).start..inst_a(ea).start;
+            let tokens_b = inst_b(prefix).start..inst_b(eb).start;
+            let insts_a: Vec<Inst> = (prefix..ea)
+                .map(|i| a.insts[pa.insts.start + i].1)
+                .collect();
+            let insts_b: Vec<Inst> = (prefix..eb)
+                .map(|i| b.insts[pb.insts.start + i].1)
+                .collect();
+            if !insts_a.iter().all(|&i| stays_in_place(self.fa, i))
+                || !insts_b.iter().all(|&i| can_copy(self.fb, i))
+            {
+                return None;
+            }
+            stretches.push(Stretch {
+                block: self.fa.layout.inst_block(a.insts[pa.insts.start + ea].1)?,
+                first: insts_a,
+                suffix: a.insts[pa.insts.start + ea].1,
+                second: insts_b,
+            });
+            spans.push((tokens_a, tokens_b));
+        }
+        if stretches.is_empty() {
+            return None;
+        }
+        // Each stretch uses only aligned values and its own.
+        let mut values = Vec::new();
+        for (ra, rb) in &spans {
+            for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
+                let d = a.operand_target(p)?;
+                if self.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
+                    return None;
+                }
+            }
+            for p in rb.clone().filter(|&p| b.is_operand[p as usize]) {
+                let d = b.operand_target(p)?;
+                if written_in(rb, d) {
+                    continue;
+                }
+                let da = self.b_to_a[d as usize];
+                if da == UNALIGNED {
+                    return None;
+                }
+                values.push((b.defined_at(d)?, a.defined_at(da)?));
+            }
+        }
+        values.sort_unstable();
+        values.dedup();
+        Some(Alignment {
+            second,
+            stretches,
+            values,
+            common,
+        })
+    }
+}
+
+/// Whether the definition whose serial names position `d` was written inside
+/// `range` ([`SpannedEncoding::definitions_in`]).
+fn written_in(range: &Range<u32>, d: u32) -> bool {
+    d > range.start && d <= range.end
+}
+
+/// Records what an instruction names that the alignment does not allow in a
+/// stretch, leaving the instruction as it is.
+#[derive(Default)]
+struct Probe {
+    /// A block, block call, jump or exception table, stack slot or dynamic stack
+    /// slot (entities the walk numbers, or control flow), a user stack map, or a
+    /// patchable call.
+    numbered: bool,
+    /// A global value: [`splice`](super::splice) does not copy those.
+    global_value: bool,
+}
+
+impl InstructionMapper for Probe {
+    fn map_value(&mut self, value: Value) -> Value {
+        value
+    }
+    fn map_value_list(&mut self, value_list: ValueList) -> ValueList {
+        value_list
+    }
+    fn map_global_value(&mut self, global_value: ir::GlobalValue) -> ir::GlobalValue {
+        self.global_value = true;
+        global_value
+    }
+    fn map_jump_table(&mut self, jump_table: ir::JumpTable) -> ir::JumpTable {
+        self.numbered = true;
+        jump_table
+    }
+    fn map_exception_table(&mut self, exception_table: ir::ExceptionTable) -> ir::ExceptionTable {
+        self.numbered = true;
+        exception_table
+    }
+    fn map_block_call(&mut self, block_call: BlockCall) -> BlockCall {
+        self.numbered = true;
+        block_call
+    }
+    fn map_block(&mut self, block: Block) -> Block {
+        self.numbered = true;
+        block
+    }
+    fn map_func_ref(&mut self, func_ref: FuncRef) -> FuncRef {
+        func_ref
+    }
+    fn map_sig_ref(&mut self, sig_ref: SigRef) -> SigRef {
+        sig_ref
+    }
+    fn map_stack_slot(&mut self, stack_slot: StackSlot) -> StackSlot {
+        self.numbered = true;
+        stack_slot
+    }
+    fn map_dynamic_stack_slot(&mut self, slot: ir::DynamicStackSlot) -> ir::DynamicStackSlot {
+        self.numbered = true;
+        slot
+    }
+    fn map_constant(&mut self, constant: ir::Constant) -> ir::Constant {
+        constant
+    }
+    fn map_immediate(&mut self, immediate: ir::Immediate) -> ir::Immediate {
+        immediate
+    }
+}
+
+/// What instruction `inst` of `func` names.
+fn probe(func: &Function, inst: Inst) -> Probe {
+    let mut probe = Probe::default();
+    func.dfg.insts[inst].map(&mut probe);
+    // A patchable call stays a call site the embedder knows in its own function,
+    // as `similar` leaves patchable callees alone.
+    let patchable = match func.dfg.insts[inst] {
+        ir::InstructionData::Call { func_ref, .. } => {
+            func.dfg.ext_funcs.get(func_ref).is_none_or(|d| d.patchable)
+        }
+        _ => false,
+    };
+    probe.numbered |= func.dfg.user_stack_map_entries(inst).is_some()
+        || func.dfg.insts[inst].opcode().is_terminator()
+        || patchable;
+    probe
+}
+
+/// Whether `inst` may be part of the first function's stretch (it stays where it
+/// is, moved to the stretch's arm).
+fn stays_in_place(func: &Function, inst: Inst) -> bool {
+    !probe(func, inst).numbered
+}
+
+/// Whether `inst` may be part of the second function's stretch (it is copied into
+/// the merged body).
+fn can_copy(func: &Function, inst: Inst) -> bool {
+    let probe = probe(func, inst);
+    !probe.numbered && !probe.global_value
+}
+
+/// The layout's skeleton, a necessary condition for aligning read without the
+/// walk: the signature and, summed over the blocks in any order, each block's
+/// parameter types and terminator opcode. Functions that align have the same
+/// reachable blocks with the same parameters and terminators; an unreachable block
+/// can only keep two functions apart that would align (a missed merge).
+fn layout_skeleton(func: &Function) -> u64 {
+    let hash = |x: &dyn Fn(&mut FxHasher)| {
+        let mut h = FxHasher::default();
+        x(&mut h);
+        h.finish()
+    };
+    let mut blocks = 0u64;
+    let mut sum = 0u64;
+    for block in func.layout.blocks() {
+        blocks += 1;
+        let terminator = func
+            .layout
+            .last_inst(block)
+            .map(|i| func.dfg.insts[i].opcode());
+        sum = sum.wrapping_add(hash(&|h| {
+            for &p in func.dfg.block_params(block) {
+                func.dfg.value_type(p).hash(h);
+            }
+            terminator.hash(h);
+        }));
+    }
+    hash(&|h| {
+        func.signature.hash(h);
+        blocks.hash(h);
+        sum.hash(h);
+    })
+}
+
+/// Runs of at least two entries with equal keys in `keyed`, sorted by key, then
+/// size, then function.
+fn buckets<T>(keyed: &mut [(u64, usize, FuncIndex, T)]) -> Vec<&[(u64, usize, FuncIndex, T)]> {
+    keyed.sort_unstable_by_key(|&(key, size, f, _)| (key, size, f));
+    keyed
+        .chunk_by(|x, y| x.0 == y.0)
+        .filter(|run| run.len() > 1)
+        .collect()
+}
+
+/// Phases 1, 2 and 4: pairs of `functions` (of `module`) that align, each once,
+/// the first of a pair before the second in input order, ordered by first. Only
+/// functions that share their layout's skeleton with another are walked.
+pub(crate) fn find_aligned_pairs(
+    module: &FunctionSet,
+    functions: &[FuncIndex],
+) -> Vec<(FuncIndex, Alignment)> {
+    let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = functions
+        .iter()
+        .map(|&f| (layout_skeleton(&module.get(f).func), 0, f, ()))
+        .collect();
+    let walked: Vec<FuncIndex> = buckets(&mut by_layout)
+        .iter()
+        .flat_map(|b| b.iter().map(|e| e.2))
+        .collect();
+    let encoded = walk_in_parallel(module, &walked, |func, scratch| {
+        encode_spanned(func, module, scratch)
+    });
+    let mut keyed: Vec<(u64, usize, FuncIndex, &SpannedEncoding)> = walked
+        .iter()
+        .zip(&encoded)
+        .filter_map(|(&f, e)| e.as_ref().map(|e| (e.skeleton(), e.insts.len(), f, e)))
+        .collect();
+    let buckets = buckets(&mut keyed);
+    let mut pairs: Vec<(FuncIndex, Alignment)> =
+        parallel::map(&buckets, 1, |bucket| pair_bucket(module, bucket))
+            .into_iter()
+            .flatten()
+            .collect();
+    pairs.sort_by_key(|(first, _)| *first);
+    pairs
+}
+
+/// Phase 4 in one bucket (sorted by size): each function, in order, with the
+/// unpaired partner among the next [`PARTNERS`] that aligns with the most common
+/// instructions.
+fn pair_bucket(
+    module: &FunctionSet,
+    bucket: &[(u64, usize, FuncIndex, &SpannedEncoding)],
+) -> Vec<(FuncIndex, Alignment)> {
+    let mut paired = vec![false; bucket.len()];
+    let mut pairs = Vec::new();
+    for i in 0..bucket.len() {
+        if paired[i] {
+            continue;
+        }
+        let mut best: Option<(usize, Alignment)> = None;
+        for j in (i + 1..bucket.len()).filter(|&j| !paired[j]).take(PARTNERS) {
+            let (x, y) = (&bucket[i], &bucket[j]);
+            // Ordered by input order: the first function's body is the merged one.
+            let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
+            let fa = &module.get(first.2).func;
+            let fb = &module.get(second.2).func;
+            let Some(alignment) = Aligner::new(first.3, fa, second.3, fb).align(second.2) else {
+                continue;
+            };
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| alignment.common > b.common)
+            {
+                best = Some((j, alignment));
+            }
+        }
+        if let Some((j, alignment)) = best {
+            paired[i] = true;
+            paired[j] = true;
+            let first = bucket[i].2.min(bucket[j].2);
+            pairs.push((first, alignment));
+        }
+    }
+    pairs
+}

@@ -1,0 +1,255 @@
+//! Splicing an aligned pair's differing stretches into its merged body.
+//!
+//! The merged body is a copy of the first function (`merged_body.rs`). For each
+//! stretch ([`Stretch`], found by `align.rs`), in the copy's block `B`:
+//!
+//! ```text
+//! B:      prefix                         B:      prefix
+//!         first's stretch         =>             brif selector, second_arm, first_arm
+//!         suffix (ends in the     first_arm:     first's stretch; jump join
+//!                 terminator)     second_arm:    second's stretch, copied; jump join
+//!                                 join:          suffix
+//! ```
+//!
+//! An empty stretch gets no arm: the branch goes straight to `join`. The second
+//! function's instructions are copied with `InstructionData::map`: each operand
+//! becomes the first function's value defined at the same place
+//! ([`Alignment::values`]) or a copied result; callees, signatures, memory flags
+//! (with their alias region), constants and immediates are declared again in the
+//! merged body by content. The alignment allows nothing else in a stretch.
+
+use super::align::{Alignment, Stretch};
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::instructions::InstructionMapper;
+use cranelift_codegen::ir::{
+    self, Block, BlockCall, ExtFuncData, ExternalName, FuncRef, Function, Inst, InstBuilder,
+    SigRef, StackSlot, Value, ValueList,
+};
+use std::collections::HashMap;
+
+/// Why a stretch could not be copied (only for input the alignment should have
+/// refused; the group is then not merged).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NotSpliced(pub(crate) String);
+
+/// Splices `alignment`'s stretches into `merged` (a copy of the first function,
+/// whose instructions keep their handles), choosing the second function's
+/// (`second`) where `selector` is nonzero.
+pub(crate) fn splice_stretches(
+    merged: &mut Function,
+    selector: Value,
+    second: &Function,
+    alignment: &Alignment,
+) -> Result<(), NotSpliced> {
+    let mut copier = Copier {
+        merged,
+        second,
+        values: alignment.values.iter().copied().collect(),
+        func_refs: HashMap::new(),
+        sig_refs: HashMap::new(),
+        missing: None,
+    };
+    for stretch in &alignment.stretches {
+        copier.splice(selector, stretch)?;
+    }
+    Ok(())
+}
+
+/// Copies instructions of the second function into the merged body.
+struct Copier<'a> {
+    merged: &'a mut Function,
+    second: &'a Function,
+    /// The second function's values and what they are in the merged body.
+    values: HashMap<Value, Value>,
+    func_refs: HashMap<FuncRef, FuncRef>,
+    sig_refs: HashMap<SigRef, SigRef>,
+    /// What could not be copied, if anything.
+    missing: Option<String>,
+}
+
+impl Copier<'_> {
+    fn splice(&mut self, selector: Value, stretch: &Stretch) -> Result<(), NotSpliced> {
+        let srcloc = self.merged.srcloc(stretch.suffix);
+        let join = self.merged.dfg.make_block();
+        self.merged.layout.split_block(join, stretch.suffix);
+        let first_arm = match stretch.first.first() {
+            Some(&start) => {
+                let arm = self.merged.dfg.make_block();
+                self.merged.layout.split_block(arm, start);
+                self.jump(arm, join, srcloc);
+                arm
+            }
+            None => join,
+        };
+        let second_arm = if stretch.second.is_empty() {
+            join
+        } else {
+            let arm = self.merged.dfg.make_block();
+            self.merged.layout.insert_block(arm, join);
+            for &inst in &stretch.second {
+                self.copy(inst, arm)?;
+            }
+            self.jump(arm, join, srcloc);
+            arm
+        };
+        let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
+        pos.set_srcloc(srcloc);
+        pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
+        Ok(())
+    }
+
+    fn jump(&mut self, from: Block, to: Block, srcloc: ir::SourceLoc) {
+        let mut pos = FuncCursor::new(self.merged).at_bottom(from);
+        pos.set_srcloc(srcloc);
+        pos.ins().jump(to, &[]);
+    }
+
+    /// Appends a copy of the second function's `inst` to `block`.
+    fn copy(&mut self, inst: Inst, block: Block) -> Result<(), NotSpliced> {
+        let second = self.second;
+        let data = second.dfg.insts[inst].map(&mut *self);
+        if let Some(what) = self.missing.take() {
+            return Err(NotSpliced(format!("cannot copy {inst}: {what}")));
+        }
+        let copy = self.merged.dfg.make_inst(data);
+        self.merged
+            .dfg
+            .make_inst_results(copy, second.dfg.ctrl_typevar(inst));
+        let results = second.dfg.inst_results(inst);
+        let copied = self.merged.dfg.inst_results(copy);
+        if results.len() != copied.len()
+            || results
+                .iter()
+                .zip(copied)
+                .any(|(&r, &c)| second.dfg.value_type(r) != self.merged.dfg.value_type(c))
+        {
+            return Err(NotSpliced(format!("{inst} changed its result types")));
+        }
+        for (&r, &c) in results.iter().zip(copied) {
+            self.values.insert(r, c);
+        }
+        self.merged.layout.append_inst(copy, block);
+        self.merged.set_srcloc(copy, second.srcloc(inst));
+        Ok(())
+    }
+
+    fn refuse(&mut self, what: &str) {
+        self.missing.get_or_insert_with(|| what.to_string());
+    }
+}
+
+impl InstructionMapper for Copier<'_> {
+    fn map_value(&mut self, value: Value) -> Value {
+        let value = self.second.dfg.resolve_aliases(value);
+        match self.values.get(&value) {
+            Some(&v) => v,
+            None => {
+                self.refuse("a value defined outside the stretch and not aligned");
+                value
+            }
+        }
+    }
+
+    fn map_value_list(&mut self, value_list: ValueList) -> ValueList {
+        let mut list = ValueList::new();
+        for &v in value_list.as_slice(&self.second.dfg.value_lists) {
+            let v = self.map_value(v);
+            list.push(v, &mut self.merged.dfg.value_lists);
+        }
+        list
+    }
+
+    fn map_global_value(&mut self, global_value: ir::GlobalValue) -> ir::GlobalValue {
+        self.refuse("a global value");
+        global_value
+    }
+
+    fn map_jump_table(&mut self, jump_table: ir::JumpTable) -> ir::JumpTable {
+        self.refuse("a jump table");
+        jump_table
+    }
+
+    fn map_exception_table(&mut self, exception_table: ir::ExceptionTable) -> ir::ExceptionTable {
+        self.refuse("an exception table");
+        exception_table
+    }
+
+    fn map_block_call(&mut self, block_call: BlockCall) -> BlockCall {
+        self.refuse("a branch");
+        block_call
+    }
+
+    fn map_block(&mut self, block: Block) -> Block {
+        self.refuse("a block");
+        block
+    }
+
+    fn map_func_ref(&mut self, func_ref: FuncRef) -> FuncRef {
+        if let Some(&mapped) = self.func_refs.get(&func_ref) {
+            return mapped;
+        }
+        let data = &self.second.dfg.ext_funcs[func_ref];
+        let name = match &data.name {
+            ExternalName::User(r) => {
+                let user = self.second.params.user_named_funcs()[*r].clone();
+                ExternalName::User(self.merged.declare_imported_user_function(user))
+            }
+            other => other.clone(),
+        };
+        let signature = self.map_sig_ref(data.signature);
+        let mapped = self.merged.import_function(ExtFuncData {
+            name,
+            signature,
+            colocated: data.colocated,
+            patchable: data.patchable,
+        });
+        self.func_refs.insert(func_ref, mapped);
+        mapped
+    }
+
+    fn map_sig_ref(&mut self, sig_ref: SigRef) -> SigRef {
+        if let Some(&mapped) = self.sig_refs.get(&sig_ref) {
+            return mapped;
+        }
+        let mapped = self
+            .merged
+            .import_signature(self.second.dfg.signatures[sig_ref].clone());
+        self.sig_refs.insert(sig_ref, mapped);
+        mapped
+    }
+
+    fn map_stack_slot(&mut self, stack_slot: StackSlot) -> StackSlot {
+        self.refuse("a stack slot");
+        stack_slot
+    }
+
+    fn map_dynamic_stack_slot(&mut self, slot: ir::DynamicStackSlot) -> ir::DynamicStackSlot {
+        self.refuse("a dynamic stack slot");
+        slot
+    }
+
+    fn map_constant(&mut self, constant: ir::Constant) -> ir::Constant {
+        let data = self.second.dfg.constants.get(constant).clone();
+        self.merged.dfg.constants.insert(data)
+    }
+
+    fn map_immediate(&mut self, immediate: ir::Immediate) -> ir::Immediate {
+        let data = self.second.dfg.immediates[immediate].clone();
+        self.merged.dfg.immediates.push(data)
+    }
+
+    fn map_mem_flags(&mut self, flags: ir::MemFlags) -> ir::MemFlags {
+        let mut data = self.second.dfg.mem_flags[flags];
+        if let Some(region) = data.alias_region() {
+            let region = self.second.dfg.alias_regions[region].clone();
+            data.set_alias_region(Some(self.merged.dfg.alias_regions.insert(region)));
+        }
+        match self.merged.dfg.mem_flags.insert(data) {
+            Ok(mapped) => mapped,
+            Err(_) => {
+                self.refuse("more memory flags than a function can hold");
+                flags
+            }
+        }
+    }
+}
