@@ -64,7 +64,6 @@
 
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
 use crate::identical::tokens::UNDEFINED_VALUE;
-use crate::ir::fnv::Fnv1a;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
@@ -208,23 +207,21 @@ impl SpannedEncoding {
     /// The skeleton key of phase 2: signature and, per block, its parameters and
     /// its terminator's tokens with value operands left out.
     fn skeleton(&self) -> u64 {
+        let mut h = FxHasher::default();
         let Some(first) = self.blocks.first() else {
-            return Fnv1a::new().word(self.tokens.len() as u64).finish();
+            return h.finish();
         };
-        let mut h = Fnv1a::new();
-        for &t in &self.tokens[..first.start as usize] {
-            h = h.word(t);
-        }
+        self.tokens[..first.start as usize].hash(&mut h);
         for k in 0..self.blocks.len() {
             let parts = self.block(k);
-            h = h.word(u64::MAX - 1);
+            h.write_u64(u64::MAX - 1);
             for p in parts.header.clone() {
-                h = h.word(self.tokens[p as usize]);
+                h.write_u64(self.tokens[p as usize]);
             }
             if let Some(last) = parts.insts.clone().last() {
                 for p in self.inst_span(last, &parts) {
                     if !self.is_operand[p as usize] {
-                        h = h.word(self.tokens[p as usize]);
+                        h.write_u64(self.tokens[p as usize]);
                     }
                 }
             }

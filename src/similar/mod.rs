@@ -1,4 +1,5 @@
-//! Merging *similar* functions: bodies that are equal but for a few constants.
+//! Merging *similar* functions: bodies that are equal but for a few constants,
+//! callees or stretches of instructions.
 //!
 //! Two functions are similar when their encodings (the one walk of
 //! `identical/encode.rs`) are equal once the immediates of `iconst`,
@@ -81,14 +82,35 @@
 //! a group alone). Pricing only chooses among merges: every merge made is built and
 //! checked the same way whatever its price.
 //!
+//! # Merging by alignment
+//!
+//! Functions no group merged are then paired when they *align* (`align.rs`, on by
+//! default, [`SimilarOptions::align`]): equal but for at most one straight-line
+//! stretch of instructions per block, possibly empty on one side, whose values are
+//! not used outside it (wasmtime expands a small constant-length `memory.copy`
+//! inline, so two functions that differ in that length differ by instructions, not
+//! constants). The merged body of a pair is a copy of the first member in which
+//! each stretch is a branch on one more parameter, a [`HoleKind::Selector`]: `0`
+//! runs the first member's stretch, `1` a copy of the second's (`splice.rs`); both
+//! arms rejoin the rest of the block. The entry points pass `0` and `1`. A pair is
+//! priced like a group, with two limits that keep the cost of compiling in check
+//! (the model is least sure of merged pairs): a pair the model predicts to grow
+//! the code by more than [`ALIGNED_GROWTH`] is not compiled however small, and a
+//! close call on a pair larger than [`ALIGNED_CONFIRM`] bytes is not merged.
+//!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
 //!
-//! Files: `groups` (which functions are similar, which constants differ, which
-//! share a parameter, how a group splits), `merged_body` (the parameterized copy
-//! and its name), `entry_points` (the members' new bodies), `cost` (compiled code
-//! size) and `size_model` (predicted code size). This file runs them and decides
-//! which groups pay.
+//! # Phases and files
+//!
+//! 1. `groups`: which functions are similar (equal blanked streams), which
+//!    constants differ, which share a parameter, how a group splits.
+//! 2. This file plans each group (in parallel): the group whole or split, priced
+//!    by `size_model` (predicted code size) or `cost` (compiled code size).
+//! 3. `align`: pairs of the functions left that align, each planned the same way.
+//! 4. `merged_body` (the parameterized copy and its name, with `splice` for the
+//!    stretches of an aligned pair) and `entry_points` (the members' new bodies),
+//!    for every merge made.
 
 mod align;
 pub(crate) mod cost;
