@@ -29,12 +29,11 @@
 //! structure. Every tag is named in [`super::tokens`], with that argument in full
 //! and the list of what is deliberately not compared.
 //!
-//! The walk writes into a [`TokenSink`]. [`encode_function`] stores the stream for
-//! the comparator; [`hole_blind_hash`](super::hash::hole_blind_hash) feeds a
-//! hasher instead and skips value operands and types, so the similar merge's first
-//! look at every function stores nothing. The identical merge's first look is
-//! cheaper still: `fingerprint.rs` hashes a function without this walk, reading
-//! only what the walk writes as is.
+//! The walk writes into a [`TokenSink`]: [`encode_function`] stores the stream for
+//! the comparator, and merging by alignment (`similar/align.rs`) also notes where
+//! blocks, instructions and definitions are. The first look at every function,
+//! in both merges, is cheaper still: `fingerprint.rs` hashes a function without
+//! this walk, reading only what the walk writes as is.
 
 use super::tokens::*;
 use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
@@ -156,9 +155,9 @@ pub struct CallSite {
     pub inst: Inst,
 }
 
-/// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a
-/// [`HoleBlindHasher`](super::hash::HoleBlindHasher) that keeps only a fingerprint.
-/// The walk is the same for both.
+/// Where the walk writes its tokens: a stored [`FunctionEncoding`], or a sink that
+/// also notes where things are (merging by alignment). The walk is the same for
+/// all.
 pub trait TokenSink {
     /// Appends a token.
     fn push(&mut self, token: u64);
@@ -192,10 +191,10 @@ pub trait TokenSink {
         self.push(serial);
     }
     /// Whether the walk writes value operands and the types of results and block
-    /// parameters. The hash leaves them out (its walk then reads only the
-    /// instructions themselves, which is what makes it cheap); two functions with
-    /// equal encodings still get equal hashes, because the hashing walk takes the
-    /// same steps over both and writes a subset of the same tokens.
+    /// parameters. A sink that only hashes may leave them out (its walk then reads
+    /// only the instructions themselves); two functions with equal encodings still
+    /// get equal hashes, because the walk takes the same steps over both and
+    /// writes a subset of the same tokens.
     const OPERANDS: bool = true;
 }
 

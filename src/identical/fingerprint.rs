@@ -23,6 +23,17 @@
 //!    within a block, but the order of blocks only up to the CFG walk, and a sum
 //!    does not depend on it.
 //!
+//! **Holes.** [`hole_blind_fingerprint`] is the same walk for the similar-function
+//! merge, whose functions are alike when their encodings are equal but for
+//! *holes* (`encode.rs`): the immediates of `iconst`, `f32const` and `f64const`,
+//! and the offsets of callee loads. It leaves those immediates out, and the offset
+//! of every plain `load` from an entry-block parameter (every callee load is one;
+//! whether such a load *is* one depends on the uses of its result, which this walk
+//! does not look at, so it leaves out more than the holes, which can only put more
+//! functions in a bucket). Everything else it hashes is written as is in the
+//! encoding with holes too, so equal streams with the holes blanked have equal
+//! hole-blind fingerprints (`tests/corpus.rs` checks it on every corpus function).
+//!
 //! **Agreement with the comparator.** `compare(f, g) == Equal` implies
 //! `hash(f) == hash(g)`, because the hash is a function of the encoding: equal
 //! encodings visit the same number of blocks with, pairwise in visit order, the
@@ -43,7 +54,7 @@ use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockCall, ExternalName, Function, GlobalValue,
-    GlobalValueData, InstructionData, MemFlags, SigRef, Signature,
+    GlobalValueData, InstructionData, MemFlags, Opcode, SigRef, Signature, Value, ValueDef,
 };
 use std::hash::{Hash, Hasher};
 
@@ -165,10 +176,12 @@ pub fn hash_function(
     module: &FunctionSet,
     scratch: &mut FingerprintScratch,
 ) -> HashedFunction {
-    let mut walk = HashWalk {
+    let mut walk = HashWalk::<false> {
         func,
         module,
         scratch,
+        blank_load_offsets: false,
+        entry: None,
     };
     walk.reset();
     walk.blocks();
@@ -176,13 +189,44 @@ pub fn hash_function(
     walk.combine()
 }
 
-struct HashWalk<'a> {
+/// The bucket key of the similar-function merge: [`hash_function`]'s fingerprint
+/// with the immediates that may become parameters left out (see "Holes" in the
+/// module docs). With `callee_load_offsets` (the walk's
+/// `WalkOptions::callee_load_holes`), the offset of every plain `load` from an
+/// entry-block parameter is left out too.
+pub fn hole_blind_fingerprint(
+    func: &Function,
+    module: &FunctionSet,
+    callee_load_offsets: bool,
+    scratch: &mut FingerprintScratch,
+) -> StructuralHash {
+    let mut walk = HashWalk::<true> {
+        func,
+        module,
+        scratch,
+        blank_load_offsets: callee_load_offsets,
+        entry: func.layout.entry_block(),
+    };
+    walk.reset();
+    walk.blocks();
+    walk.reach();
+    walk.combine().hash
+}
+
+/// The hashing walk over one function; `HOLE_BLIND` leaves out the immediates the
+/// similar-function merge may turn into parameters.
+struct HashWalk<'a, const HOLE_BLIND: bool> {
     func: &'a Function,
     module: &'a FunctionSet,
     scratch: &'a mut FingerprintScratch,
+    /// With `HOLE_BLIND`: whether the offsets of loads from entry-block parameters
+    /// are left out.
+    blank_load_offsets: bool,
+    /// With `HOLE_BLIND`: the entry block.
+    entry: Option<Block>,
 }
 
-impl HashWalk<'_> {
+impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
     fn reset(&mut self) {
         let s = &mut *self.scratch;
         s.blocks.clear();
@@ -284,6 +328,12 @@ impl HashWalk<'_> {
         }
     }
 
+    /// Whether `value` is a parameter of the entry block.
+    fn is_entry_parameter(&self, value: Value) -> bool {
+        let dfg = &self.func.dfg;
+        matches!(dfg.value_def(dfg.resolve_aliases(value)), ValueDef::Param(block, _) if Some(block) == self.entry)
+    }
+
     fn successor(&mut self, call: &BlockCall) {
         let block = call.block(&self.func.dfg.value_lists);
         self.scratch.successors.push(block);
@@ -329,7 +379,24 @@ impl HashWalk<'_> {
             | InstructionData::Unary { opcode, .. }
             | InstructionData::NullAry { opcode }
             | InstructionData::DynamicStackAddr { opcode, .. } => opcode as u64,
+            // `iconst`, `f32const` and `f64const` immediates are holes.
+            InstructionData::UnaryImm { opcode, .. }
+            | InstructionData::UnaryIeee32 { opcode, .. }
+            | InstructionData::UnaryIeee64 { opcode, .. }
+                if HOLE_BLIND =>
+            {
+                opcode as u64
+            }
             InstructionData::UnaryImm { opcode, imm } => pair(opcode as u64, imm.bits() as u64),
+            // A possible callee load: its offset may be a hole.
+            InstructionData::Load {
+                opcode: opcode @ Opcode::Load,
+                flags,
+                arg,
+                ..
+            } if HOLE_BLIND && self.blank_load_offsets && self.is_entry_parameter(arg) => {
+                pair(opcode as u64, self.mem_flags(flags))
+            }
             InstructionData::Load {
                 opcode,
                 flags,

@@ -6,10 +6,12 @@
 
 use super::align::Alignment;
 use crate::identical::encode::{
-    CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, encode_function, walk_in_parallel,
+    CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, WalkScratch, encode_function,
+    walk_in_parallel,
 };
-use crate::identical::hash::{StructuralHash, hole_blind_hash};
-use crate::ir::{FuncIndex, FunctionSet};
+use crate::identical::fingerprint::{FingerprintScratch, hole_blind_fingerprint};
+use crate::identical::hash::StructuralHash;
+use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Type, types};
 
@@ -125,8 +127,14 @@ pub(crate) struct Candidates {
 /// streams.
 pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates {
     let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-    let hashes = walk_in_parallel(module, &all, |func, scratch| {
-        hole_blind_hash(func, module, walk, scratch).ok()
+    let hashes = parallel::map_init(&all, 16, FingerprintScratch::default, |scratch, &f| {
+        let func = &module.get(f).func;
+        Some(hole_blind_fingerprint(
+            func,
+            module,
+            walk.callee_load_holes,
+            scratch,
+        ))
     });
 
     // Buckets of functions sharing the constant-blind hash.
@@ -165,6 +173,45 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates
     }
     groups.sort_by_key(|g| g[0]);
     Candidates { encodings, groups }
+}
+
+/// The walk of the similar merge: function addresses are significant (the first
+/// pass already merged what may share one) and callee-load offsets are holes.
+pub(crate) fn similar_walk() -> WalkOptions {
+    WalkOptions {
+        addresses_significant: true,
+        callee_load_holes: true,
+        ..WalkOptions::default()
+    }
+}
+
+/// Pairs of functions of `module` whose streams with the holes blanked are equal
+/// (the grouping key of [`find_groups`], under the similar merge's walk) but whose hole-blind
+/// fingerprints differ: similar functions the buckets would keep apart. Every
+/// function is encoded, not only those sharing a bucket, so this checks the
+/// bucketing independently of it; empty when the hash agrees with the grouping.
+pub fn hole_blind_disagreements(module: &FunctionSet) -> Vec<(FuncIndex, FuncIndex)> {
+    let walk = similar_walk();
+    let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+    let mut keyed: Vec<(GroupKey, StructuralHash, FuncIndex)> = all
+        .iter()
+        .filter_map(|&f| {
+            let func = &module.get(f).func;
+            let encoding = encode_function(func, module, walk, &mut WalkScratch::default()).ok()?;
+            let scratch = &mut FingerprintScratch::default();
+            let hash = hole_blind_fingerprint(func, module, walk.callee_load_holes, scratch);
+            Some((blanked(&encoding), hash, f))
+        })
+        .collect();
+    keyed.sort();
+    keyed
+        .chunk_by(|a, b| a.0 == b.0)
+        .flat_map(|run| {
+            run.windows(2)
+                .filter(|w| w[0].1 != w[1].1)
+                .map(|w| (w[0].2, w[1].2))
+        })
+        .collect()
 }
 
 /// `members` split by the values of `parameter` (one of their parameters): one part
@@ -304,7 +351,7 @@ pub(crate) fn differing_parameters(
 mod tests {
     use super::*;
     use crate::identical::encode::WalkScratch;
-    use crate::identical::fingerprint::{FingerprintScratch, hash_function};
+    use crate::identical::fingerprint::hash_function;
     use crate::ir::Linkage;
     use cranelift_codegen::entity::EntityRef;
 
@@ -350,8 +397,8 @@ mod tests {
         walk: WalkOptions,
     ) -> (StructuralHash, StructuralHash) {
         let func = &module.get(FuncIndex::new(i)).func;
-        let mut scratch = WalkScratch::default();
-        let blind = hole_blind_hash(func, module, walk, &mut scratch).expect("hashes");
+        let mut scratch = FingerprintScratch::default();
+        let blind = hole_blind_fingerprint(func, module, walk.callee_load_holes, &mut scratch);
         let full = hash_function(func, module, &mut FingerprintScratch::default());
         (blind, full.hash)
     }

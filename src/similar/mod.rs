@@ -93,10 +93,11 @@
 //! each stretch is a branch on one more parameter, a [`HoleKind::Selector`]: `0`
 //! runs the first member's stretch, `1` a copy of the second's (`splice.rs`); both
 //! arms rejoin the rest of the block. The entry points pass `0` and `1`. A pair is
-//! priced like a group, with two limits that keep the cost of compiling in check
-//! (the model is least sure of merged pairs): a pair the model predicts to grow
-//! the code by more than [`ALIGNED_GROWTH`] is not compiled however small, and a
-//! close call on a pair larger than [`ALIGNED_CONFIRM`] bytes is not merged.
+//! priced by the model like a group, but a close call is judged against the
+//! smaller member (what a pair saves is about the code the two share), a small
+//! pair the model rejects is compiled only when predicted to grow by at most
+//! [`ALIGNED_GROWTH`], and a close call on a pair larger than [`ALIGNED_CONFIRM`]
+//! bytes is not merged (`Planner::plan_aligned`).
 //!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
@@ -120,9 +121,9 @@ mod merged_body;
 pub mod size_model;
 mod splice;
 
-pub use groups::{HoleKind, HoleParameter};
+pub use groups::{HoleKind, HoleParameter, hole_blind_disagreements};
 
-use crate::identical::encode::{FunctionEncoding, WalkOptions};
+use crate::identical::encode::FunctionEncoding;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
@@ -131,7 +132,9 @@ use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
 use entry_points::build_entry_points;
-use groups::{Differing, differing_parameters, find_groups, split_by_parameter, split_parameter};
+use groups::{
+    Differing, differing_parameters, find_groups, similar_walk, split_by_parameter, split_parameter,
+};
 use merged_body::{MergedNames, build_merged_body};
 use size_model::SizeModel;
 use splice::NotSpliced;
@@ -201,19 +204,20 @@ pub enum Pricing {
 /// moved by less than 0.01 percentage points.
 pub const CLOSE_CALL: f64 = 0.05;
 
-/// An aligned pair whose merge the size model predicts to grow the code by more
-/// than this factor is not priced further (not compiled, however small). Chosen on
-/// the corpus (README, "Merging by alignment"): of the small pairs the model
-/// rejects but that compiling merges, all but one (2 bytes saved) are predicted to
-/// grow by less than 40%, while half of those compiling rejects are predicted
-/// above it.
-pub const ALIGNED_GROWTH: f64 = 1.4;
+/// A small aligned pair (members predicted at most [`SMALL_GROUP`] bytes) that the
+/// size model predicts not to pay is compiled to check only when the merge is
+/// predicted to grow the code by at most this factor. Chosen on the corpus
+/// (README, "Merging by alignment"): the model over-predicts small merged pairs
+/// (it under-predicts their members by 15% and over-predicts entry points), so
+/// many a pair predicted to grow by 10-40% shrinks when compiled; but each such
+/// pair saved 20 bytes on average for the compile of five functions (at 1.4,
+/// compiling them took 2% of brotli's compile time to save 0.03% of its code).
+pub const ALIGNED_GROWTH: f64 = 1.05;
 
 /// A merge of an aligned pair that the size model accepts only as a close call
-/// ([`CLOSE_CALL`]) is compiled to confirm only when its members are predicted to
-/// take at most this many bytes; a larger one is not merged (compiling the
-/// members of large pairs cost resvg, the corpus program with most of them, 12%
-/// of its compile time, to save 0.13% of its code; README, "Merging by
+/// ([`CLOSE_CALL`] of the smaller member's predicted size) is compiled to confirm
+/// only when its members are predicted to take at most this many bytes; a larger
+/// one is not merged (compiling large pairs is what costs; README, "Merging by
 /// alignment").
 pub const ALIGNED_CONFIRM: u64 = 8192;
 
@@ -351,12 +355,7 @@ pub(crate) fn merge_similar_reserving(
     authority: NameAuthority,
 ) -> SimilarOutcome {
     // Phase 1 of 4: the groups of similar functions.
-    let walk = WalkOptions {
-        addresses_significant: true,
-        callee_load_holes: true,
-        ..WalkOptions::default()
-    };
-    let candidates = find_groups(module, walk);
+    let candidates = find_groups(module, similar_walk());
 
     // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
@@ -510,19 +509,21 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    /// The best plan for the group `members`. With a `model`, planned by predicted
-    /// sizes, then each merge the plan makes that is predicted to save less than
-    /// [`CLOSE_CALL`] of its members' size is compiled to confirm, and dropped
-    /// when it does not pay. Without one, planned by measured sizes (compiled, or
-    /// instruction counts without an ISA).
-    fn plan_group(&self, members: &[FuncIndex], model: Option<&SizeModel>) -> Plan {
-        self.plan_priced(members, model, u64::MAX, |sizer, sizes| {
-            self.plan(members, sizer, sizes)
-        })
-    }
-
-    /// The plan for the aligned pair of `first` and `alignment.second`, decided
-    /// like a group's ([`Self::plan_group`]): merged whole or not at all.
+    /// The plan for the aligned pair of `first` and `alignment.second`: merged
+    /// whole or not at all. Without a `model`, by measured sizes. With one, the
+    /// pair is built once and its predicted sizes decide:
+    ///
+    /// * predicted to save at least `min_saved`: merged on the model's word,
+    ///   unless the saving is a close call *measured against the smaller member*
+    ///   ([`CLOSE_CALL`] of its predicted size): what a pair saves is about the
+    ///   code the two share (the second member's copy of it goes away), so the
+    ///   model's error on the saving scales with the smaller member, not with the
+    ///   pair. A close call is compiled to confirm when the members take at most
+    ///   [`ALIGNED_CONFIRM`] bytes, and not merged otherwise;
+    /// * predicted not to save: compiled only when the members are small
+    ///   ([`SMALL_GROUP`]) and the merge is predicted to grow the code by at most
+    ///   [`ALIGNED_GROWTH`] (the model over-predicts small merged pairs, but
+    ///   rarely by more than that); not merged otherwise.
     fn plan_aligned(
         &self,
         first: FuncIndex,
@@ -530,75 +531,65 @@ impl Planner<'_> {
         model: Option<&SizeModel>,
     ) -> Plan {
         let members = [first, alignment.second];
-        let plan_one = |sizer: Sizer<'_>, sizes: &mut MemberSizes| {
-            let differing = Differing::aligned(alignment.clone());
-            match self.measure(&members, differing, sizer, sizes) {
-                Ok(merge) => Plan {
-                    saved: merge.size_before - merge.size_after,
-                    merges: vec![merge],
-                    rejected: Vec::new(),
-                },
-                Err(reason) => Plan {
-                    rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
-                    ..Plan::default()
-                },
-            }
+        let differing = Differing::aligned(alignment.clone());
+        let rejected = |reason: String| Plan {
+            rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
+            ..Plan::default()
         };
-        if let Some(model) = model {
-            // Far from paying by the model's reckoning: not worth compiling.
-            let growth = self.predicted_growth(&members, alignment, model);
-            if growth.is_none_or(|g| g > ALIGNED_GROWTH) {
-                let reason = growth.map_or("cannot be built".into(), |g| {
-                    format!("aligned: predicted to grow {:.0}%", (g - 1.0) * 100.0)
-                });
-                return Plan {
-                    rejected: vec![(members.to_vec(), reason)],
-                    ..Plan::default()
-                };
+        let merged = |merge: Merge| Plan {
+            saved: merge.size_before - merge.size_after,
+            merges: vec![merge],
+            rejected: Vec::new(),
+        };
+        let compiled = |differing: Differing| match self.measure(
+            &members,
+            differing,
+            Sizer::Measure,
+            &mut MemberSizes::new(),
+        ) {
+            Ok(merge) => merged(merge),
+            Err(reason) => rejected(reason),
+        };
+        let Some(model) = model else {
+            return compiled(differing);
+        };
+        let mut sizes = MemberSizes::new();
+        let predicted = match self.sized(&members, differing, Sizer::Model(model), &mut sizes) {
+            Ok(predicted) => predicted,
+            Err(reason) => return rejected(reason),
+        };
+        let (before, after) = (predicted.size_before, predicted.size_after);
+        if after.saturating_add(self.options.min_saved.max(1)) <= before {
+            let saved = before - after;
+            let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
+            if !is_close(saved, smaller.unwrap_or(before)) {
+                return merged(predicted);
             }
+            if before > ALIGNED_CONFIRM {
+                return rejected(format!(
+                    "predicted to save only {saved} of {before} bytes, too large to confirm"
+                ));
+            }
+            return compiled(predicted.differing);
         }
-        self.plan_priced(&members, model, ALIGNED_CONFIRM, plan_one)
+        let growth = after as f64 / before.max(1) as f64;
+        if growth > ALIGNED_GROWTH || before > SMALL_GROUP {
+            return rejected(format!(
+                "predicted not smaller ({before} -> {after}, {:+.0}%)",
+                (growth - 1.0) * 100.0
+            ));
+        }
+        compiled(predicted.differing)
     }
 
-    /// The size `model` predicts for the merged pair (body and entry points)
-    /// divided by the size it predicts for the two members.
-    fn predicted_growth(
-        &self,
-        members: &[FuncIndex],
-        alignment: &align::Alignment,
-        model: &SizeModel,
-    ) -> Option<f64> {
-        let merge = Merge {
-            members: members.to_vec(),
-            differing: Differing::aligned(alignment.clone()),
-            size_before: 0,
-            size_after: 0,
-            basis: SizeBasis::Predicted,
-        };
-        let name = UserFuncName::testcase("clif_merge_measured");
-        let (merged, entry_points) = build_merge(self.module, &merge, name, true).ok()?;
-        let before: u64 = members
-            .iter()
-            .map(|&m| model.predict(&self.module.get(m).func))
-            .sum();
-        let after: u64 = std::iter::once(&merged)
-            .chain(&entry_points)
-            .map(|f| model.predict(f))
-            .sum();
-        Some(after as f64 / before.max(1) as f64)
-    }
-
-    /// The plan `plan` makes for `members` with sizes found as [`Pricing`] says:
-    /// with a `model`, planned by predicted sizes, then each merge planned that is
-    /// a close call compiled to confirm (a small group the model rejects planned
-    /// by compiled sizes instead); without one, planned by measured sizes.
-    fn plan_priced(
-        &self,
-        members: &[FuncIndex],
-        model: Option<&SizeModel>,
-        confirm_up_to: u64,
-        plan: impl Fn(Sizer<'_>, &mut MemberSizes) -> Plan,
-    ) -> Plan {
+    /// The best plan for the group `members`. With a `model`, planned by predicted
+    /// sizes, then each merge the plan makes that is predicted to save less than
+    /// [`CLOSE_CALL`] of its members' size is compiled to confirm, and dropped
+    /// when it does not pay (a small group the model rejects is planned by
+    /// compiled sizes instead). Without one, planned by measured sizes (compiled,
+    /// or instruction counts without an ISA).
+    fn plan_group(&self, members: &[FuncIndex], model: Option<&SizeModel>) -> Plan {
+        let plan = |sizer: Sizer<'_>, sizes: &mut MemberSizes| self.plan(members, sizer, sizes);
         let Some(model) = model else {
             return plan(Sizer::Measure, &mut MemberSizes::new());
         };
@@ -626,16 +617,6 @@ impl Planner<'_> {
             if !is_close(saved, merge.size_before) {
                 plan.saved += saved;
                 plan.merges.push(merge);
-                continue;
-            }
-            if merge.size_before > confirm_up_to {
-                plan.rejected.push((
-                    merge.members,
-                    format!(
-                        "predicted to save only {saved} of {} bytes, too large to confirm",
-                        merge.size_before
-                    ),
-                ));
                 continue;
             }
             match self.measure(&merge.members, merge.differing, Sizer::Measure, &mut sizes) {
@@ -724,6 +705,33 @@ impl Planner<'_> {
         sizer: Sizer<'_>,
         sizes: &mut MemberSizes,
     ) -> Result<Merge, String> {
+        let merge = self.sized(members, differing, sizer, sizes)?;
+        let (size_before, size_after) = (merge.size_before, merge.size_after);
+        let min_saved = self.options.min_saved.max(1);
+        if size_after.saturating_add(min_saved) > size_before {
+            return Err(if size_after >= size_before {
+                format!("not smaller ({size_before} -> {size_after})")
+            } else {
+                format!(
+                    "saves {} (less than {min_saved}: {size_before} -> {size_after})",
+                    size_before - size_after
+                )
+            });
+        }
+        Ok(merge)
+    }
+
+    /// The group `members` merged whole with the parameters `differing`, its
+    /// members and its merge (merged body and entry points) sized by `sizer`,
+    /// whatever it saves; an error (the reason) when it cannot be built or the
+    /// target cannot compile it.
+    fn sized(
+        &self,
+        members: &[FuncIndex],
+        differing: Differing,
+        sizer: Sizer<'_>,
+        sizes: &mut MemberSizes,
+    ) -> Result<Merge, String> {
         let cannot_compile =
             |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
         let mut size_before = 0;
@@ -755,18 +763,6 @@ impl Planner<'_> {
             .map_err(|NotSpliced(reason)| reason)?;
         for func in std::iter::once(&merged).chain(&entry_points) {
             merge.size_after += self.size(sizer, func).map_err(cannot_compile)?;
-        }
-        let min_saved = self.options.min_saved.max(1);
-        if merge.size_after.saturating_add(min_saved) > size_before {
-            return Err(if merge.size_after >= size_before {
-                format!("not smaller ({size_before} -> {})", merge.size_after)
-            } else {
-                format!(
-                    "saves {} (less than {min_saved}: {size_before} -> {})",
-                    size_before - merge.size_after,
-                    merge.size_after
-                )
-            });
         }
         Ok(merge)
     }

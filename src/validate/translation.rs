@@ -15,7 +15,9 @@
 //! runs out of fuel or hits an interpreter error is inconclusive; once the original
 //! finished, the merged side must finish the same way (a panic, an interpreter
 //! error, or running out of four times the fuel is a mismatch). A pair with no
-//! conclusive input is unvalidated.
+//! conclusive input because the original ran out of fuel on every input is run
+//! again with ten times the fuel on the inputs that ran out (long loops); a pair
+//! with still no conclusive input is unvalidated.
 
 use super::inputs::inputs_for;
 use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
@@ -33,6 +35,16 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Interpreter steps per run.
 const FUEL: u64 = 20_000;
+
+/// A pair none of whose inputs was conclusive because the original ran out of
+/// [`FUEL`] on them (long loops) is run again on the first [`PATIENT_INPUTS`] of
+/// those inputs with this many times the fuel, both sides. (On the corpus, the
+/// only such members, brotli's `u0:134` and `u0:661`, each finish on some inputs
+/// with 10 times the fuel; a pair that still finishes on none stays unvalidated.)
+const PATIENT_FUEL_FACTOR: u64 = 10;
+
+/// How many out-of-fuel inputs a pair is run again on ([`PATIENT_FUEL_FACTOR`]).
+const PATIENT_INPUTS: usize = 32;
 
 /// A merged side that runs out of [`FUEL`] where the original finished is run again
 /// with this many times more: thunks and entry points add a few steps per call.
@@ -314,9 +326,9 @@ fn validate_pairs<'a>(
     let mut report = ValidationReport::default();
     for pair in pairs {
         let dup_name = pair.original.name.to_string();
-        let replacement = pair.replacement;
+        let replacement = &pair.replacement;
         if let Err(reason) = interpretable(&dup_name, &original_store)
-            .and_then(|()| interpretable(&replacement, &merged_store))
+            .and_then(|()| interpretable(replacement, &merged_store))
         {
             report.unvalidated.push((pair.function, reason));
             continue;
@@ -327,46 +339,31 @@ fn validate_pairs<'a>(
                 .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
             continue;
         };
-        let mut conclusive = 0;
-        let mut mismatch = None;
-        for (i, input) in inputs.into_iter().enumerate() {
-            let seed = (pair.function.index() as u64) << 16 | i as u64;
-            // Only what the original does decides whether an input is conclusive:
-            // once it finished, the merged side must finish the same way.
-            let Ok(original) = run(&original_world, &dup_name, &input, seed, FUEL) else {
-                continue;
-            };
-            let merged = match run(&merged_world, &replacement, &input, seed, FUEL) {
-                // Thunks and entry points take a few steps more: more fuel, once.
-                Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => run(
-                    &merged_world,
-                    &replacement,
-                    &input,
-                    seed,
-                    FUEL * MERGED_FUEL_FACTOR,
-                ),
-                other => other,
-            };
-            let merged = match merged {
-                Ok(b) if b == original => {
-                    conclusive += 1;
-                    continue;
-                }
-                Ok(b) => b,
-                Err(failure) => RunOutcome {
-                    ending: Ending::Stopped(failure.to_string()),
-                    memory: Vec::new(),
-                },
-            };
-            mismatch = Some(Mismatch {
-                function: pair.function,
-                into: pair.into,
-                input,
-                original,
-                merged,
-            });
-            break;
+        let inputs: Vec<(usize, Vec<DataValue>)> = inputs.into_iter().enumerate().collect();
+        // Every input with the usual fuel; if none was conclusive because the
+        // original ran out of fuel, a few of those inputs again with far more.
+        let worlds = (&original_world, &merged_world);
+        let mut runs = run_inputs(worlds, &pair, &dup_name, &inputs, FUEL);
+        if runs.conclusive == 0 && runs.mismatch.is_none() && !runs.out_of_fuel.is_empty() {
+            let retried: Vec<(usize, Vec<DataValue>)> = runs
+                .out_of_fuel
+                .iter()
+                .take(PATIENT_INPUTS)
+                .map(|&i| inputs[i].clone())
+                .collect();
+            runs = run_inputs(
+                worlds,
+                &pair,
+                &dup_name,
+                &retried,
+                FUEL * PATIENT_FUEL_FACTOR,
+            );
         }
+        let RunsOutcome {
+            conclusive,
+            mismatch,
+            ..
+        } = runs;
         report.runs += conclusive;
         if let Some(m) = mismatch {
             report.mismatches.push(m);
@@ -379,6 +376,78 @@ fn validate_pairs<'a>(
         }
     }
     report
+}
+
+/// What running one pair on some inputs found.
+struct RunsOutcome {
+    /// Inputs on which both sides finished alike.
+    conclusive: usize,
+    /// The first input on which they did not.
+    mismatch: Option<Mismatch>,
+    /// Positions (in the inputs given) of the inputs on which the original ran
+    /// out of fuel.
+    out_of_fuel: Vec<usize>,
+}
+
+/// Runs the original and the replacement of `pair` on each of `inputs` (with the
+/// seed of its index among all the pair's inputs), the original with `fuel` steps,
+/// until the first mismatch. Only what the original does decides whether an input
+/// is conclusive: once it finished, the merged side must finish the same way.
+fn run_inputs(
+    (original_world, merged_world): (&SandboxWorld<'_>, &SandboxWorld<'_>),
+    pair: &Pair<'_>,
+    dup_name: &str,
+    inputs: &[(usize, Vec<DataValue>)],
+    fuel: u64,
+) -> RunsOutcome {
+    let mut outcome = RunsOutcome {
+        conclusive: 0,
+        mismatch: None,
+        out_of_fuel: Vec::new(),
+    };
+    let replacement = pair.replacement.as_str();
+    for (position, (i, input)) in inputs.iter().enumerate() {
+        let seed = (pair.function.index() as u64) << 16 | *i as u64;
+        let original = match run(original_world, dup_name, input, seed, fuel) {
+            Ok(original) => original,
+            Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => {
+                outcome.out_of_fuel.push(position);
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let merged = match run(merged_world, replacement, input, seed, fuel) {
+            // Thunks and entry points take a few steps more: more fuel, once.
+            Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => run(
+                merged_world,
+                replacement,
+                input,
+                seed,
+                fuel * MERGED_FUEL_FACTOR,
+            ),
+            other => other,
+        };
+        let merged = match merged {
+            Ok(b) if b == original => {
+                outcome.conclusive += 1;
+                continue;
+            }
+            Ok(b) => b,
+            Err(failure) => RunOutcome {
+                ending: Ending::Stopped(failure.to_string()),
+                memory: Vec::new(),
+            },
+        };
+        outcome.mismatch = Some(Mismatch {
+            function: pair.function,
+            into: pair.into,
+            input: input.clone(),
+            original,
+            merged,
+        });
+        break;
+    }
+    outcome
 }
 
 fn store_of(functions: &[Function]) -> FunctionStore<'_> {
