@@ -186,8 +186,8 @@ pub(crate) fn similar_walk() -> WalkOptions {
 }
 
 /// Pairs of functions of `module` whose streams with the holes blanked are equal
-/// (the grouping key of [`find_groups`], under the similar merge's walk) but whose hole-blind
-/// fingerprints differ: similar functions the buckets would keep apart. Every
+/// (the key that makes a group of similar functions, under the similar merge's
+/// walk) but whose hole-blind fingerprints differ: similar functions the buckets would keep apart. Every
 /// function is encoded, not only those sharing a bucket, so this checks the
 /// bucketing independently of it; empty when the hash agrees with the grouping.
 pub fn hole_blind_disagreements(module: &FunctionSet) -> Vec<(FuncIndex, FuncIndex)> {
