@@ -187,19 +187,21 @@ pub(crate) fn similar_walk() -> WalkOptions {
 
 /// Pairs of functions of `module` whose streams with the holes blanked are equal
 /// (the key that makes a group of similar functions, under the similar merge's
-/// walk) but whose hole-blind fingerprints differ: similar functions the buckets would keep apart. Every
-/// function is encoded, not only those sharing a bucket, so this checks the
-/// bucketing independently of it; empty when the hash agrees with the grouping.
+/// walk) but whose hole-blind fingerprints differ: similar functions the buckets
+/// would keep apart. Every function is encoded, not only those sharing a bucket,
+/// so this checks the bucketing independently of it; empty when the hash agrees
+/// with the grouping.
 pub fn hole_blind_disagreements(module: &FunctionSet) -> Vec<(FuncIndex, FuncIndex)> {
     let walk = similar_walk();
-    let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-    let mut keyed: Vec<(GroupKey, StructuralHash, FuncIndex)> = all
+    let mut walk_scratch = WalkScratch::default();
+    let mut hash_scratch = FingerprintScratch::default();
+    let mut keyed: Vec<(GroupKey, StructuralHash, FuncIndex)> = module
         .iter()
-        .filter_map(|&f| {
-            let func = &module.get(f).func;
-            let encoding = encode_function(func, module, walk, &mut WalkScratch::default()).ok()?;
-            let scratch = &mut FingerprintScratch::default();
-            let hash = hole_blind_fingerprint(func, module, walk.callee_load_holes, scratch);
+        .filter_map(|(f, def)| {
+            let func = &def.func;
+            let encoding = encode_function(func, module, walk, &mut walk_scratch).ok()?;
+            let hash =
+                hole_blind_fingerprint(func, module, walk.callee_load_holes, &mut hash_scratch);
             Some((blanked(&encoding), hash, f))
         })
         .collect();

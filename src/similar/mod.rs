@@ -559,7 +559,7 @@ impl Planner<'_> {
             Err(reason) => return rejected(reason),
         };
         let (before, after) = (predicted.size_before, predicted.size_after);
-        if after.saturating_add(self.options.min_saved.max(1)) <= before {
+        if self.saves_enough(before, after) {
             let saved = before - after;
             let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
             if !is_close(saved, smaller.unwrap_or(before)) {
@@ -707,8 +707,8 @@ impl Planner<'_> {
     ) -> Result<Merge, String> {
         let merge = self.sized(members, differing, sizer, sizes)?;
         let (size_before, size_after) = (merge.size_before, merge.size_after);
-        let min_saved = self.options.min_saved.max(1);
-        if size_after.saturating_add(min_saved) > size_before {
+        if !self.saves_enough(size_before, size_after) {
+            let min_saved = self.options.min_saved.max(1);
             return Err(if size_after >= size_before {
                 format!("not smaller ({size_before} -> {size_after})")
             } else {
@@ -719,6 +719,12 @@ impl Planner<'_> {
             });
         }
         Ok(merge)
+    }
+
+    /// Whether going from `before` to `after` saves at least `min_saved` (and at
+    /// least 1).
+    fn saves_enough(&self, before: u64, after: u64) -> bool {
+        after.saturating_add(self.options.min_saved.max(1)) <= before
     }
 
     /// The group `members` merged whole with the parameters `differing`, its

@@ -339,23 +339,18 @@ fn validate_pairs<'a>(
                 .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
             continue;
         };
-        let inputs: Vec<(usize, Vec<DataValue>)> = inputs.into_iter().enumerate().collect();
         // Every input with the usual fuel; if none was conclusive because the
         // original ran out of fuel, a few of those inputs again with far more.
         let worlds = (&original_world, &merged_world);
-        let mut runs = run_inputs(worlds, &pair, &dup_name, &inputs, FUEL);
+        let mut runs = run_inputs(worlds, &pair, &dup_name, &inputs, 0..inputs.len(), FUEL);
         if runs.conclusive == 0 && runs.mismatch.is_none() && !runs.out_of_fuel.is_empty() {
-            let retried: Vec<(usize, Vec<DataValue>)> = runs
-                .out_of_fuel
-                .iter()
-                .take(PATIENT_INPUTS)
-                .map(|&i| inputs[i].clone())
-                .collect();
+            let retried = std::mem::take(&mut runs.out_of_fuel);
             runs = run_inputs(
                 worlds,
                 &pair,
                 &dup_name,
-                &retried,
+                &inputs,
+                retried.into_iter().take(PATIENT_INPUTS),
                 FUEL * PATIENT_FUEL_FACTOR,
             );
         }
@@ -384,20 +379,20 @@ struct RunsOutcome {
     conclusive: usize,
     /// The first input on which they did not.
     mismatch: Option<Mismatch>,
-    /// Positions (in the inputs given) of the inputs on which the original ran
-    /// out of fuel.
+    /// Indices of the inputs on which the original ran out of fuel.
     out_of_fuel: Vec<usize>,
 }
 
-/// Runs the original and the replacement of `pair` on each of `inputs` (with the
-/// seed of its index among all the pair's inputs), the original with `fuel` steps,
+/// Runs the original and the replacement of `pair` on the inputs at `indices` of
+/// `inputs` (each with the seed of its index), the original with `fuel` steps,
 /// until the first mismatch. Only what the original does decides whether an input
 /// is conclusive: once it finished, the merged side must finish the same way.
 fn run_inputs(
     (original_world, merged_world): (&SandboxWorld<'_>, &SandboxWorld<'_>),
     pair: &Pair<'_>,
     dup_name: &str,
-    inputs: &[(usize, Vec<DataValue>)],
+    inputs: &[Vec<DataValue>],
+    indices: impl IntoIterator<Item = usize>,
     fuel: u64,
 ) -> RunsOutcome {
     let mut outcome = RunsOutcome {
@@ -406,12 +401,13 @@ fn run_inputs(
         out_of_fuel: Vec::new(),
     };
     let replacement = pair.replacement.as_str();
-    for (position, (i, input)) in inputs.iter().enumerate() {
-        let seed = (pair.function.index() as u64) << 16 | *i as u64;
+    for i in indices {
+        let input = &inputs[i];
+        let seed = (pair.function.index() as u64) << 16 | i as u64;
         let original = match run(original_world, dup_name, input, seed, fuel) {
             Ok(original) => original,
             Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => {
-                outcome.out_of_fuel.push(position);
+                outcome.out_of_fuel.push(i);
                 continue;
             }
             Err(_) => continue,
