@@ -95,7 +95,7 @@ fn corpus_programs(test: &str) -> Option<Vec<(String, Vec<Function>, FunctionSet
             let functions: Vec<Function> = loaded
                 .functions
                 .iter()
-                .map(|(_, d)| d.func.clone())
+                .map(|(_, d)| (*d.func).clone())
                 .collect();
             (program, functions, loaded.functions)
         })

@@ -198,7 +198,7 @@ fn verify(functions: &Object) -> Result<(), String> {
 
 fn as_object(set: &FunctionSet) -> Object {
     set.iter()
-        .map(|(_, d)| (d.func.clone(), d.linkage.into()))
+        .map(|(_, d)| ((*d.func).clone(), d.linkage.into()))
         .collect()
 }
 
@@ -1153,7 +1153,7 @@ fn filetest_modules(dirs: &[&str]) -> Vec<(String, FunctionSet)> {
             Ok((name, true, set)) => alone.push((name, set)),
             Ok((_, false, set)) => {
                 for (_, def) in set.iter() {
-                    let _ = batch.push(def.func.clone(), Linkage::Local);
+                    let _ = batch.push_shared(def.func.clone(), Linkage::Local);
                 }
             }
         }

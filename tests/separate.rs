@@ -116,7 +116,7 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
     for part in &parts {
         for (f, def) in part.iter() {
             let index = in_module_order
-                .push(def.func.clone(), def.linkage)
+                .push_shared(def.func.clone(), def.linkage)
                 .expect("unique names");
             if part.address_taken_outside(f) {
                 in_module_order.mark_address_taken(index);
@@ -193,7 +193,7 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
                 panic!("{name} K={k}: {} fails the verifier: {e}", def.func.name);
             }
             program
-                .push(def.func.clone(), def.linkage)
+                .push_shared(def.func.clone(), def.linkage)
                 .expect("unique names");
         }
     }

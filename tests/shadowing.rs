@@ -90,7 +90,7 @@ fn link_and_print(tag: &str, modules: &[(String, FunctionSet)], entries: &[&str]
     for (name, set) in modules {
         let functions: Vec<(Function, Linkage)> = set
             .iter()
-            .map(|(_, d)| (d.func.clone(), d.linkage.into()))
+            .map(|(_, d)| ((*d.func).clone(), d.linkage.into()))
             .collect();
         let bytes = compile_object(&functions, &|s| s.to_string())
             .unwrap_or_else(|e| panic!("{tag}: module {name}: {e}"));

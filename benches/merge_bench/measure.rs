@@ -103,7 +103,7 @@ pub fn run_pass(
 ) -> PassRun {
     match rewrite {
         Rewrite::InPlace => {
-            let mut copy = module.clone();
+            let mut copy = module.deep_clone();
             measure(threads, count_heap, || {
                 let (plan, stats) = merge_functions_in_place(&mut copy, options);
                 (plan, stats, ())
@@ -160,7 +160,7 @@ pub fn compile_all(module: &FunctionSet) -> anyhow::Result<(Duration, u64)> {
     let mut ctx = Context::new();
     for (_, def) in module.iter() {
         ctx.clear();
-        ctx.func = def.func.clone();
+        ctx.func = (*def.func).clone();
         let start = Instant::now();
         bytes += compile_one(&*isa, &mut ctx)?;
         total += start.elapsed();
@@ -177,7 +177,7 @@ pub fn compile_all_on(module: &FunctionSet, threads: usize) -> anyhow::Result<Du
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
-    let functions: Vec<&Function> = module.iter().map(|(_, def)| &def.func).collect();
+    let functions: Vec<&Function> = module.iter().map(|(_, def)| &*def.func).collect();
     pool.install(|| {
         let start = Instant::now();
         functions
@@ -192,11 +192,21 @@ pub fn compile_all_on(module: &FunctionSet, threads: usize) -> anyhow::Result<Du
     })
 }
 
-/// The crate's host ISA (`opt_level=speed`, frame pointers kept), the one the
-/// similar merge measures code with.
+/// The host ISA as compilers that ship Cranelift configure it: `opt_level=speed`,
+/// frame pointers kept, and the verifier off (Cranelift's default is on;
+/// rustc_codegen_cranelift and wasmtime turn it off unless asked to verify, and
+/// it costs a tenth or more of the compile). `CLIF_MERGE_BENCH_VERIFIER=1` keeps it on.
 fn host_isa() -> anyhow::Result<cranelift_codegen::isa::OwnedTargetIsa> {
-    clif_merge::testing::host_isa()
-        .ok_or_else(|| anyhow::anyhow!("Cranelift has no backend for this host"))
+    use cranelift_codegen::settings::{self, Configurable};
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed")?;
+    flags.set("preserve_frame_pointers", "true")?;
+    let verifier = std::env::var_os("CLIF_MERGE_BENCH_VERIFIER").is_some_and(|v| v == "1");
+    flags.set("enable_verifier", if verifier { "true" } else { "false" })?;
+    Ok(
+        cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
+            .finish(settings::Flags::new(flags))?,
+    )
 }
 
 fn compile_one(

@@ -51,7 +51,7 @@ fn prepared(module: &FunctionSet) -> (Vec<Function>, Vec<String>) {
     let mut imports: Vec<String> = Vec::new();
     let mut functions = Vec::new();
     for (_, def) in module.iter() {
-        let mut func = def.func.clone();
+        let mut func = (*def.func).clone();
         let refs: Vec<_> = func.dfg.ext_funcs.keys().collect();
         for r in refs {
             let name = func.dfg.ext_funcs[r]

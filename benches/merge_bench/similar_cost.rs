@@ -244,7 +244,7 @@ fn program_samples(
     input: &PathBuf,
 ) -> anyhow::Result<(ProgramSamples, Vec<(SizeFeatures, u64)>)> {
     let module = load_program(input)?;
-    let functions: Vec<&Function> = module.iter().map(|(_, d)| &d.func).collect();
+    let functions: Vec<&Function> = module.iter().map(|(_, d)| &*d.func).collect();
     let sizes = compiled_sizes(isa, &functions)?;
     let options = SimilarOptions::default().with_pricing(Pricing::Compiled);
     let outcome: SimilarOutcome = merge_similar_for(&module, &options, Some(isa));

@@ -365,7 +365,7 @@ fn apply_command(
             .functions
             .iter()
             .chain(out.iter())
-            .map(|(_, d)| &d.func);
+            .map(|(_, d)| &*d.func);
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after_reserving(out, &undecided, similar, isa.as_deref(), reserved)
     });

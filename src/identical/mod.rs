@@ -95,6 +95,8 @@ pub struct MergeOutcome<'a> {
 
 /// Runs the pass over `module` and rewrites it in place, copying nothing: what a
 /// compiler that owns its functions wants (LLVM's MergeFunctions works the same way).
+/// (A body `module` shares with a clone of it is copied before it is rewritten:
+/// [`DefinedFunction::func`](crate::DefinedFunction::func).)
 /// Afterwards, functions the plan erased or aliased still have their old bodies and
 /// are to be skipped; thunked duplicates have their thunks; everything else has its
 /// references redirected. Returns the plan and the counters.

@@ -25,6 +25,7 @@ use rustc_hash::FxHashMap as HashMap;
 /// names: no name is built to look one up.
 type NameMap<V> = hashbrown::HashMap<SymbolName, V, FxBuildHasher>;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// One entry of the merged module, in input order.
 ///
@@ -118,11 +119,16 @@ pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
     module.par_for_each_mut(|index, def| match decisions[index] {
         Some(d) if d.action == MergeAction::Thunk => {
             if let Some(kept) = &kept_names[index.index()] {
-                def.func = build_thunk(&def.func, kept);
+                def.func = Arc::new(build_thunk(&def.func, kept));
             }
         }
         Some(_) => {}
-        None => redirects.rewrite_in_place(&mut def.func),
+        // Only a body with something to redirect is written, so only such a
+        // body is copied when it is shared.
+        None if redirects.changes(&def.func) => {
+            redirects.rewrite_in_place(Arc::make_mut(&mut def.func));
+        }
+        None => {}
     });
 }
 
@@ -189,7 +195,7 @@ impl Redirects {
     }
 
     /// Whether rewriting `func` changes it.
-    fn changes(&self, func: &Function) -> bool {
+    pub fn changes(&self, func: &Function) -> bool {
         !(self.all.is_empty() && self.calls.is_empty()) && self.refers_to_redirected(func)
     }
 

@@ -8,6 +8,7 @@ use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
 use hashbrown::HashMap;
 use rustc_hash::FxBuildHasher;
 use std::fmt;
+use std::sync::Arc;
 
 /// Index of a function definition within a [`FunctionSet`], in input order.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -17,8 +18,10 @@ entity_impl!(FuncIndex, "def");
 /// One function defined in the module.
 #[derive(Clone)]
 pub struct DefinedFunction {
-    /// The CLIF body.
-    pub func: Function,
+    /// The CLIF body, shared: cloning a definition (or a whole [`FunctionSet`])
+    /// copies no body, and a body changed in place is copied first only if it is
+    /// shared ([`Arc::make_mut`]).
+    pub func: Arc<Function>,
     /// How visible the function is outside the module (`Local` unless told otherwise).
     pub linkage: Linkage,
 }
@@ -82,6 +85,15 @@ impl FunctionSet {
         func: Function,
         linkage: impl Into<Linkage>,
     ) -> Result<FuncIndex, DefinitionError> {
+        self.push_shared(Arc::new(func), linkage)
+    }
+
+    /// Like [`Self::push`], sharing a body another set holds (no copy).
+    pub fn push_shared(
+        &mut self,
+        func: Arc<Function>,
+        linkage: impl Into<Linkage>,
+    ) -> Result<FuncIndex, DefinitionError> {
         let linkage = linkage.into();
         if let Some(name) = non_utf8_name(&func) {
             return Err(DefinitionError::NameNotUtf8(name));
@@ -93,6 +105,17 @@ impl FunctionSet {
         let index = self.functions.push(DefinedFunction { func, linkage });
         self.by_name.insert(name, index);
         Ok(index)
+    }
+
+    /// A copy that shares no body with `self`, as a compiler that owns its
+    /// functions holds them (`clone` shares the bodies, so that rewriting a copy in
+    /// place copies each body it changes).
+    pub fn deep_clone(&self) -> Self {
+        let mut copy = self.clone();
+        for def in copy.functions.values_mut() {
+            def.func = Arc::new((*def.func).clone());
+        }
+        copy
     }
 
     /// Number of definitions.

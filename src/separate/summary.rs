@@ -429,7 +429,7 @@ pub fn split_module(module: &FunctionSet, parts: usize) -> (FunctionSet, Vec<Fun
     }
     let mut split: Vec<FunctionSet> = (0..parts).map(|_| FunctionSet::new()).collect();
     for (f, def) in whole.iter() {
-        if let Ok(index) = split[part(f)].push(def.func.clone(), def.linkage)
+        if let Ok(index) = split[part(f)].push_shared(def.func.clone(), def.linkage)
             && whole.address_taken_outside(f)
         {
             split[part(f)].mark_address_taken(index);

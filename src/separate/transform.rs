@@ -205,13 +205,13 @@ pub fn apply_decisions(
             Some((DecisionAction::Redirect, _)) => continue,
             Some((DecisionAction::Thunk, to)) => (build_thunk(&def.func, &to), def.linkage),
             Some((DecisionAction::Promote, to)) => {
-                let mut func = def.func.clone();
+                let mut func = (*def.func).clone();
                 redirects.rewrite_in_place(&mut func);
                 func.name = to;
                 (func, Linkage::Hidden)
             }
             None => {
-                let mut func = def.func.clone();
+                let mut func = (*def.func).clone();
                 redirects.rewrite_in_place(&mut func);
                 (func, def.linkage)
             }

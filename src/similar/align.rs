@@ -103,6 +103,25 @@ pub(crate) struct SpannedEncoding {
     blocks: Vec<BlockSpan>,
 }
 
+impl SpannedEncoding {
+    /// Tokens reserved per instruction: about what the walk writes for one.
+    const TOKENS_PER_INSTRUCTION: usize = 6;
+
+    /// An empty encoding with room for `func`'s walk, so that it does not grow
+    /// its tables a doubling at a time.
+    fn sized_for(func: &Function) -> Self {
+        let insts = func.dfg.num_insts();
+        let tokens = insts * Self::TOKENS_PER_INSTRUCTION;
+        Self {
+            tokens: Vec::with_capacity(tokens),
+            is_operand: Vec::with_capacity(tokens),
+            definitions: Vec::with_capacity(func.dfg.num_values()),
+            insts: Vec::with_capacity(insts),
+            blocks: Vec::with_capacity(func.dfg.num_blocks()),
+        }
+    }
+}
+
 impl TokenSink for SpannedEncoding {
     fn push(&mut self, token: u64) {
         self.tokens.push(token);
@@ -241,9 +260,15 @@ fn encode_spanned(
         addresses_significant: true,
         ..WalkOptions::default()
     };
-    walk(func, module, options, scratch, SpannedEncoding::default())
-        .ok()
-        .map(|(spans, _, _)| spans)
+    walk(
+        func,
+        module,
+        options,
+        scratch,
+        SpannedEncoding::sized_for(func),
+    )
+    .ok()
+    .map(|(spans, _, _)| spans)
 }
 
 /// One differing stretch: where it is in the first function, and the second
@@ -280,12 +305,11 @@ pub(crate) struct Alignment {
 /// A definition position not aligned with anything.
 const UNALIGNED: u32 = u32::MAX;
 
-/// Phase 3: compares two spanned encodings, recording which definitions align.
-struct Aligner<'a> {
-    a: &'a SpannedEncoding,
-    b: &'a SpannedEncoding,
-    fa: &'a Function,
-    fb: &'a Function,
+/// Which definitions of two spanned encodings align, kept between attempts: every
+/// entry is [`UNALIGNED`] between two attempts (an attempt undoes what it logged),
+/// so that an attempt costs what it compares, not the length of the functions.
+#[derive(Default)]
+struct AlignScratch {
     /// For each position of `a`, the position of `b` whose definition aligns with
     /// the one there.
     a_to_b: Vec<u32>,
@@ -295,21 +319,36 @@ struct Aligner<'a> {
     log: Vec<u32>,
 }
 
+/// Phase 3: compares two spanned encodings, recording which definitions align.
+struct Aligner<'a> {
+    a: &'a SpannedEncoding,
+    b: &'a SpannedEncoding,
+    fa: &'a Function,
+    fb: &'a Function,
+    scratch: &'a mut AlignScratch,
+}
+
 impl<'a> Aligner<'a> {
     fn new(
         a: &'a SpannedEncoding,
         fa: &'a Function,
         b: &'a SpannedEncoding,
         fb: &'a Function,
+        scratch: &'a mut AlignScratch,
     ) -> Self {
+        debug_assert!(scratch.log.is_empty());
+        if scratch.a_to_b.len() < a.tokens.len() {
+            scratch.a_to_b.resize(a.tokens.len(), UNALIGNED);
+        }
+        if scratch.b_to_a.len() < b.tokens.len() {
+            scratch.b_to_a.resize(b.tokens.len(), UNALIGNED);
+        }
         Self {
             a,
             b,
             fa,
             fb,
-            a_to_b: vec![UNALIGNED; a.tokens.len()],
-            b_to_a: vec![UNALIGNED; b.tokens.len()],
-            log: Vec::new(),
+            scratch,
         }
     }
 
@@ -336,7 +375,7 @@ impl<'a> Aligner<'a> {
                 continue;
             }
             match (self.a.operand_target(pa), self.b.operand_target(pb)) {
-                (Some(da), Some(db)) if self.a_to_b[da as usize] == db => {}
+                (Some(da), Some(db)) if self.scratch.a_to_b[da as usize] == db => {}
                 _ => return false,
             }
         }
@@ -344,25 +383,35 @@ impl<'a> Aligner<'a> {
         if da.len() != db.len() {
             return false;
         }
+        let scratch = &mut *self.scratch;
         for (&(pa, _), &(pb, _)) in da.iter().zip(db) {
-            self.a_to_b[pa as usize] = pb;
-            self.b_to_a[pb as usize] = pa;
-            self.log.push(pa);
+            scratch.a_to_b[pa as usize] = pb;
+            scratch.b_to_a[pb as usize] = pa;
+            scratch.log.push(pa);
         }
         true
     }
 
     /// Forgets the alignments recorded after `mark`.
     fn undo(&mut self, mark: usize) {
-        for pa in self.log.drain(mark..) {
-            let pb = self.a_to_b[pa as usize];
-            self.a_to_b[pa as usize] = UNALIGNED;
-            self.b_to_a[pb as usize] = UNALIGNED;
+        let scratch = &mut *self.scratch;
+        for pa in scratch.log.drain(mark..) {
+            let pb = scratch.a_to_b[pa as usize];
+            scratch.a_to_b[pa as usize] = UNALIGNED;
+            scratch.b_to_a[pb as usize] = UNALIGNED;
         }
     }
 
-    /// The alignment of the two functions, or `None`.
+    /// The alignment of the two functions, or `None`; leaves the scratch as it
+    /// found it.
     fn align(mut self, second: FuncIndex) -> Option<Alignment> {
+        let alignment = self.attempt(second);
+        self.undo(0);
+        alignment
+    }
+
+    /// [`Self::align`] before the scratch is cleared.
+    fn attempt(&mut self, second: FuncIndex) -> Option<Alignment> {
         let (a, b) = (self.a, self.b);
         if a.blocks.len() != b.blocks.len() || a.blocks.is_empty() {
             return None;
@@ -403,7 +452,7 @@ impl<'a> Aligner<'a> {
                 if suffix == 0 {
                     return None;
                 }
-                let mark = self.log.len();
+                let mark = self.scratch.log.len();
                 let failed = (0..suffix)
                     .position(|j| !self.matches(inst_a(na - suffix + j), inst_b(nb - suffix + j)));
                 match failed {
@@ -445,7 +494,7 @@ impl<'a> Aligner<'a> {
         for (ra, rb) in &spans {
             for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
                 let d = a.operand_target(p)?;
-                if self.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
+                if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
                     return None;
                 }
             }
@@ -454,7 +503,7 @@ impl<'a> Aligner<'a> {
                 if written_in(rb, d) {
                     continue;
                 }
-                let da = self.b_to_a[d as usize];
+                let da = self.scratch.b_to_a[d as usize];
                 if da == UNALIGNED {
                     return None;
                 }
@@ -655,6 +704,7 @@ fn pair_bucket(
 ) -> Vec<(FuncIndex, Alignment)> {
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
+    let mut scratch = AlignScratch::default();
     for i in 0..bucket.len() {
         if paired[i] {
             continue;
@@ -666,7 +716,8 @@ fn pair_bucket(
             let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
             let fa = &module.get(first.2).func;
             let fb = &module.get(second.2).func;
-            let Some(alignment) = Aligner::new(first.3, fa, second.3, fb).align(second.2) else {
+            let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch);
+            let Some(alignment) = aligner.align(second.2) else {
                 continue;
             };
             if best

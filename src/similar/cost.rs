@@ -4,8 +4,9 @@ use crate::ir::catch_panic;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
+use cranelift_codegen::settings::FlagsOrIsa;
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_codegen::{CodegenError, Context};
+use cranelift_codegen::{CodegenError, Context, verify_function};
 
 /// Code bytes Cranelift emits for `func` on `isa`.
 pub fn compiled_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, CodegenError> {
@@ -40,14 +41,37 @@ fn measured_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, NotCompile
 
 /// The host ISA at `opt_level=speed` (with frame pointers, which `return_call`
 /// needs on x86_64), or `None` where Cranelift has no backend for the host.
+/// Cranelift's verifier is off, as compilers that ship Cranelift run it: code
+/// sizes do not depend on it, and the bodies the similar merge builds are
+/// verified on their own before they are measured ([`verified_size_of`]).
 pub fn host_isa() -> Option<OwnedTargetIsa> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").ok()?;
     flags.set("preserve_frame_pointers", "true").ok()?;
+    flags.set("enable_verifier", "false").ok()?;
     cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
         .ok()?
         .finish(settings::Flags::new(flags))
         .ok()
+}
+
+/// [`size_of`] for a body the merge built: first checked by Cranelift's verifier
+/// (for `isa`, or for no target without one), whatever `isa`'s own
+/// `enable_verifier` says, so that no body that fails it is ever merged.
+pub(crate) fn verified_size_of(
+    isa: Option<&dyn TargetIsa>,
+    func: &Function,
+) -> Result<u64, NotCompiled> {
+    let flags = settings::Flags::new(settings::builder());
+    let target = match isa {
+        Some(isa) => FlagsOrIsa::from(isa),
+        None => FlagsOrIsa::from(&flags),
+    };
+    verify_function(func, target).map_err(|errors| NotCompiled {
+        function: func.name.to_string(),
+        reason: format!("the verifier rejects it: {errors}"),
+    })?;
+    size_of(isa, func)
 }
 
 /// The size of `func`: code bytes on `isa`, or its instruction count without one.

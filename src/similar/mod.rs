@@ -127,7 +127,7 @@ use crate::identical::encode::FunctionEncoding;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
-use cost::{NotCompiled, host_isa, size_of};
+use cost::{NotCompiled, host_isa, size_of, verified_size_of};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
@@ -139,6 +139,7 @@ use merged_body::{MergedNames, build_merged_body};
 use size_model::SizeModel;
 use splice::NotSpliced;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The default [`SimilarOptions::max_holes`]. Chosen from measurements on the
 /// corpus (see "Similar functions on the corpus" in the README): the code saved
@@ -768,7 +769,11 @@ impl Planner<'_> {
         let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
             .map_err(|NotSpliced(reason)| reason)?;
         for func in std::iter::once(&merged).chain(&entry_points) {
-            merge.size_after += self.size(sizer, func).map_err(cannot_compile)?;
+            let size = match sizer {
+                Sizer::Model(model) => Ok(model.predict(func)),
+                Sizer::Measure => verified_size_of(self.isa, func),
+            };
+            merge.size_after += size.map_err(cannot_compile)?;
         }
         Ok(merge)
     }
@@ -808,7 +813,7 @@ impl SimilarPass {
     ) -> Self {
         // Names the first pass removed (erased duplicates, aliases) still mean
         // something in the output: reserve every name of the original module.
-        let reserved = module.iter().map(|(_, def)| &def.func);
+        let reserved = module.iter().map(|(_, def)| &*def.func);
         Self::after_reserving(module, output, options, isa, reserved)
     }
 
@@ -824,9 +829,15 @@ impl SimilarPass {
         let mut set = FunctionSet::new();
         let mut index_of = SecondaryMap::new();
         for (function, body) in output.iter().filter_map(OutputEntry::kept) {
-            let linkage = module.get(function).linkage;
+            let def = module.get(function);
+            // A body the first pass left as it was is shared, not copied.
+            let body = if std::ptr::eq(body, &*def.func) {
+                def.func.clone()
+            } else {
+                Arc::new(body.clone())
+            };
             // Names are unique in `module`, so they are in a subset of its bodies.
-            if let Ok(index) = set.push(body.clone(), linkage) {
+            if let Ok(index) = set.push_shared(body, def.linkage) {
                 index_of[function] = Some(index);
             }
         }

@@ -209,7 +209,7 @@ fn validate_on_this_thread(
     plan: &MergePlan,
     output: &[OutputEntry],
 ) -> ValidationReport {
-    let originals = runnable(module.iter().map(|(_, d)| &d.func));
+    let originals = runnable(module.iter().map(|(_, d)| &*d.func));
     let merged = runnable(output.iter().filter_map(OutputEntry::body));
     let pairs = plan.decisions.iter().map(|d| {
         let dup = &module.get(d.function).func;
@@ -249,7 +249,7 @@ pub fn validate_similar(
     outcome: &SimilarOutcome,
 ) -> Result<ValidationReport, ValidatorCrash> {
     on_big_stack("the validation of the similar merge", || {
-        let originals = runnable(module.iter().map(|(_, d)| &d.func));
+        let originals = runnable(module.iter().map(|(_, d)| &*d.func));
         let merged = runnable(
             module
                 .iter()
@@ -281,8 +281,8 @@ pub fn validate_program(
     transformed: &FunctionSet,
 ) -> Result<ValidationReport, ValidatorCrash> {
     on_big_stack("the validation of the program", || {
-        let originals = runnable(original.iter().map(|(_, d)| &d.func));
-        let merged = runnable(transformed.iter().map(|(_, d)| &d.func));
+        let originals = runnable(original.iter().map(|(_, d)| &*d.func));
+        let merged = runnable(transformed.iter().map(|(_, d)| &*d.func));
         let pairs = original.iter().filter_map(|(f, d)| {
             let now = transformed.lookup(&SymbolName::of_function(&d.func))?;
             let changed =
