@@ -55,7 +55,9 @@ pub mod testing {
         CalleeView, ClassId, EncodedFunctions, FunctionComparator,
     };
     pub use crate::identical::encode::{FunctionEncoding, WalkOptions, encode_function};
-    pub use crate::identical::fingerprint::{FingerprintScratch, hash_function};
+    pub use crate::identical::fingerprint::{
+        FingerprintScratch, hash_function, hole_blind_fingerprint,
+    };
     pub use crate::identical::hash::StructuralHash;
     pub use crate::identical::partition::{Partition, partition};
     pub use crate::identical::rewrite::apply;

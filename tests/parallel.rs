@@ -21,7 +21,8 @@ mod skip;
 
 use clif_merge::OutputEntry;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
-use clif_merge::testing::{EncodedFunctions, WalkOptions, partition};
+use clif_merge::testing::hole_blind_fingerprint;
+use clif_merge::testing::{EncodedFunctions, FingerprintScratch, WalkOptions, partition};
 use clif_merge::testing::{clif_text, json_report, similar_json};
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{
@@ -103,20 +104,52 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
             "{name}: the similar merge on {threads} threads differs from 1 thread"
         );
     }
+    // With the fingerprints taken by the identical merge's walk (what the command
+    // line and `MergingModule` do): the same module and report.
+    let options = MergeOptions::default().with_similar_fingerprints(true);
+    let outcome = merge_functions(module, &options);
+    assert!(
+        outcome.similar_fingerprints.is_some(),
+        "{name}: no fingerprints"
+    );
+    let isa = clif_merge::testing::host_isa();
+    let similar =
+        SimilarPass::after_merge_for(module, &outcome, &SimilarOptions::default(), isa.as_deref());
+    let reused = (
+        clif_text(module, &outcome, Some(&similar), ""),
+        similar_json(&similar.group_reports()).to_string(),
+        similar.outcome.groups.len(),
+    );
+    assert!(
+        one == reused,
+        "{name}: the similar merge differs with the fingerprints of the identical merge"
+    );
     one.2
 }
 
-/// `hash_first` (the pass) and `from_module` (every function encoded) agree.
+/// `hash_first` (the pass) and `from_module` (every function encoded) agree, and
+/// so do the similar merge's fingerprints taken in the pass's walk and on their
+/// own.
 fn check_hash_first(name: &str, module: &FunctionSet) {
-    for addresses_significant in [false, true] {
+    let hole_blind_choices = [None, Some(true), Some(false)];
+    for (addresses_significant, hole_blind) in [false, true]
+        .into_iter()
+        .flat_map(|a| hole_blind_choices.map(|h| (a, h)))
+    {
         let options = WalkOptions {
             addresses_significant,
             ..WalkOptions::default()
         };
         let full = EncodedFunctions::from_module(module, options);
-        let (lazy, _, _) = EncodedFunctions::hash_first(module, options);
+        let (lazy, _, _) = EncodedFunctions::hash_first(module, options, hole_blind);
+        let mut scratch = FingerprintScratch::default();
         for i in 0..module.len() {
             let f = FuncIndex::new(i);
+            if let Some(callee_loads) = hole_blind {
+                let func = &module.get(f).func;
+                let alone = hole_blind_fingerprint(func, module, callee_loads, &mut scratch);
+                assert_eq!(lazy.hole_blind[f], alone, "{name}: hole-blind {f:?}");
+            }
             assert_eq!(full.supported[f], lazy.supported[f], "{name}: {f:?}");
             if full.supported[f] {
                 assert_eq!(full.hashes[f], lazy.hashes[f], "{name}: hash of {f:?}");

@@ -1,15 +1,17 @@
 //! `similar` and `size-model`: what similar merging costs against Cranelift's
 //! compile, and the size model that prices it.
 //!
-//! `similar INPUT...` takes each input as one program: it merges identical
-//! functions (not timed), then times the similar merge on the output
-//! (`SimilarPass::after`, what `--similar` adds) on a pool of ONE thread, by the
-//! size model (`Pricing::Modeled`, the default) and by compiling every candidate
-//! (`Pricing::Compiled`), against a single-threaded Cranelift compile of the
-//! program's functions (`compile_all`), all three in turn in each of `--repeat`
-//! rounds, and prints similar ÷ compile for the fastest of each: in wall time, and
-//! in the thread's CPU time (Linux; which waiting for a core does not count: the
-//! steadier of the two on a busy machine).
+//! `similar INPUT...` takes each input as one program and times what `--similar`
+//! adds, on a pool of ONE thread: the identical merge asked for the similar
+//! merge's fingerprints (`MergeOptions::similar_fingerprints`) followed by the
+//! similar merge on its outcome (`SimilarPass::after_merge_for`), less the
+//! identical merge alone; by the size model (`Pricing::Modeled`, the default) and
+//! by compiling every candidate (`Pricing::Compiled`); against a single-threaded
+//! Cranelift compile of the program's functions (`compile_all`), all in turn in
+//! each of `--repeat` rounds (a compile before each merge, so that no merge finds
+//! the data of the one before it in the caches), and prints similar ÷ compile for the fastest of
+//! each: in wall time, and in the thread's CPU time (Linux; which waiting for a
+//! core does not count: the steadier of the two on a busy machine).
 //!
 //! `size-model INPUT...` refits the size model: every function of every input,
 //! and the merged bodies and entry points of the groups merged by compiled sizes,
@@ -118,6 +120,14 @@ impl Best {
             None => format!("{wall:.2}% | -"),
         }
     }
+
+    /// `self` less `other`, each the fastest of its runs.
+    fn minus(&self, other: &Best) -> Best {
+        Best {
+            wall: self.wall.saturating_sub(other.wall),
+            cpu: self.cpu.zip(other.cpu).map(|(a, b)| a.saturating_sub(b)),
+        }
+    }
 }
 
 /// One program measured: compile, and the similar merge under each pricing asked
@@ -136,24 +146,42 @@ fn measure_program(
     repeat: usize,
     pricings: &[Pricing],
 ) -> anyhow::Result<Measured> {
-    let outcome = merge_functions(module, &MergeOptions::default());
-    let mut measured = Measured {
-        compile: Best::new(),
-        pricings: vec![(Best::new(), 0); pricings.len()],
-    };
+    let alone_options = MergeOptions::default();
+    let with_options = MergeOptions::default().with_similar_fingerprints(true);
+    let isa = clif_merge::testing::host_isa();
+    let mut alone = Best::new();
+    let mut both = vec![(Best::new(), 0); pricings.len()];
+    let mut compile = Best::new();
     for _ in 0..repeat.max(1) {
         let (wall, cpu, result) = timed(|| compile_all(module));
         result?;
-        measured.compile.add(wall, cpu);
-        for (&pricing, (best, groups)) in pricings.iter().zip(&mut measured.pricings) {
+        compile.add(wall, cpu);
+        let (wall, cpu, _) = pool.install(|| timed(|| merge_functions(module, &alone_options)));
+        alone.add(wall, cpu);
+        for (&pricing, (best, groups)) in pricings.iter().zip(&mut both) {
+            // Each merge runs right after a compile, as the identical merge alone
+            // did: neither finds the other's data in the caches.
+            let (wall, cpu, result) = timed(|| compile_all(module));
+            result?;
+            compile.add(wall, cpu);
             let options = SimilarOptions::default().with_pricing(pricing);
-            let (wall, cpu, pass) =
-                pool.install(|| timed(|| SimilarPass::after(module, &outcome.output, &options)));
+            let (wall, cpu, pass) = pool.install(|| {
+                timed(|| {
+                    let outcome = merge_functions(module, &with_options);
+                    SimilarPass::after_merge_for(module, &outcome, &options, isa.as_deref())
+                })
+            });
             best.add(wall, cpu);
             *groups = pass.outcome.groups.len();
         }
     }
-    Ok(measured)
+    Ok(Measured {
+        compile,
+        pricings: both
+            .into_iter()
+            .map(|(best, groups)| (best.minus(&alone), groups))
+            .collect(),
+    })
 }
 
 /// `similar`: the similar merge on one thread against compile on one thread,

@@ -216,9 +216,9 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let files = expand_inputs(&args.inputs)?;
     let mut loaded = load(&files)?;
     apply_linkage(&mut loaded.functions, args)?;
-    let options = MergeOptions {
-        mode: args.mode.into(),
-    };
+    let options = MergeOptions::default()
+        .with_mode(args.mode.into())
+        .with_similar_fingerprints(args.similar);
     let outcome = merge_functions(&loaded.functions, &options);
     let similar = args.similar.then(|| {
         let options = SimilarOptions::default()
@@ -228,7 +228,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
             .with_align(!args.no_align);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
-        SimilarPass::after_for(&loaded.functions, &outcome.output, &options, isa.as_deref())
+        SimilarPass::after_merge_for(&loaded.functions, &outcome, &options, isa.as_deref())
     });
     let printed: Vec<&Function> = match &similar {
         Some(similar) => similar.functions(),

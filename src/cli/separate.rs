@@ -159,9 +159,7 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
 }
 
 fn merge_options(options: &ModuleOptions) -> MergeOptions {
-    MergeOptions {
-        mode: options.mode.into(),
-    }
+    MergeOptions::default().with_mode(options.mode.into())
 }
 
 fn load_module(inputs: &[PathBuf], options: &ModuleOptions) -> Result<LoadedModule, CliError> {
@@ -367,7 +365,7 @@ fn apply_command(
             .chain(out.iter())
             .map(|(_, d)| &*d.func);
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
-        SimilarPass::after_reserving(out, &undecided, similar, isa.as_deref(), reserved)
+        SimilarPass::after_reserving(out, &undecided, None, similar, isa.as_deref(), reserved)
     });
     // Each printed function, with the name it is verified as (the target and flags
     // of the file it came from): a promoted function as its old name, a merged

@@ -11,7 +11,7 @@ use super::encode::{
     FunctionEncoding, Unsupported, WalkOptions, WalkScratch, encode_for_comparison,
     walk_in_parallel,
 };
-use super::fingerprint::{FingerprintScratch, hash_function};
+use super::fingerprint::{FingerprintScratch, hash_function, hash_function_and_hole_blind};
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
@@ -55,6 +55,9 @@ pub struct EncodedFunctions {
     pub unsupported: Vec<(FuncIndex, String)>,
     /// Number of functions.
     pub len: usize,
+    /// The similar-function merge's fingerprint per function, when
+    /// [`Self::hash_first`] was asked for them (empty otherwise).
+    pub hole_blind: SecondaryMap<FuncIndex, StructuralHash>,
 }
 
 impl EncodedFunctions {
@@ -82,17 +85,34 @@ impl EncodedFunctions {
     /// ones the comparator is asked about). Hashes, counts and address uses are the
     /// same as [`Self::from_module`]'s; the hashing walk does not look at value
     /// uses, so a function using a value before its definition (which the verifier
-    /// rejects) is only found unsupported here if it is a candidate. Returns the
+    /// rejects) is only found unsupported here if it is a candidate. With
+    /// `hole_blind` (whether callee-load offsets are holes), the same walk computes
+    /// the similar merge's fingerprints too ([`Self::hole_blind`]). Returns the
     /// time each of the two walks took, too.
-    pub fn hash_first(module: &FunctionSet, options: WalkOptions) -> (Self, Duration, Duration) {
+    pub fn hash_first(
+        module: &FunctionSet,
+        options: WalkOptions,
+        hole_blind: Option<bool>,
+    ) -> (Self, Duration, Duration) {
         let start = Instant::now();
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |scratch, &f| {
-            hash_function(&module.get(f).func, module, scratch)
+            let func = &module.get(f).func;
+            match hole_blind {
+                Some(callee_loads) => {
+                    let (hashed, blind) =
+                        hash_function_and_hole_blind(func, module, callee_loads, scratch);
+                    (hashed, Some(blind))
+                }
+                None => (hash_function(func, module, scratch), None),
+            }
         });
         let mut out = Self::empty(module);
-        for (&f, h) in all.iter().zip(hashed) {
+        for (&f, (h, blind)) in all.iter().zip(hashed) {
             out.record(f, h.hash, &h.address_taken, h.instructions);
+            if let Some(blind) = blind {
+                out.hole_blind[f] = blind;
+            }
         }
         let candidates = out.candidates();
         let time_hash = start.elapsed();

@@ -103,6 +103,8 @@ impl HandleHashes {
 #[derive(Copy, Clone, Default)]
 struct BlockSummary {
     hash: u64,
+    /// With [`BOTH`] chains: the block's hash with the holes left out.
+    hole_blind: u64,
     instructions: u32,
     /// `successors[first_successor..end_successor]`.
     first_successor: u32,
@@ -176,7 +178,7 @@ pub fn hash_function(
     module: &FunctionSet,
     scratch: &mut FingerprintScratch,
 ) -> HashedFunction {
-    let mut walk = HashWalk::<false> {
+    let mut walk = HashWalk::<EXACT> {
         func,
         module,
         scratch,
@@ -187,6 +189,30 @@ pub fn hash_function(
     walk.blocks();
     walk.reach();
     walk.combine()
+}
+
+/// [`hash_function`] and [`hole_blind_fingerprint`] in one walk: for a pass that
+/// merges identical functions and then similar ones, the second pass's first look
+/// at every function costs a second chain of multiplies in the first pass's walk
+/// instead of a walk of its own.
+pub fn hash_function_and_hole_blind(
+    func: &Function,
+    module: &FunctionSet,
+    callee_load_offsets: bool,
+    scratch: &mut FingerprintScratch,
+) -> (HashedFunction, StructuralHash) {
+    let mut walk = HashWalk::<BOTH> {
+        func,
+        module,
+        scratch,
+        blank_load_offsets: callee_load_offsets,
+        entry: func.layout.entry_block(),
+    };
+    walk.reset();
+    walk.blocks();
+    walk.reach();
+    let hole_blind = walk.combined(|summary| summary.hole_blind);
+    (walk.combine(), StructuralHash(hole_blind))
 }
 
 /// The bucket key of the similar-function merge: [`hash_function`]'s fingerprint
@@ -200,7 +226,7 @@ pub fn hole_blind_fingerprint(
     callee_load_offsets: bool,
     scratch: &mut FingerprintScratch,
 ) -> StructuralHash {
-    let mut walk = HashWalk::<true> {
+    let mut walk = HashWalk::<HOLE_BLIND> {
         func,
         module,
         scratch,
@@ -210,23 +236,32 @@ pub fn hole_blind_fingerprint(
     walk.reset();
     walk.blocks();
     walk.reach();
-    walk.combine().hash
+    StructuralHash(walk.combined(|summary| summary.hash))
 }
 
-/// The hashing walk over one function; `HOLE_BLIND` leaves out the immediates the
-/// similar-function merge may turn into parameters.
-struct HashWalk<'a, const HOLE_BLIND: bool> {
+/// The chains a [`HashWalk`] computes: the fingerprint ([`EXACT`]), the
+/// hole-blind one ([`HOLE_BLIND`]), or both ([`BOTH`]).
+type Chains = u8;
+/// [`hash_function`]'s chain only.
+const EXACT: Chains = 0;
+/// [`hole_blind_fingerprint`]'s chain only (in [`BlockSummary::hash`]).
+const HOLE_BLIND: Chains = 1;
+/// Both, the hole-blind one in [`BlockSummary::hole_blind`].
+const BOTH: Chains = 2;
+
+/// The hashing walk over one function, computing the chains `CHAINS` says.
+struct HashWalk<'a, const CHAINS: Chains> {
     func: &'a Function,
     module: &'a FunctionSet,
     scratch: &'a mut FingerprintScratch,
-    /// With `HOLE_BLIND`: whether the offsets of loads from entry-block parameters
-    /// are left out.
+    /// With a hole-blind chain: whether the offsets of loads from entry-block
+    /// parameters are left out.
     blank_load_offsets: bool,
-    /// With `HOLE_BLIND`: the entry block.
+    /// With a hole-blind chain: the entry block.
     entry: Option<Block>,
 }
 
-impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
+impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
     fn reset(&mut self) {
         let s = &mut *self.scratch;
         s.blocks.clear();
@@ -245,17 +280,34 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
         for block in func.layout.blocks() {
             let first_successor = self.scratch.successors.len() as u32;
             let mut hash = mix(K, func.dfg.block_params(block).len() as u64);
+            let mut hole_blind = hash;
             let mut instructions = 0u32;
             // `next_inst` rather than `block_insts`: one call per instruction, not
             // an iterator that compares both ends (a block's list ends in `None`).
             let mut next = func.layout.first_inst(block);
             while let Some(inst) = next {
-                hash = mix(hash, self.instruction(block, &func.dfg.insts[inst]));
+                let data = &func.dfg.insts[inst];
+                let word = self.instruction(block, data, CHAINS == HOLE_BLIND);
+                hash = mix(hash, word);
+                if CHAINS == BOTH {
+                    // The two chains differ only in the words of possible holes.
+                    let blind_word = if may_be_hole(data) {
+                        self.instruction(block, data, true)
+                    } else {
+                        word
+                    };
+                    hole_blind = mix(hole_blind, blind_word);
+                }
                 instructions += 1;
                 next = func.layout.next_inst(inst);
             }
             self.scratch.blocks[block] = BlockSummary {
                 hash: avalanche(hash ^ u64::from(instructions)),
+                hole_blind: if CHAINS == BOTH {
+                    avalanche(hole_blind ^ u64::from(instructions))
+                } else {
+                    0
+                },
                 instructions,
                 first_successor,
                 end_successor: self.scratch.successors.len() as u32,
@@ -291,22 +343,9 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
     /// Phase 3: the signature, and the reachable blocks' hashes summed.
     fn combine(&mut self) -> HashedFunction {
         let func = self.func;
+        let hash = self.combined(|summary| summary.hash);
         let s = &mut *self.scratch;
-        let mut sum = 0u64;
-        let mut instructions = 0u32;
-        for &block in &s.reach {
-            let summary = &s.blocks[block];
-            sum = sum.wrapping_add(summary.hash);
-            instructions += summary.instructions;
-        }
-        let header = mix(
-            mix(
-                signature_hash(&func.signature),
-                u64::from(func.stack_limit.is_some()),
-            ),
-            s.reach.len() as u64,
-        );
-        let hash = avalanche(mix(header, sum) ^ u64::from(instructions));
+        let instructions = s.reach.iter().map(|&b| s.blocks[b].instructions).sum();
         let mut address_taken: Vec<FuncIndex> = s
             .address_uses
             .iter()
@@ -326,6 +365,28 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
             address_taken,
             instructions,
         }
+    }
+
+    /// The signature and the reachable blocks' hashes (one of the chains, picked by
+    /// `chain`) summed, with their instruction count.
+    fn combined(&self, chain: impl Fn(&BlockSummary) -> u64) -> u64 {
+        let func = self.func;
+        let s = &*self.scratch;
+        let mut sum = 0u64;
+        let mut instructions = 0u32;
+        for &block in &s.reach {
+            let summary = &s.blocks[block];
+            sum = sum.wrapping_add(chain(summary));
+            instructions += summary.instructions;
+        }
+        let header = mix(
+            mix(
+                signature_hash(&func.signature),
+                u64::from(func.stack_limit.is_some()),
+            ),
+            s.reach.len() as u64,
+        );
+        avalanche(mix(header, sum) ^ u64::from(instructions))
     }
 
     /// Whether `value` is a parameter of the entry block.
@@ -366,10 +427,11 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
         }
     }
 
-    /// The word one instruction adds to its block's chain; notes its successors
-    /// and address uses.
+    /// The word one instruction adds to its block's chain, with the holes left out
+    /// when `hole_blind`; notes its successors and address uses (a possible hole,
+    /// whose word [`BOTH`] chains ask for twice, has neither).
     #[inline]
-    fn instruction(&mut self, block: Block, data: &InstructionData) -> u64 {
+    fn instruction(&mut self, block: Block, data: &InstructionData, hole_blind: bool) -> u64 {
         let func = self.func;
         let dfg = &func.dfg;
         let pool = &dfg.value_lists;
@@ -383,7 +445,7 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
             InstructionData::UnaryImm { opcode, .. }
             | InstructionData::UnaryIeee32 { opcode, .. }
             | InstructionData::UnaryIeee64 { opcode, .. }
-                if HOLE_BLIND =>
+                if hole_blind =>
             {
                 opcode as u64
             }
@@ -394,7 +456,7 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
                 flags,
                 arg,
                 ..
-            } if HOLE_BLIND && self.blank_load_offsets && self.is_entry_parameter(arg) => {
+            } if hole_blind && self.blank_load_offsets && self.is_entry_parameter(arg) => {
                 pair(opcode as u64, self.mem_flags(flags))
             }
             InstructionData::Load {
@@ -532,6 +594,24 @@ impl<const HOLE_BLIND: bool> HashWalk<'_, HOLE_BLIND> {
             InstructionData::UnaryIeee64 { opcode, imm } => pair(opcode as u64, imm.bits()),
         }
     }
+}
+
+/// Whether `data` may hold a hole ([`hole_blind_fingerprint`]): an `iconst`,
+/// `f32const` or `f64const`, or a plain `load` (whose offset is one when it loads
+/// from an entry-block parameter). Every other instruction has the same word in
+/// both chains.
+#[inline(always)]
+fn may_be_hole(data: &InstructionData) -> bool {
+    matches!(
+        data,
+        InstructionData::UnaryImm { .. }
+            | InstructionData::UnaryIeee32 { .. }
+            | InstructionData::UnaryIeee64 { .. }
+            | InstructionData::Load {
+                opcode: Opcode::Load,
+                ..
+            }
+    )
 }
 
 /// A set of memory flags by content: the flags, and the alias region by its user

@@ -33,7 +33,9 @@ pub mod tokens;
 
 use crate::ir::{FuncIndex, FunctionSet};
 use compare::EncodedFunctions;
+use cranelift_codegen::entity::SecondaryMap;
 use encode::WalkOptions;
+use hash::StructuralHash;
 use partition::{PartitionStats, partition};
 use plan::{MergeMode, MergePlan, plan};
 use rewrite::{OutputEntry, apply, apply_in_place};
@@ -45,6 +47,12 @@ use std::time::{Duration, Instant};
 pub struct MergeOptions {
     /// Whether function addresses are significant.
     pub mode: MergeMode,
+    /// Whether the pass also takes the similar-function merge's first look at
+    /// every function (its fingerprints with the holes left out) in its own walk,
+    /// for [`SimilarPass::after_merge_for`](crate::similar::SimilarPass::after_merge_for)
+    /// to reuse: set it when the similar merge runs next. Off, the pass computes
+    /// only its own fingerprints.
+    pub similar_fingerprints: bool,
 }
 
 impl MergeOptions {
@@ -53,7 +61,30 @@ impl MergeOptions {
         self.mode = mode;
         self
     }
+
+    /// These options, computing the similar merge's fingerprints or not
+    /// ([`Self::similar_fingerprints`]).
+    pub fn with_similar_fingerprints(mut self, similar_fingerprints: bool) -> Self {
+        self.similar_fingerprints = similar_fingerprints;
+        self
+    }
 }
+
+/// The similar-function merge's fingerprints of a module's functions, computed by
+/// the identical merge's walk ([`MergeOptions::similar_fingerprints`]).
+#[derive(Clone, Debug, Default)]
+pub struct SimilarFingerprints {
+    /// Whether they leave callee-load offsets out (the walk option
+    /// `callee_load_holes` they were computed with).
+    pub(crate) callee_load_holes: bool,
+    /// Per function of the module.
+    pub(crate) hashes: SecondaryMap<FuncIndex, StructuralHash>,
+}
+
+/// The walk option the identical merge computes [`SimilarFingerprints`] with: the
+/// similar merge's (`similar::groups::similar_walk`), which leaves callee-load
+/// offsets out.
+const SIMILAR_CALLEE_LOAD_HOLES: bool = true;
 
 /// What the pass did and what it cost.
 #[derive(Clone, Debug, Default)]
@@ -91,6 +122,8 @@ pub struct MergeOutcome<'a> {
     pub output: Vec<OutputEntry<'a>>,
     /// Counters and timings.
     pub stats: MergeStats,
+    /// The similar merge's fingerprints, when the options asked for them.
+    pub similar_fingerprints: Option<SimilarFingerprints>,
 }
 
 /// Runs the pass over `module` and rewrites it in place, copying nothing: what a
@@ -104,7 +137,7 @@ pub fn merge_functions_in_place(
     module: &mut FunctionSet,
     options: &MergeOptions,
 ) -> (MergePlan, MergeStats) {
-    let (plan, mut stats) = analyze(module, options);
+    let (plan, mut stats, _) = analyze(module, options);
     let start = Instant::now();
     apply_in_place(module, &plan);
     stats.time_apply += start.elapsed();
@@ -112,7 +145,10 @@ pub fn merge_functions_in_place(
 }
 
 /// Encodes, partitions and plans: everything but the rewrite.
-fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeStats) {
+fn analyze(
+    module: &FunctionSet,
+    options: &MergeOptions,
+) -> (MergePlan, MergeStats, Option<SimilarFingerprints>) {
     let mut stats = MergeStats {
         functions: module.len(),
         ..MergeStats::default()
@@ -122,7 +158,15 @@ fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeSta
         addresses_significant: options.mode == MergeMode::Safe,
         ..WalkOptions::default()
     };
-    let (functions, time_hash, time_encode) = EncodedFunctions::hash_first(module, walk);
+    let hole_blind = options
+        .similar_fingerprints
+        .then_some(SIMILAR_CALLEE_LOAD_HOLES);
+    let (mut functions, time_hash, time_encode) =
+        EncodedFunctions::hash_first(module, walk, hole_blind);
+    let similar_fingerprints = hole_blind.map(|callee_load_holes| SimilarFingerprints {
+        callee_load_holes,
+        hashes: std::mem::take(&mut functions.hole_blind),
+    });
     stats.unsupported = functions.unsupported.clone();
     stats.instructions = module.iter().map(|(f, _)| functions.instructions(f)).sum();
     stats.time_hash = time_hash;
@@ -146,12 +190,12 @@ fn analyze(module: &FunctionSet, options: &MergeOptions) -> (MergePlan, MergeSta
         .iter()
         .map(|d| functions.instructions(d.function))
         .sum();
-    (plan, stats)
+    (plan, stats, similar_fingerprints)
 }
 
 /// Runs the pass over `module`.
 pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
-    let (plan, mut stats) = analyze(module, options);
+    let (plan, mut stats, similar_fingerprints) = analyze(module, options);
     let start = Instant::now();
     let output = apply(module, &plan);
     stats.time_apply += start.elapsed();
@@ -159,5 +203,6 @@ pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> M
         plan,
         output,
         stats,
+        similar_fingerprints,
     }
 }

@@ -474,7 +474,12 @@ impl<M: Module> MergingModule<M> {
         let (set, ids) = self.recorded_set()?;
         self.recorded.clear();
         let resolved = self.resolve_decisions(&set, allow_redirect)?;
-        let outcome = merge_functions(&set, &self.options.merge);
+        let merge_options = self
+            .options
+            .merge
+            .clone()
+            .with_similar_fingerprints(self.options.similar.is_some());
+        let outcome = merge_functions(&set, &merge_options);
         let similar = match &self.options.similar {
             Some(options) => {
                 // Only what the whole-program decisions leave as it is.
@@ -484,9 +489,10 @@ impl<M: Module> MergingModule<M> {
                     .filter(|entry| resolved.per_function[entry.function().index()].is_none())
                     .cloned()
                     .collect();
-                Some(self.declare_merged_bodies(SimilarPass::after_for(
+                Some(self.declare_merged_bodies(SimilarPass::after_merging(
                     &set,
                     &undecided,
+                    outcome.similar_fingerprints.as_ref(),
                     options,
                     Some(self.inner.isa()),
                 ))?)

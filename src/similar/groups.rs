@@ -125,16 +125,17 @@ pub(crate) struct Candidates {
 /// Finds the groups of similar functions of `module`: buckets of functions
 /// sharing the hash that leaves the holes out, then runs of equal blanked
 /// streams.
-pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates {
+pub(crate) fn find_groups(
+    module: &FunctionSet,
+    walk: WalkOptions,
+    known: &KnownFingerprints,
+) -> Candidates {
     let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
     let hashes = parallel::map_init(&all, 16, FingerprintScratch::default, |scratch, &f| {
         let func = &module.get(f).func;
-        Some(hole_blind_fingerprint(
-            func,
-            module,
-            walk.callee_load_holes,
-            scratch,
-        ))
+        Some(known[f].unwrap_or_else(|| {
+            hole_blind_fingerprint(func, module, walk.callee_load_holes, scratch)
+        }))
     });
 
     // Buckets of functions sharing the constant-blind hash.
@@ -174,6 +175,11 @@ pub(crate) fn find_groups(module: &FunctionSet, walk: WalkOptions) -> Candidates
     groups.sort_by_key(|g| g[0]);
     Candidates { encodings, groups }
 }
+
+/// Hole-blind fingerprints already known, per function of the module the similar
+/// merge runs on (computed by the identical merge's walk:
+/// [`MergeOptions::similar_fingerprints`](crate::MergeOptions::similar_fingerprints)).
+pub(crate) type KnownFingerprints = SecondaryMap<FuncIndex, Option<StructuralHash>>;
 
 /// The walk of the similar merge: function addresses are significant (the first
 /// pass already merged what may share one) and callee-load offsets are holes.
@@ -419,7 +425,12 @@ mod tests {
         let (g_blind, g_full) = hashes(&module, 1, WALK);
         assert_eq!(f_blind, g_blind);
         assert_ne!(f_full, g_full);
-        assert_eq!(find_groups(&module, WALK).groups.len(), 1);
+        assert_eq!(
+            find_groups(&module, WALK, &KnownFingerprints::new())
+                .groups
+                .len(),
+            1
+        );
         // Without the option (the identical merge's walk), offsets are plain tokens.
         let plain = WalkOptions {
             callee_load_holes: false,
@@ -427,7 +438,11 @@ mod tests {
         };
         assert!(encoding(&module, 0, plain).holes().is_empty());
         assert_ne!(hashes(&module, 0, plain).0, hashes(&module, 1, plain).0);
-        assert!(find_groups(&module, plain).groups.is_empty());
+        assert!(
+            find_groups(&module, plain, &KnownFingerprints::new())
+                .groups
+                .is_empty()
+        );
     }
 
     #[test]
@@ -446,6 +461,10 @@ mod tests {
         assert_eq!(g.holes().len(), 2);
         assert_eq!(blanked(&f).0, blanked(&g).0);
         assert_ne!(blanked(&f), blanked(&g));
-        assert!(find_groups(&module, WALK).groups.is_empty());
+        assert!(
+            find_groups(&module, WALK, &KnownFingerprints::new())
+                .groups
+                .is_empty()
+        );
     }
 }

@@ -125,6 +125,7 @@ pub use groups::{HoleKind, HoleParameter, hole_blind_disagreements};
 
 use crate::identical::encode::FunctionEncoding;
 use crate::identical::rewrite::OutputEntry;
+use crate::identical::{MergeOutcome, SimilarFingerprints};
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
 use cost::{NotCompiled, host_isa, size_of, verified_size_of};
@@ -133,7 +134,8 @@ use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
 use entry_points::build_entry_points;
 use groups::{
-    Differing, differing_parameters, find_groups, similar_walk, split_by_parameter, split_parameter,
+    Differing, KnownFingerprints, differing_parameters, find_groups, similar_walk,
+    split_by_parameter, split_parameter,
 };
 use merged_body::{MergedNames, build_merged_body};
 use size_model::SizeModel;
@@ -344,19 +346,22 @@ pub fn merge_similar_for(
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
 ) -> SimilarOutcome {
-    merge_similar_reserving(module, options, isa, NameAuthority::new())
+    let known = KnownFingerprints::new();
+    merge_similar_reserving(module, options, isa, NameAuthority::new(), &known)
 }
 
 /// Like [`merge_similar_for`], never naming a merged body with a name `authority`
 /// knows (besides every name `module` defines or mentions).
+/// `known` are fingerprints of `module`'s functions computed before.
 pub(crate) fn merge_similar_reserving(
     module: &FunctionSet,
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
     authority: NameAuthority,
+    known: &KnownFingerprints,
 ) -> SimilarOutcome {
     // Phase 1 of 4: the groups of similar functions.
-    let candidates = find_groups(module, similar_walk());
+    let candidates = find_groups(module, similar_walk(), known);
 
     // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
@@ -811,27 +816,59 @@ impl SimilarPass {
         options: &SimilarOptions,
         isa: Option<&dyn TargetIsa>,
     ) -> Self {
+        Self::after_merging(module, output, None, options, isa)
+    }
+
+    /// Like [`Self::after_for`], on the whole outcome of the identical merge: with
+    /// [`MergeOptions::similar_fingerprints`](crate::MergeOptions::similar_fingerprints)
+    /// set for it, the fingerprints it computed are not computed again.
+    pub fn after_merge_for(
+        module: &FunctionSet,
+        outcome: &MergeOutcome<'_>,
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+    ) -> Self {
+        let fingerprints = outcome.similar_fingerprints.as_ref();
+        Self::after_merging(module, &outcome.output, fingerprints, options, isa)
+    }
+
+    /// [`Self::after_for`] on `output`, which may be part of the first pass's
+    /// output, with the fingerprints that pass computed if any.
+    pub(crate) fn after_merging(
+        module: &FunctionSet,
+        output: &[OutputEntry<'_>],
+        fingerprints: Option<&SimilarFingerprints>,
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+    ) -> Self {
         // Names the first pass removed (erased duplicates, aliases) still mean
         // something in the output: reserve every name of the original module.
         let reserved = module.iter().map(|(_, def)| &*def.func);
-        Self::after_reserving(module, output, options, isa, reserved)
+        Self::after_reserving(module, output, fingerprints, options, isa, reserved)
     }
 
-    /// Like [`Self::after_for`], never naming a merged body with a name any of
+    /// Like [`Self::after_merging`], never naming a merged body with a name any of
     /// `reserved` defines or mentions (rather than those of `module`).
     pub(crate) fn after_reserving<'f>(
         module: &FunctionSet,
         output: &[OutputEntry<'_>],
+        fingerprints: Option<&SimilarFingerprints>,
         options: &SimilarOptions,
         isa: Option<&dyn TargetIsa>,
         reserved: impl IntoIterator<Item = &'f Function>,
     ) -> Self {
+        // Fingerprints taken with the walk this merge uses, if any.
+        let fingerprints =
+            fingerprints.filter(|f| f.callee_load_holes == similar_walk().callee_load_holes);
         let mut set = FunctionSet::new();
         let mut index_of = SecondaryMap::new();
+        let mut known = KnownFingerprints::new();
         for (function, body) in output.iter().filter_map(OutputEntry::kept) {
             let def = module.get(function);
-            // A body the first pass left as it was is shared, not copied.
-            let body = if std::ptr::eq(body, &*def.func) {
+            // A body the first pass left as it was is shared, not copied, and
+            // keeps the fingerprint that pass took of it.
+            let unchanged = std::ptr::eq(body, &*def.func);
+            let body = if unchanged {
                 def.func.clone()
             } else {
                 Arc::new(body.clone())
@@ -839,13 +876,16 @@ impl SimilarPass {
             // Names are unique in `module`, so they are in a subset of its bodies.
             if let Ok(index) = set.push_shared(body, def.linkage) {
                 index_of[function] = Some(index);
+                if unchanged && let Some(fingerprints) = fingerprints {
+                    known[index] = Some(fingerprints.hashes[function]);
+                }
             }
         }
         let mut authority = NameAuthority::new();
         for func in reserved {
             authority.reserve_function(func);
         }
-        let outcome = merge_similar_reserving(&set, options, isa, authority);
+        let outcome = merge_similar_reserving(&set, options, isa, authority, &known);
         Self {
             module: set,
             index_of,
