@@ -214,6 +214,24 @@ impl SpannedEncoding {
         &self.definitions[from..to]
     }
 
+    /// [`Self::definitions_in`], searching from `cursor` (where the previous search
+    /// ended): a walk forward through the stream finds what it looks for a step or
+    /// two on, where a binary search takes a dozen. Moves `cursor` to the end of
+    /// what it returns.
+    fn definitions_near(&self, range: &Range<u32>, cursor: &mut usize) -> &[(u32, Value)] {
+        let definitions = &self.definitions;
+        let near = (*cursor).min(definitions.len());
+        let from = if near == 0 || definitions[near - 1].0 <= range.start {
+            first_after(definitions, near, range.start)
+        } else {
+            // The range is behind the cursor (a suffix is matched backwards).
+            definitions.partition_point(|d| d.0 <= range.start)
+        };
+        let to = first_after(definitions, from, range.end);
+        *cursor = to;
+        &definitions[from..to]
+    }
+
     /// The definition position a value operand token at `position` names.
     fn operand_target(&self, position: u32) -> Option<u32> {
         let serial = self.tokens[position as usize];
@@ -326,6 +344,8 @@ struct Aligner<'a> {
     fa: &'a Function,
     fb: &'a Function,
     scratch: &'a mut AlignScratch,
+    /// Where the last search of `a`'s and `b`'s definitions ended.
+    cursors: (usize, usize),
 }
 
 impl<'a> Aligner<'a> {
@@ -349,6 +369,7 @@ impl<'a> Aligner<'a> {
             fa,
             fb,
             scratch,
+            cursors: (0, 0),
         }
     }
 
@@ -379,7 +400,8 @@ impl<'a> Aligner<'a> {
                 _ => return false,
             }
         }
-        let (da, db) = (self.a.definitions_in(&ra), self.b.definitions_in(&rb));
+        let da = self.a.definitions_near(&ra, &mut self.cursors.0);
+        let db = self.b.definitions_near(&rb, &mut self.cursors.1);
         if da.len() != db.len() {
             return false;
         }
@@ -518,6 +540,18 @@ impl<'a> Aligner<'a> {
             values,
             common,
         })
+    }
+}
+
+/// The first index at or after `start` of a definition positioned after `bound`,
+/// given that none before `start` is: a few steps, then a binary search.
+fn first_after(definitions: &[(u32, Value)], start: usize, bound: u32) -> usize {
+    /// Steps taken one at a time before the binary search.
+    const STEPS: usize = 4;
+    let limit = (start + STEPS).min(definitions.len());
+    match (start..limit).find(|&i| definitions[i].0 > bound) {
+        Some(i) => i,
+        None => limit + definitions[limit..].partition_point(|d| d.0 <= bound),
     }
 }
 
@@ -735,4 +769,61 @@ fn pair_bucket(
         }
     }
     pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identical::encode::WalkScratch;
+    use crate::ir::Linkage;
+    use cranelift_codegen::entity::EntityRef;
+
+    /// The cursor search finds what the binary search finds, whatever order the
+    /// ranges come in (forward as prefixes are matched, backward as suffixes are).
+    #[test]
+    fn definitions_near_agrees_with_binary_search() {
+        let text = "function %f(i64, i32) -> i32 {
+            block0(v0: i64, v1: i32):
+                v2 = iconst.i32 7
+                v3 = iadd v1, v2
+                v4 = load.i32 v0+8
+                v5 = imul v3, v4
+                brif v5, block1(v5), block2
+            block1(v6: i32):
+                v7 = isub v6, v1
+                v8 = iadd v7, v2
+                return v8
+            block2:
+                v9 = iconst.i32 0
+                return v9
+            }";
+        let func = cranelift_reader::parse_functions(text).expect("parses").remove(0);
+        let mut module = FunctionSet::new();
+        module.push(func, Linkage::Local).expect("one function");
+        let func = &module.get(FuncIndex::new(0)).func;
+        let encoding =
+            encode_spanned(func, &module, &mut WalkScratch::default()).expect("encodes");
+        let mut ranges: Vec<Range<u32>> = vec![0..encoding.blocks[0].start];
+        for k in 0..encoding.blocks.len() {
+            let parts = encoding.block(k);
+            ranges.push(parts.header.clone());
+            ranges.extend(parts.insts.clone().map(|i| encoding.inst_span(i, &parts)));
+        }
+        assert!(
+            ranges.iter().filter(|r| !encoding.definitions_in(r).is_empty()).count() > 5,
+            "the ranges define values"
+        );
+        let mut orders = vec![ranges.clone(), ranges.iter().rev().cloned().collect()];
+        orders.push(ranges.iter().step_by(3).chain(&ranges).cloned().collect());
+        for order in orders {
+            let mut cursor = 0;
+            for range in &order {
+                assert_eq!(
+                    encoding.definitions_near(range, &mut cursor),
+                    encoding.definitions_in(range),
+                    "{range:?}"
+                );
+            }
+        }
+    }
 }
