@@ -3,8 +3,9 @@
 #   1. clif-merge's pass (parsing excluded) on a generated CLIF module, 1 thread and all cores;
 #   2. LLVM's `opt -passes=mergefunc` on the same module as LLVM IR (pass time from
 #      -time-passes), with the newest LLVM Debian offers (llvm-19), else `opt`;
-#   3. Cranelift's own compile time for the same CLIF functions (host ISA, no merging),
-#      on 1 thread and on all cores;
+#   3. Cranelift's own compile time for the same CLIF functions (host ISA,
+#      opt_level=speed, verifier off as rustc_codegen_cranelift and wasmtime ship it,
+#      no merging), on 1 thread and on all cores;
 # for N = 1k, 10k, 100k generated functions, then for every program of
 # ../shared/corpus (pass vs compile time). Prints one table, the ratios
 # clif-merge/LLVM and clif-merge/compile, and time(10N)/time(N).
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT="$2"; shift 2 ;;
     --no-corpus) CORPUS=0; shift ;;
     --no-compile) COMPILE=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done

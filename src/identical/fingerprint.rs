@@ -389,10 +389,11 @@ impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
         avalanche(mix(header, sum) ^ u64::from(instructions))
     }
 
-    /// Whether `value` is a parameter of the entry block.
+    /// Whether `value` is a parameter of the entry block (`value_def` resolves
+    /// aliases itself).
     fn is_entry_parameter(&self, value: Value) -> bool {
         let dfg = &self.func.dfg;
-        matches!(dfg.value_def(dfg.resolve_aliases(value)), ValueDef::Param(block, _) if Some(block) == self.entry)
+        matches!(dfg.value_def(value), ValueDef::Param(block, _) if Some(block) == self.entry)
     }
 
     fn successor(&mut self, call: &BlockCall) {

@@ -183,7 +183,8 @@ impl NameAuthority {
     /// entries of its user-name table that nothing refers to.
     pub fn reserve_function(&mut self, func: &Function) {
         self.reserve(SymbolName::of_function(func));
-        for name in mentioned_names(func) {
+        // A user name is an entry of the user-name table, reserved below.
+        for name in mentioned_names(func).filter(|name| !matches!(name, ExternalName::User(_))) {
             if let Some(key) = SymbolKey::of_external(func, name) {
                 self.reserve(key.to_name());
             }

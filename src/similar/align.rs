@@ -205,19 +205,21 @@ impl SpannedEncoding {
             .map(|d| d.1)
     }
 
-    /// The definitions written inside `range`. A definition's serial names the
-    /// position right after the type token that precedes it, so the one written
-    /// last in `range` names `range.end`.
+    /// The definitions written inside `range`, by binary search (what
+    /// [`Self::definitions_near`] is checked against).
+    #[cfg(test)]
     fn definitions_in(&self, range: &Range<u32>) -> &[(u32, Value)] {
         let from = self.definitions.partition_point(|d| d.0 <= range.start);
         let to = self.definitions.partition_point(|d| d.0 <= range.end);
         &self.definitions[from..to]
     }
 
-    /// [`Self::definitions_in`], searching from `cursor` (where the previous search
-    /// ended): a walk forward through the stream finds what it looks for a step or
-    /// two on, where a binary search takes a dozen. Moves `cursor` to the end of
-    /// what it returns.
+    /// The definitions written inside `range`. A definition's serial names the
+    /// position right after the type token that precedes it, so the one written
+    /// last in `range` names `range.end`. Searched from `cursor` (where the
+    /// previous search ended): a walk forward through the stream finds them a step
+    /// or two on, where a binary search takes a dozen. Moves `cursor` to the end
+    /// of what it returns.
     fn definitions_near(&self, range: &Range<u32>, cursor: &mut usize) -> &[(u32, Value)] {
         let definitions = &self.definitions;
         let near = (*cursor).min(definitions.len());
@@ -556,7 +558,7 @@ fn first_after(definitions: &[(u32, Value)], start: usize, bound: u32) -> usize 
 }
 
 /// Whether the definition whose serial names position `d` was written inside
-/// `range` ([`SpannedEncoding::definitions_in`]).
+/// `range` ([`SpannedEncoding::definitions_near`]).
 fn written_in(range: &Range<u32>, d: u32) -> bool {
     d > range.start && d <= range.end
 }
@@ -797,20 +799,27 @@ mod tests {
                 v9 = iconst.i32 0
                 return v9
             }";
-        let func = cranelift_reader::parse_functions(text).expect("parses").remove(0);
+        let func = cranelift_reader::parse_functions(text)
+            .expect("parses")
+            .remove(0);
         let mut module = FunctionSet::new();
         module.push(func, Linkage::Local).expect("one function");
         let func = &module.get(FuncIndex::new(0)).func;
-        let encoding =
-            encode_spanned(func, &module, &mut WalkScratch::default()).expect("encodes");
-        let mut ranges: Vec<Range<u32>> = vec![0..encoding.blocks[0].start];
+        let encoding = encode_spanned(func, &module, &mut WalkScratch::default()).expect("encodes");
+        let signature = 0..encoding.blocks[0].start;
+        let mut ranges: Vec<Range<u32>> = Vec::new();
+        ranges.push(signature);
         for k in 0..encoding.blocks.len() {
             let parts = encoding.block(k);
             ranges.push(parts.header.clone());
             ranges.extend(parts.insts.clone().map(|i| encoding.inst_span(i, &parts)));
         }
         assert!(
-            ranges.iter().filter(|r| !encoding.definitions_in(r).is_empty()).count() > 5,
+            ranges
+                .iter()
+                .filter(|r| !encoding.definitions_in(r).is_empty())
+                .count()
+                > 5,
             "the ranges define values"
         );
         let mut orders = vec![ranges.clone(), ranges.iter().rev().cloned().collect()];
