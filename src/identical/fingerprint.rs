@@ -63,6 +63,8 @@ use std::hash::{Hash, Hasher};
 #[derive(Default)]
 pub struct FingerprintScratch {
     blocks: SecondaryMap<Block, BlockSummary>,
+    /// With [`BOTH`] chains: each block's hash with the holes left out.
+    hole_blind_blocks: SecondaryMap<Block, u64>,
     successors: Vec<Block>,
     reach: Vec<Block>,
     address_uses: Vec<(Block, FuncIndex)>,
@@ -103,8 +105,6 @@ impl HandleHashes {
 #[derive(Copy, Clone, Default)]
 struct BlockSummary {
     hash: u64,
-    /// With [`BOTH`] chains: the block's hash with the holes left out.
-    hole_blind: u64,
     instructions: u32,
     /// `successors[first_successor..end_successor]`.
     first_successor: u32,
@@ -211,7 +211,7 @@ pub fn hash_function_and_hole_blind(
     walk.reset();
     walk.blocks();
     walk.reach();
-    let hole_blind = walk.combined(|summary| summary.hole_blind);
+    let hole_blind = walk.combined(|s, block| s.hole_blind_blocks[block]);
     (walk.combine(), StructuralHash(hole_blind))
 }
 
@@ -236,7 +236,7 @@ pub fn hole_blind_fingerprint(
     walk.reset();
     walk.blocks();
     walk.reach();
-    StructuralHash(walk.combined(|summary| summary.hash))
+    StructuralHash(walk.combined(|s, block| s.blocks[block].hash))
 }
 
 /// The chains a [`HashWalk`] computes: the fingerprint ([`EXACT`]), the
@@ -246,7 +246,7 @@ type Chains = u8;
 const EXACT: Chains = 0;
 /// [`hole_blind_fingerprint`]'s chain only (in [`BlockSummary::hash`]).
 const HOLE_BLIND: Chains = 1;
-/// Both, the hole-blind one in [`BlockSummary::hole_blind`].
+/// Both, the hole-blind one in [`FingerprintScratch::hole_blind_blocks`].
 const BOTH: Chains = 2;
 
 /// The hashing walk over one function, computing the chains `CHAINS` says.
@@ -267,6 +267,10 @@ impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
         s.blocks.clear();
         // Sized once, so that recording a block never grows the map.
         s.blocks.resize(self.func.dfg.num_blocks());
+        if CHAINS == BOTH {
+            s.hole_blind_blocks.clear();
+            s.hole_blind_blocks.resize(self.func.dfg.num_blocks());
+        }
         s.successors.clear();
         s.reach.clear();
         s.address_uses.clear();
@@ -301,13 +305,12 @@ impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
                 instructions += 1;
                 next = func.layout.next_inst(inst);
             }
+            if CHAINS == BOTH {
+                self.scratch.hole_blind_blocks[block] =
+                    avalanche(hole_blind ^ u64::from(instructions));
+            }
             self.scratch.blocks[block] = BlockSummary {
                 hash: avalanche(hash ^ u64::from(instructions)),
-                hole_blind: if CHAINS == BOTH {
-                    avalanche(hole_blind ^ u64::from(instructions))
-                } else {
-                    0
-                },
                 instructions,
                 first_successor,
                 end_successor: self.scratch.successors.len() as u32,
@@ -343,7 +346,7 @@ impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
     /// Phase 3: the signature, and the reachable blocks' hashes summed.
     fn combine(&mut self) -> HashedFunction {
         let func = self.func;
-        let hash = self.combined(|summary| summary.hash);
+        let hash = self.combined(|s, block| s.blocks[block].hash);
         let s = &mut *self.scratch;
         let instructions = s.reach.iter().map(|&b| s.blocks[b].instructions).sum();
         let mut address_taken: Vec<FuncIndex> = s
@@ -369,15 +372,14 @@ impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
 
     /// The signature and the reachable blocks' hashes (one of the chains, picked by
     /// `chain`) summed, with their instruction count.
-    fn combined(&self, chain: impl Fn(&BlockSummary) -> u64) -> u64 {
+    fn combined(&self, chain: impl Fn(&FingerprintScratch, Block) -> u64) -> u64 {
         let func = self.func;
         let s = &*self.scratch;
         let mut sum = 0u64;
         let mut instructions = 0u32;
         for &block in &s.reach {
-            let summary = &s.blocks[block];
-            sum = sum.wrapping_add(chain(summary));
-            instructions += summary.instructions;
+            sum = sum.wrapping_add(chain(s, block));
+            instructions += s.blocks[block].instructions;
         }
         let header = mix(
             mix(
@@ -431,7 +433,7 @@ impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
     /// The word one instruction adds to its block's chain, with the holes left out
     /// when `hole_blind`; notes its successors and address uses (a possible hole,
     /// whose word [`BOTH`] chains ask for twice, has neither).
-    #[inline]
+    #[inline(always)]
     fn instruction(&mut self, block: Block, data: &InstructionData, hole_blind: bool) -> u64 {
         let func = self.func;
         let dfg = &func.dfg;
