@@ -63,6 +63,7 @@ pub mod testing {
     pub use crate::identical::rewrite::apply;
     pub use crate::ir::symbols::mentioned_names;
     pub use crate::similar::cost::{compiled_size, host_isa};
+    pub use crate::similar::entry_points::entry_point_features;
 
     #[cfg(feature = "cli")]
     pub use crate::cli::{

@@ -20,10 +20,11 @@ mod generator;
 mod skip;
 
 use clif_merge::OutputEntry;
+use clif_merge::similar::size_model::SizeFeatures;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
-use clif_merge::testing::hole_blind_fingerprint;
 use clif_merge::testing::{EncodedFunctions, FingerprintScratch, WalkOptions, partition};
 use clif_merge::testing::{clif_text, json_report, similar_json};
+use clif_merge::testing::{entry_point_features, hole_blind_fingerprint};
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{
     FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
@@ -124,7 +125,43 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
         one == reused,
         "{name}: the similar merge differs with the fingerprints of the identical merge"
     );
+    check_entry_point_features(name, &similar, isa.as_deref());
     one.2
+}
+
+/// The model prices entry points from features counted without building them
+/// (`entry_point_features`): they are the features of the entry points built.
+fn check_entry_point_features(
+    name: &str,
+    similar: &SimilarPass,
+    isa: Option<&dyn cranelift_codegen::isa::TargetIsa>,
+) {
+    let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
+    let mut entry_points = 0;
+    for group in &similar.outcome.groups {
+        let counted = entry_point_features(
+            &similar.module,
+            &group.members,
+            &group.parameters,
+            frame_pointers,
+        );
+        for (&m, features) in group.members.iter().zip(counted) {
+            let built = similar.outcome.entry_points[m]
+                .as_ref()
+                .expect("every member has an entry point");
+            assert_eq!(
+                SizeFeatures::of(built),
+                features,
+                "{name}: features of {}",
+                built.name
+            );
+            entry_points += 1;
+        }
+    }
+    assert!(
+        similar.outcome.groups.is_empty() || entry_points > 0,
+        "{name}: entry points compared"
+    );
 }
 
 /// `hash_first` (the pass) and `from_module` (every function encoded) agree, and
@@ -243,6 +280,11 @@ fn filetests_are_merged_identically_on_any_number_of_threads() {
         check_threads(&name, &module);
         check_hash_first(&name, &module);
         check_in_place(&name, &module);
+        let outcome = merge_functions(&module, &MergeOptions::default());
+        let isa = clif_merge::testing::host_isa();
+        let options = SimilarOptions::default();
+        let similar = SimilarPass::after_for(&module, &outcome.output, &options, isa.as_deref());
+        check_entry_point_features(&name, &similar, isa.as_deref());
     }
 }
 

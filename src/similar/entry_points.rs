@@ -4,10 +4,11 @@
 //! calls and the ISA keeps frame pointers).
 
 use super::groups::{HoleKind, HoleParameter};
+use super::size_model::{Feature, SizeFeatures};
 use crate::identical::thunks::{ForwardedArgument, build_forwarding_body};
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::Function;
+use cranelift_codegen::ir::{Function, types};
 
 /// One entry point per member of `members` (in member order), each calling
 /// `merged` with its own values of `parameters`. `frame_pointers`: whether the
@@ -40,8 +41,56 @@ pub(crate) fn build_entry_points(
                     }
                 })
                 .collect();
-            let tail_call = func.signature.call_conv.supports_tail_calls() && frame_pointers;
+            let tail_call = tail_calls(func, frame_pointers);
             build_forwarding_body(func, &merged.name, &merged.signature, &extra, tail_call)
+        })
+        .collect()
+}
+
+/// Whether `func`'s entry point ends in `return_call`.
+fn tail_calls(func: &Function, frame_pointers: bool) -> bool {
+    func.signature.call_conv.supports_tail_calls() && frame_pointers
+}
+
+/// The size-model features of the entry points [`build_entry_points`] builds (in
+/// member order), counted without building them: a block whose parameters are
+/// the member's, one constant (`iconst`, `f32const`, `f64const`) or `func_addr`
+/// per parameter of the merged body, and a `return_call`, or a `call` and a
+/// `return`, passing all of them. `tests/parallel.rs` checks them against
+/// [`SizeFeatures::of`] the built entry points.
+pub fn entry_point_features(
+    module: &FunctionSet,
+    members: &[FuncIndex],
+    parameters: &[HoleParameter],
+    frame_pointers: bool,
+) -> Vec<SizeFeatures> {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| {
+            let func = &module.get(m).func;
+            let mut features = SizeFeatures::default();
+            let params = func.signature.params.len();
+            features.add(Feature::Function, 1);
+            features.add(Feature::Params, params);
+            features.add(Feature::StackParams, params.saturating_sub(6));
+            features.add(Feature::Blocks, 1);
+            for p in parameters {
+                let feature = match p.kind {
+                    HoleKind::Callee => Feature::Addresses,
+                    _ if p.ty == types::F32 || p.ty == types::F64 => Feature::FloatConstants,
+                    // `iconst` keeps the value as given (`bits as i64`).
+                    _ if i32::try_from(p.values[i] as i64).is_ok() => Feature::SmallConstants,
+                    _ => Feature::LargeConstants,
+                };
+                features.add(feature, 1);
+            }
+            features.add(Feature::Calls, 1);
+            features.add(Feature::CallArguments, params + parameters.len());
+            if !tail_calls(func, frame_pointers) {
+                features.add(Feature::Returns, 1);
+            }
+            features
         })
         .collect()
 }

@@ -115,7 +115,7 @@
 
 mod align;
 pub(crate) mod cost;
-mod entry_points;
+pub(crate) mod entry_points;
 mod groups;
 mod merged_body;
 pub mod size_model;
@@ -132,7 +132,7 @@ use cost::{NotCompiled, host_isa, size_of, verified_size_of};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
-use entry_points::build_entry_points;
+use entry_points::{build_entry_points, entry_point_features};
 use groups::{
     Differing, KnownFingerprints, differing_parameters, find_groups, similar_walk,
     split_by_parameter, split_parameter,
@@ -771,14 +771,28 @@ impl Planner<'_> {
             .isa
             .is_none_or(|isa| isa.flags().preserve_frame_pointers());
         let name = UserFuncName::testcase("clif_merge_measured");
-        let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
-            .map_err(|NotSpliced(reason)| reason)?;
-        for func in std::iter::once(&merged).chain(&entry_points) {
-            let size = match sizer {
-                Sizer::Model(model) => Ok(model.predict(func)),
-                Sizer::Measure => verified_size_of(self.isa, func),
-            };
-            merge.size_after += size.map_err(cannot_compile)?;
+        match sizer {
+            // The entry points are predicted from their features, without
+            // building them.
+            Sizer::Model(model) => {
+                let first = &self.module.get(members[0]).func;
+                let merged = build_merged_body(self.module, first, name, &merge.differing)
+                    .map_err(|NotSpliced(reason)| reason)?;
+                merge.size_after = model.predict(&merged);
+                let parameters = &merge.differing.parameters;
+                for features in
+                    entry_point_features(self.module, members, parameters, frame_pointers)
+                {
+                    merge.size_after += model.predict_features(&features);
+                }
+            }
+            Sizer::Measure => {
+                let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
+                    .map_err(|NotSpliced(reason)| reason)?;
+                for func in std::iter::once(&merged).chain(&entry_points) {
+                    merge.size_after += verified_size_of(self.isa, func).map_err(cannot_compile)?;
+                }
+            }
         }
         Ok(merge)
     }

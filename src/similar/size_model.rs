@@ -124,7 +124,7 @@ impl Feature {
 pub const FEATURES: usize = 29;
 
 /// The counts of a function's [`Feature`]s, indexed by `Feature as usize`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SizeFeatures(pub [f64; FEATURES]);
 
 impl SizeFeatures {
@@ -162,6 +162,11 @@ impl SizeFeatures {
     /// The count of `feature`.
     pub fn get(&self, feature: Feature) -> f64 {
         self.0[feature as usize]
+    }
+
+    /// Counts `n` more of `feature`.
+    pub fn add(&mut self, feature: Feature, n: usize) {
+        self.0[feature as usize] += n as f64;
     }
 }
 
