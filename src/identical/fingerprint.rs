@@ -33,6 +33,10 @@
 //! functions in a bucket). Everything else it hashes is written as is in the
 //! encoding with holes too, so equal streams with the holes blanked have equal
 //! hole-blind fingerprints (`tests/corpus.rs` checks it on every corpus function).
+//! [`hash_function_and_hole_blind`] takes both fingerprints in one walk, in two
+//! chains that differ only in the words of possible holes, for the identical
+//! merge to hand the similar merge that follows it (`tests/parallel.rs` checks
+//! them against the two walks apart).
 //!
 //! **Agreement with the comparator.** `compare(f, g) == Equal` implies
 //! `hash(f) == hash(g)`, because the hash is a function of the encoding: equal
