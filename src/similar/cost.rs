@@ -43,7 +43,7 @@ fn measured_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, NotCompile
 /// needs on x86_64), or `None` where Cranelift has no backend for the host.
 /// Cranelift's verifier is off, as compilers that ship Cranelift run it: code
 /// sizes do not depend on it, and the bodies the similar merge builds are
-/// verified on their own before they are measured ([`verified_size_of`]).
+/// verified on their own before they are measured (`verified_size_of`).
 pub fn host_isa() -> Option<OwnedTargetIsa> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").ok()?;

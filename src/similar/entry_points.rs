@@ -52,7 +52,7 @@ fn tail_calls(func: &Function, frame_pointers: bool) -> bool {
     func.signature.call_conv.supports_tail_calls() && frame_pointers
 }
 
-/// The size-model features of the entry points [`build_entry_points`] builds (in
+/// The size-model features of the entry points `build_entry_points` builds (in
 /// member order), counted without building them: a block whose parameters are
 /// the member's, one constant (`iconst`, `f32const`, `f64const`) or `func_addr`
 /// per parameter of the merged body, and a `return_call`, or a `call` and a
