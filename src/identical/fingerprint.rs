@@ -182,17 +182,7 @@ pub fn hash_function(
     module: &FunctionSet,
     scratch: &mut FingerprintScratch,
 ) -> HashedFunction {
-    let mut walk = HashWalk::<EXACT> {
-        func,
-        module,
-        scratch,
-        blank_load_offsets: false,
-        entry: None,
-    };
-    walk.reset();
-    walk.blocks();
-    walk.reach();
-    walk.combine()
+    HashWalk::<EXACT>::walked(func, module, false, scratch).combine()
 }
 
 /// [`hash_function`] and [`hole_blind_fingerprint`] in one walk: for a pass that
@@ -205,16 +195,7 @@ pub fn hash_function_and_hole_blind(
     callee_load_offsets: bool,
     scratch: &mut FingerprintScratch,
 ) -> (HashedFunction, StructuralHash) {
-    let mut walk = HashWalk::<BOTH> {
-        func,
-        module,
-        scratch,
-        blank_load_offsets: callee_load_offsets,
-        entry: func.layout.entry_block(),
-    };
-    walk.reset();
-    walk.blocks();
-    walk.reach();
+    let mut walk = HashWalk::<BOTH>::walked(func, module, callee_load_offsets, scratch);
     let hole_blind = walk.combined(|s, block| s.hole_blind_blocks[block]);
     (walk.combine(), StructuralHash(hole_blind))
 }
@@ -230,16 +211,7 @@ pub fn hole_blind_fingerprint(
     callee_load_offsets: bool,
     scratch: &mut FingerprintScratch,
 ) -> StructuralHash {
-    let mut walk = HashWalk::<HOLE_BLIND> {
-        func,
-        module,
-        scratch,
-        blank_load_offsets: callee_load_offsets,
-        entry: func.layout.entry_block(),
-    };
-    walk.reset();
-    walk.blocks();
-    walk.reach();
+    let walk = HashWalk::<HOLE_BLIND>::walked(func, module, callee_load_offsets, scratch);
     StructuralHash(walk.combined(|s, block| s.blocks[block].hash))
 }
 
@@ -265,7 +237,32 @@ struct HashWalk<'a, const CHAINS: Chains> {
     entry: Option<Block>,
 }
 
-impl<const CHAINS: Chains> HashWalk<'_, CHAINS> {
+impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
+    /// Phases 1 and 2 over `func`, ready to combine (`blank_load_offsets` only
+    /// matters with a hole-blind chain).
+    fn walked(
+        func: &'a Function,
+        module: &'a FunctionSet,
+        blank_load_offsets: bool,
+        scratch: &'a mut FingerprintScratch,
+    ) -> Self {
+        let mut walk = Self {
+            func,
+            module,
+            scratch,
+            blank_load_offsets,
+            entry: if CHAINS == EXACT {
+                None
+            } else {
+                func.layout.entry_block()
+            },
+        };
+        walk.reset();
+        walk.blocks();
+        walk.reach();
+        walk
+    }
+
     fn reset(&mut self) {
         let s = &mut *self.scratch;
         s.blocks.clear();
