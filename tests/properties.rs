@@ -12,7 +12,9 @@
 //!   `cranelift-interpreter` on every sampled input.
 
 use clif_merge::Linkage;
-use clif_merge::testing::{CalleeView, EncodedFunctions, FunctionComparator, WalkOptions};
+use clif_merge::testing::{
+    CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
+};
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
@@ -421,6 +423,12 @@ proptest! {
             .collect();
         let set = module_of(parse(&text));
         let (m, encoded) = order_matrix(&set);
+        let prefix_keys: Vec<_> = (0..3)
+            .map(|i| {
+                let func = &set.get(FuncIndex::new(i)).func;
+                first_look(func, &set, &mut FingerprintScratch::default())
+            })
+            .collect();
         for i in 0..3 {
             prop_assert_eq!(m[i][i], Ordering::Equal, "not reflexive");
             for j in 0..3 {
@@ -430,6 +438,11 @@ proptest! {
                         encoded.hashes[FuncIndex::new(i)],
                         encoded.hashes[FuncIndex::new(j)],
                         "equal functions with different hashes"
+                    );
+                    prop_assert_eq!(
+                        prefix_keys[i].hash,
+                        prefix_keys[j].hash,
+                        "equal functions with different prefix keys"
                     );
                 }
                 for k in 0..3 {

@@ -1,11 +1,13 @@
 //! Fuzzes the comparator's laws on generated functions: reflexive, antisymmetric,
-//! transitive on triples; equal functions have equal hashes; a respelled clone
+//! transitive on triples; equal functions have equal hashes and prefix keys; a respelled clone
 //! (values renumbered, non-entry blocks in another order) is equal.
 
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
-use clif_merge::testing::{CalleeView, EncodedFunctions, FunctionComparator, WalkOptions};
+use clif_merge::testing::{
+    CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
+};
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
 use clif_merge::Linkage;
@@ -113,6 +115,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let encoded = EncodedFunctions::from_module(&module, WalkOptions::default());
     let cmp = FunctionComparator::new(&encoded, CalleeView::Optimistic);
+    let prefix_key = |i: usize| {
+        let func = &module.get(FuncIndex::new(i)).func;
+        first_look(func, &module, &mut FingerprintScratch::default()).hash
+    };
     let m: Vec<Vec<Ordering>> = (0..3)
         .map(|i| (0..3).map(|j| cmp.compare(FuncIndex::new(i), FuncIndex::new(j))).collect())
         .collect();
@@ -122,6 +128,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(m[i][j], m[j][i].reverse());
             if m[i][j] == Ordering::Equal {
                 assert_eq!(encoded.hashes[FuncIndex::new(i)], encoded.hashes[FuncIndex::new(j)]);
+                assert_eq!(prefix_key(i), prefix_key(j), "equal, prefix keys differ:\n{text}");
             }
             for k in 0..3 {
                 if m[i][j] != Ordering::Greater && m[j][k] != Ordering::Greater {

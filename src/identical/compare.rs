@@ -11,7 +11,9 @@ use super::encode::{
     FunctionEncoding, Unsupported, WalkOptions, WalkScratch, encode_for_comparison,
     walk_in_parallel,
 };
-use super::fingerprint::{FingerprintScratch, hash_function, hash_function_and_hole_blind};
+use super::fingerprint::{
+    FingerprintScratch, first_look, hash_function, hash_function_and_hole_blind,
+};
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
@@ -43,11 +45,14 @@ pub struct EncodedFunctions {
     /// with another ([`Self::hash_first`]). The comparator orders a function
     /// without an encoding by index, equal only to itself.
     pub encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-    /// Structural hash per function the walk handled.
+    /// Structural hash per function the walk handled: with [`Self::hash_first`],
+    /// its prefix key unless it was walked whole (`fingerprint::first_look`).
     pub hashes: SecondaryMap<FuncIndex, StructuralHash>,
     /// Whether the walk handled the function.
     pub supported: SecondaryMap<FuncIndex, bool>,
-    /// Reachable instructions per function the walk handled.
+    /// Instructions per function the walk handled: reachable ones, or with
+    /// [`Self::hash_first`] the instruction table's length of a function it did not
+    /// walk whole (`fingerprint::first_look`).
     pub instruction_counts: SecondaryMap<FuncIndex, u32>,
     /// Whether the function's address is taken anywhere in the module.
     pub address_taken: SecondaryMap<FuncIndex, bool>,
@@ -80,15 +85,23 @@ impl EncodedFunctions {
         out
     }
 
-    /// What the pass uses: hashes every function with a walk that stores nothing,
-    /// then encodes only the functions whose hash another function shares (the only
-    /// ones the comparator is asked about). Hashes, counts and address uses are the
-    /// same as [`Self::from_module`]'s; the hashing walk does not look at value
-    /// uses, so a function using a value before its definition (which the verifier
-    /// rejects) is only found unsupported here if it is a candidate. With
-    /// `hole_blind` (whether callee-load offsets are holes), the same walk computes
-    /// the similar merge's fingerprints too ([`Self::hole_blind`]). Returns the
-    /// time each of the two walks took, too.
+    /// What the pass uses: takes a first look at every function
+    /// ([`first_look`]: a hash of a prefix of its encoding), hashes whole, with a
+    /// walk that stores nothing ([`hash_function`]), only the functions whose
+    /// prefix key another function shares, then encodes only the functions whose
+    /// hash another function shares (the only ones the comparator is asked about).
+    /// A function's hash is its walk's if it was walked whole, its prefix key
+    /// otherwise: equal encodings have equal prefix keys, so they are walked
+    /// alike and get equal hashes. Address uses are the same as
+    /// [`Self::from_module`]'s, and so are the counts of the functions walked
+    /// whole (the others count their instruction table: [`first_look`]). The
+    /// hashing walks do not look at value uses, so a function using a value
+    /// before its definition (which the verifier rejects) is only found
+    /// unsupported here if it is a candidate. With `hole_blind` (whether
+    /// callee-load offsets are holes), every function is walked whole, and the
+    /// same walk computes the similar merge's fingerprints too
+    /// ([`Self::hole_blind`]). Returns the time the looks and walks took and the
+    /// time the encoding took.
     pub fn hash_first(
         module: &FunctionSet,
         options: WalkOptions,
@@ -96,22 +109,35 @@ impl EncodedFunctions {
     ) -> (Self, Duration, Duration) {
         let start = Instant::now();
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-        let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |scratch, &f| {
-            let func = &module.get(f).func;
-            match hole_blind {
-                Some(callee_loads) => {
-                    let (hashed, blind) =
-                        hash_function_and_hole_blind(func, module, callee_loads, scratch);
-                    (hashed, Some(blind))
-                }
-                None => (hash_function(func, module, scratch), None),
-            }
-        });
         let mut out = Self::empty(module);
-        for (&f, (h, blind)) in all.iter().zip(hashed) {
-            out.record(f, h.hash, &h.address_taken, h.instructions);
-            if let Some(blind) = blind {
-                out.hole_blind[f] = blind;
+        match hole_blind {
+            Some(callee_loads) => {
+                let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
+                    let func = &module.get(f).func;
+                    hash_function_and_hole_blind(func, module, callee_loads, s)
+                });
+                for (&f, (h, blind)) in all.iter().zip(hashed) {
+                    out.record(f, h.hash, &h.address_taken, h.instructions);
+                    out.hole_blind[f] = blind;
+                }
+            }
+            None => {
+                let looked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
+                    first_look(&module.get(f).func, module, s)
+                });
+                for (&f, h) in all.iter().zip(&looked) {
+                    out.record(f, h.hash, &h.address_taken, h.instructions);
+                }
+                // Functions whose prefix key another shares are walked whole.
+                let shared = out.candidates();
+                let walked =
+                    parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
+                        hash_function(&module.get(f).func, module, s)
+                    });
+                for (&f, h) in shared.iter().zip(walked) {
+                    out.hashes[f] = h.hash;
+                    out.instruction_counts[f] = h.instructions;
+                }
             }
         }
         let candidates = out.candidates();
@@ -180,7 +206,8 @@ impl EncodedFunctions {
         candidates
     }
 
-    /// Reachable instructions of `f` (0 if the walk could not handle it).
+    /// Instructions of `f`, as [`Self::instruction_counts`] (0 if the walk could
+    /// not handle it).
     pub fn instructions(&self, f: FuncIndex) -> u64 {
         u64::from(self.instruction_counts[f])
     }

@@ -1,9 +1,12 @@
 //! `StructuralHash`: a cheap fingerprint that agrees with the comparator.
 //!
-//! Two hashes are computed over functions, both by the hashing walk
-//! (`fingerprint.rs`), which is much cheaper than the encoding's:
+//! Three hashes are computed over functions by the hashing walks
+//! (`fingerprint.rs`), which are much cheaper than the encoding's:
 //!
-//! * `fingerprint::hash_function`, the pass's first look at every function,
+//! * `fingerprint::first_look`, the pass's first look at every function: a hash
+//!   of the beginning of its encoding (its *prefix key*), so that only functions
+//!   whose prefix key another shares are hashed whole;
+//! * `fingerprint::hash_function`, the whole function's hash,
 //!   whose result is a function of the encoding (so `compare(f, g) == Equal`
 //!   implies `hash(f) == hash(g)` whatever the classes are, and a function whose
 //!   hash no other function shares can be left out of the tree);

@@ -4,9 +4,11 @@
 //!    writes the comparator's view of it as a token stream
 //!    ([`encode::FunctionEncoding`]) in the grammar of [`tokens`] (every tag named,
 //!    with why equal streams mean equal functions, and what is deliberately not
-//!    compared). Before that, `fingerprint` hashes every function with a much
-//!    cheaper pass whose result is a function of the encoding ([`hash`]), and only
-//!    functions whose hash another function shares are encoded.
+//!    compared). Before that, `fingerprint` hashes the first few dozen
+//!    instructions of every function (its prefix key), then whole, with a much
+//!    cheaper walk, the functions whose prefix key another shares; both hashes
+//!    are functions of the encoding ([`hash`]), and only functions whose hash
+//!    another function shares are encoded.
 //! 2. [`compare`] defines the total order [`compare::FunctionComparator`] over
 //!    encodings.
 //! 3. [`partition`] drops functions with a unique hash, puts the rest in a
@@ -93,13 +95,18 @@ pub struct MergeStats {
     pub functions: usize,
     /// Functions the walk could not handle (never merged), with the reason.
     pub unsupported: Vec<(FuncIndex, String)>,
-    /// Reachable instructions over all functions.
+    /// Instructions over all functions: the reachable ones of every function the
+    /// pass walked whole (every function whose prefix key another shares, and
+    /// every function that may take an address), the instruction table's length
+    /// of the others. The two agree when every instruction is in a reachable
+    /// block, as in the IR cranelift-reader and most frontends build.
     pub instructions: u64,
     /// Reachable instructions in the bodies of merged duplicates.
     pub instructions_merged: u64,
     /// Partition counters.
     pub partition: PartitionStats,
-    /// Time spent hashing every function (the hashing walk, `fingerprint.rs`).
+    /// Time spent hashing: every function's prefix, and the functions whose prefix
+    /// key another shares whole (the hashing walks, `fingerprint.rs`).
     pub time_hash: Duration,
     /// Time spent encoding the functions whose hash another function shares.
     pub time_encode: Duration,
