@@ -22,7 +22,9 @@ mod skip;
 use clif_merge::OutputEntry;
 use clif_merge::similar::size_model::SizeFeatures;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
-use clif_merge::testing::{EncodedFunctions, FingerprintScratch, WalkOptions, partition};
+use clif_merge::testing::{
+    EncodedFunctions, FingerprintScratch, WalkOptions, first_look, partition,
+};
 use clif_merge::testing::{clif_text, json_report, similar_json};
 use clif_merge::testing::{entry_point_features, hole_blind_fingerprint};
 use clif_merge::testing::{expand_inputs, load};
@@ -166,9 +168,10 @@ fn check_entry_point_features(
 
 /// `hash_first` (the pass) and `from_module` (every function encoded) agree, and
 /// so do the similar merge's fingerprints taken in the pass's walk and on their
-/// own. Without them, the pass walks whole only the functions whose prefix key
-/// another shares: those have the walk's hash and counts, every function has the
-/// exact address uses, and the others count their instruction table.
+/// own. Without them, the pass walks whole only the functions longer than the
+/// prefix whose prefix key another shares: those have the walk's hash and counts,
+/// every function has the exact address uses, and the others count their
+/// instruction table (or, fitting in the prefix, their reachable instructions).
 fn check_hash_first(name: &str, module: &FunctionSet) {
     let hole_blind_choices = [None, Some(true), Some(false)];
     for (addresses_significant, hole_blind) in [false, true]
@@ -191,7 +194,14 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
                 assert_eq!(lazy.hole_blind[f], alone, "{name}: hole-blind {f:?}");
             }
             assert_eq!(full.supported[f], lazy.supported[f], "{name}: {f:?}");
-            let walked_whole = hole_blind.is_some() || lazy_candidates.binary_search(&f).is_ok();
+            let look = first_look(func, module, &mut scratch);
+            let whole_walk = clif_merge::testing::hash_function(func, module, &mut scratch);
+            assert_eq!(
+                look.hashed.address_taken, whole_walk.address_taken,
+                "{name}: address uses of {f:?}"
+            );
+            let walked_whole =
+                hole_blind.is_some() || (lazy_candidates.binary_search(&f).is_ok() && !look.whole);
             if full.supported[f] {
                 if walked_whole {
                     assert_eq!(full.hashes[f], lazy.hashes[f], "{name}: hash of {f:?}");

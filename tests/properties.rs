@@ -440,8 +440,8 @@ proptest! {
                         "equal functions with different hashes"
                     );
                     prop_assert_eq!(
-                        prefix_keys[i].hash,
-                        prefix_keys[j].hash,
+                        prefix_keys[i].hashed.hash,
+                        prefix_keys[j].hashed.hash,
                         "equal functions with different prefix keys"
                     );
                 }

@@ -117,7 +117,7 @@ fuzz_target!(|data: &[u8]| {
     let cmp = FunctionComparator::new(&encoded, CalleeView::Optimistic);
     let prefix_key = |i: usize| {
         let func = &module.get(FuncIndex::new(i)).func;
-        first_look(func, &module, &mut FingerprintScratch::default()).hash
+        first_look(func, &module, &mut FingerprintScratch::default()).hashed.hash
     };
     let m: Vec<Vec<Ordering>> = (0..3)
         .map(|i| (0..3).map(|j| cmp.compare(FuncIndex::new(i), FuncIndex::new(j))).collect())

@@ -87,12 +87,12 @@ impl EncodedFunctions {
 
     /// What the pass uses: takes a first look at every function
     /// ([`first_look`]: a hash of a prefix of its encoding), hashes whole, with a
-    /// walk that stores nothing ([`hash_function`]), only the functions whose
-    /// prefix key another function shares, then encodes only the functions whose
-    /// hash another function shares (the only ones the comparator is asked about).
-    /// A function's hash is its walk's if it was walked whole, its prefix key
-    /// otherwise: equal encodings have equal prefix keys, so they are walked
-    /// alike and get equal hashes. Address uses are the same as
+    /// walk that stores nothing ([`hash_function`]), only the functions longer
+    /// than the prefix whose prefix key another function shares, then encodes
+    /// only the functions whose hash another function shares (the only ones the
+    /// comparator is asked about). A function's hash is its walk's if it was
+    /// walked whole, its prefix key otherwise: equal encodings have equal prefix
+    /// keys and equal lengths, so they are walked alike and get equal hashes. Address uses are the same as
     /// [`Self::from_module`]'s, and so are the counts of the functions walked
     /// whole (the others count their instruction table: [`first_look`]). The
     /// hashing walks do not look at value uses, so a function using a value
@@ -125,11 +125,17 @@ impl EncodedFunctions {
                 let looked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
                     first_look(&module.get(f).func, module, s)
                 });
-                for (&f, h) in all.iter().zip(&looked) {
+                for (&f, look) in all.iter().zip(&looked) {
+                    let h = &look.hashed;
                     out.record(f, h.hash, &h.address_taken, h.instructions);
                 }
-                // Functions whose prefix key another shares are walked whole.
-                let shared = out.candidates();
+                // Functions longer than the prefix whose prefix key another shares
+                // are walked whole.
+                let shared: Vec<FuncIndex> = out
+                    .candidates()
+                    .into_iter()
+                    .filter(|&f| !looked[f.index()].whole)
+                    .collect();
                 let walked =
                     parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
                         hash_function(&module.get(f).func, module, s)

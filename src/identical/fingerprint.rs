@@ -216,42 +216,57 @@ pub fn hash_function(
 /// instructions whole, and 128 reads 16–41% in prefixes.
 pub const PREFIX_INSTRUCTIONS: u32 = 24;
 
-/// The pass's first look at `func` (see "Prefix" in the module docs): a
-/// `HashedFunction` whose hash is the *prefix key*, a hash of the function's
-/// first `PREFIX_INSTRUCTIONS` reachable instructions in the encoding's order,
-/// and whose address uses are exact. Its instruction count is exact when the
-/// function fits in the prefix or may take an address (then it is walked whole);
-/// otherwise it is the length of the function's instruction table, which is the
-/// same for a function whose every instruction is in a reachable block.
+/// The pass's first look at `func` (see "Prefix" in the module docs): a hash of
+/// the function's first `PREFIX_INSTRUCTIONS` reachable instructions in the
+/// encoding's order, its *prefix key*, with the function's exact address uses.
+/// When the whole function fits in the prefix, the key is a hash of its whole
+/// encoding and the instruction count is exact; so it is when the function may
+/// take an address (then it is walked whole); otherwise the count is the length of
+/// the function's instruction table, which is the same for a function whose every
+/// instruction is in a reachable block.
 ///
-/// Equal encodings have equal prefix keys; only functions whose prefix key
-/// another function shares need `hash_function`.
+/// Equal encodings have equal prefix keys, and either both fit in the prefix or
+/// neither does: only functions that do not, and whose prefix key another
+/// function shares, need `hash_function`.
 pub fn first_look(
     func: &Function,
     module: &FunctionSet,
     scratch: &mut FingerprintScratch,
-) -> HashedFunction {
+) -> FirstLook {
     let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
     let prefix = walk.prefix();
     let key = StructuralHash(prefix.key);
-    if prefix.whole {
-        return HashedFunction {
+    let hashed = if prefix.whole {
+        HashedFunction {
             hash: key,
             address_taken: walk.address_taken(|_| true),
             instructions: prefix.instructions,
-        };
-    }
-    if may_take_address(func) {
-        return HashedFunction {
+        }
+    } else if may_take_address(func) {
+        HashedFunction {
             hash: key,
             ..hash_function(func, module, scratch)
-        };
+        }
+    } else {
+        HashedFunction {
+            hash: key,
+            address_taken: walk.address_taken(|_| false),
+            instructions: func.dfg.num_insts() as u32,
+        }
+    };
+    FirstLook {
+        hashed,
+        whole: prefix.whole,
     }
-    HashedFunction {
-        hash: key,
-        address_taken: walk.address_taken(|_| false),
-        instructions: func.dfg.num_insts() as u32,
-    }
+}
+
+/// What [`first_look`] finds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FirstLook {
+    /// The prefix key, the address uses and the instruction count.
+    pub hashed: HashedFunction,
+    /// Whether the whole function fitted in the prefix.
+    pub whole: bool,
 }
 
 /// [`hash_function`] and [`hole_blind_fingerprint`] in one walk: for a pass that
