@@ -12,10 +12,12 @@ use super::encode::{
     walk_in_parallel,
 };
 use super::fingerprint::{
-    FingerprintScratch, first_look, hash_function, hash_function_and_hole_blind,
+    FingerprintScratch, first_look, has_address_instructions, hash_function,
+    hash_function_and_hole_blind,
 };
 use super::hash::{HashedFunction, StructuralHash};
-use crate::ir::{FuncIndex, FunctionSet, parallel};
+use crate::ir::symbols::mentioned_names;
+use crate::ir::{FuncIndex, FunctionSet, SymbolKey, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -54,8 +56,13 @@ pub struct EncodedFunctions {
     /// [`Self::hash_first`] the instruction table's length of a function it did not
     /// walk whole (`fingerprint::first_look`).
     pub instruction_counts: SecondaryMap<FuncIndex, u32>,
-    /// Whether the function's address is taken anywhere in the module.
+    /// Whether the function's address is taken anywhere in the module. With
+    /// [`Self::hash_first`], the uses in [`Self::unresolved`] functions are left
+    /// out until [`Self::resolve_address_taken`] looks for them.
     pub address_taken: SecondaryMap<FuncIndex, bool>,
+    /// Functions whose address uses [`Self::hash_first`] did not find, in input
+    /// order: those longer than their prefix that it did not walk whole.
+    pub unresolved: Vec<FuncIndex>,
     /// Functions the walk could not handle, with the reason.
     pub unsupported: Vec<(FuncIndex, String)>,
     /// Number of functions.
@@ -141,9 +148,14 @@ impl EncodedFunctions {
                         hash_function(&module.get(f).func, module, s)
                     });
                 for (&f, h) in shared.iter().zip(walked) {
-                    out.hashes[f] = h.hash;
-                    out.instruction_counts[f] = h.instructions;
+                    out.record(f, h.hash, &h.address_taken, h.instructions);
                 }
+                let walked_whole = |f: FuncIndex| shared.binary_search(&f).is_ok();
+                out.unresolved = all
+                    .iter()
+                    .copied()
+                    .filter(|&f| !looked[f.index()].whole && !walked_whole(f))
+                    .collect();
             }
         }
         let candidates = out.candidates();
@@ -165,6 +177,46 @@ impl EncodedFunctions {
         }
         out.unsupported.sort_by_key(|(f, _)| *f);
         (out, time_hash, start.elapsed())
+    }
+
+    /// Finds the address uses of the [`Self::unresolved`] functions that name one
+    /// of `functions` (in an import or a symbol) and have a `func_addr` or
+    /// global-value instruction, by walking them whole: afterwards
+    /// [`Self::address_taken`] is exact for every function of `functions` (for
+    /// the pass, the members of its classes: the only functions whose address
+    /// being taken changes the plan). A function that names none of them, or has
+    /// no such instruction (`has_address_instructions`), cannot take their
+    /// address, and is not walked.
+    pub fn resolve_address_taken(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
+        if self.unresolved.is_empty() || functions.is_empty() {
+            return;
+        }
+        let mut named: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len);
+        for &f in functions {
+            named[f] = true;
+        }
+        let names_one = |func: &cranelift_codegen::ir::Function| {
+            mentioned_names(func).any(|name| {
+                SymbolKey::of_external(func, name)
+                    .and_then(|key| module.lookup_key(key))
+                    .is_some_and(|f| named[f])
+            })
+        };
+        let to_walk: Vec<FuncIndex> = std::mem::take(&mut self.unresolved)
+            .into_iter()
+            .filter(|&f| {
+                let func = &module.get(f).func;
+                names_one(func) && has_address_instructions(func)
+            })
+            .collect();
+        let walked = parallel::map_init(&to_walk, 16, FingerprintScratch::default, |s, &f| {
+            hash_function(&module.get(f).func, module, s)
+        });
+        for h in walked {
+            for &target in &h.address_taken {
+                self.address_taken[target] = true;
+            }
+        }
     }
 
     fn empty(module: &FunctionSet) -> Self {

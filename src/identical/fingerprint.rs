@@ -16,10 +16,10 @@
 //! instructions, so the pass walks whole (with [`hash_function`]) only the
 //! functions whose prefix key another shares. On the corpus programs the prefixes
 //! are 5–15% of the instructions and the functions walked whole another 0.5–15%.
-//! The functions whose address a function takes are needed of every function;
-//! one too long for the prefix is scanned for a `func_addr` or global-value
-//! instruction in its table ([`may_take_address`], about a nanosecond per
-//! instruction), and walked whole if it has one.
+//! The functions whose address a function too long for its prefix takes are
+//! looked for only when they matter, once the classes are known: such a function
+//! is walked whole if it names a member of a class
+//! (`EncodedFunctions::resolve_address_taken`).
 //!
 //! **The whole walk.** [`hash_function`] computes a fingerprint of the whole
 //! function, its reachable instruction count and the functions whose address it
@@ -218,11 +218,12 @@ pub const PREFIX_INSTRUCTIONS: u32 = 24;
 
 /// The pass's first look at `func` (see "Prefix" in the module docs): a hash of
 /// the function's first `PREFIX_INSTRUCTIONS` reachable instructions in the
-/// encoding's order, its *prefix key*, with the function's exact address uses.
-/// When the whole function fits in the prefix, the key is a hash of its whole
-/// encoding and the instruction count is exact; so it is when the function may
-/// take an address (then it is walked whole); otherwise the count is the length of
-/// the function's instruction table, which is the same for a function whose every
+/// encoding's order, its *prefix key*. When the whole function fits in the
+/// prefix, the key is a hash of its whole encoding, and the address uses and the
+/// instruction count are exact. Otherwise the address uses are only the stack
+/// limit's (the others are found when they matter:
+/// `EncodedFunctions::resolve_address_taken`), and the count is the length of the
+/// function's instruction table, which is the same for a function whose every
 /// instruction is in a reachable block.
 ///
 /// Equal encodings have equal prefix keys, and either both fit in the prefix or
@@ -235,24 +236,14 @@ pub fn first_look(
 ) -> FirstLook {
     let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
     let prefix = walk.prefix();
-    let key = StructuralHash(prefix.key);
-    let hashed = if prefix.whole {
-        HashedFunction {
-            hash: key,
-            address_taken: walk.address_taken(|_| true),
-            instructions: prefix.instructions,
-        }
-    } else if may_take_address(func) {
-        HashedFunction {
-            hash: key,
-            ..hash_function(func, module, scratch)
-        }
-    } else {
-        HashedFunction {
-            hash: key,
-            address_taken: walk.address_taken(|_| false),
-            instructions: func.dfg.num_insts() as u32,
-        }
+    let hashed = HashedFunction {
+        hash: StructuralHash(prefix.key),
+        address_taken: walk.address_taken(|_| prefix.whole),
+        instructions: if prefix.whole {
+            prefix.instructions
+        } else {
+            func.dfg.num_insts() as u32
+        },
     };
     FirstLook {
         hashed,
@@ -265,7 +256,8 @@ pub fn first_look(
 pub struct FirstLook {
     /// The prefix key, the address uses and the instruction count.
     pub hashed: HashedFunction,
-    /// Whether the whole function fitted in the prefix.
+    /// Whether the whole function fitted in the prefix (and so whether the
+    /// address uses and the count are exact).
     pub whole: bool,
 }
 
@@ -775,9 +767,9 @@ impl Prefix {
 const END_OF_BLOCK: u64 = 0xe0b0_e0b0_e0b0_e0b0;
 
 /// Whether some instruction of `func`'s table, reachable or not, may take a
-/// module function's address (`func_addr`, or a global-value instruction).
-/// Reads only the table, in index order: about a nanosecond per instruction.
-pub fn may_take_address(func: &Function) -> bool {
+/// module function's address (`func_addr`, or a global-value instruction). Reads
+/// only the table, in index order: about a nanosecond per instruction.
+pub fn has_address_instructions(func: &Function) -> bool {
     let dfg = &func.dfg;
     (0..dfg.num_insts()).any(|index| {
         matches!(

@@ -185,12 +185,9 @@ fn analyze(
     stats.time_refine = partition.time_refine;
 
     let start = Instant::now();
-    let plan = plan(
-        module,
-        partition.merge_classes(),
-        &functions.address_taken,
-        options.mode,
-    );
+    let classes = partition.merge_classes();
+    functions.resolve_address_taken(module, &classes.concat());
+    let plan = plan(module, classes, &functions.address_taken, options.mode);
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
         .decisions
