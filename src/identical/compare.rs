@@ -13,7 +13,7 @@ use super::encode::{
 };
 use super::fingerprint::{
     FingerprintScratch, PREFIX_INSTRUCTIONS, first_look, has_address_instructions, hash_function,
-    hash_function_and_hole_blind,
+    hash_function_and_callees, hash_function_and_hole_blind, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::symbols::mentioned_names;
@@ -98,8 +98,12 @@ impl EncodedFunctions {
     /// than the prefix whose prefix key another function shares, then encodes
     /// only the functions whose hash another function shares (the only ones the
     /// comparator is asked about). A function's hash is its walk's if it was
-    /// walked whole, its prefix key otherwise: equal encodings have equal prefix
-    /// keys and equal lengths, so they are walked alike and get equal hashes. Address uses are the same as
+    /// walked whole, refined by its callees' hashes ([`with_callees`]), its prefix
+    /// key otherwise: equal encodings have equal prefix keys and equal lengths, so
+    /// they are walked alike and get equal hashes, and functions of one class call
+    /// functions of one class, whose hashes are equal. In a module of short
+    /// functions (`prefixes_pay`) every function is walked whole instead, and not
+    /// refined. Address uses are the same as
     /// [`Self::from_module`]'s, and so are the counts of the functions walked
     /// whole (the others count their instruction table: [`first_look`]). The
     /// hashing walks do not look at value uses, so a function using a value
@@ -153,10 +157,18 @@ impl EncodedFunctions {
                     .collect();
                 let walked =
                     parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
-                        hash_function(&module.get(f).func, module, s)
+                        hash_function_and_callees(&module.get(f).func, module, s)
                     });
-                for (&f, h) in shared.iter().zip(walked) {
+                for (&f, (h, _)) in shared.iter().zip(&walked) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
+                }
+                // Then refined by their callees' hashes, all of this round.
+                let refined: Vec<StructuralHash> = walked
+                    .iter()
+                    .map(|(h, callees)| with_callees(h.hash, callees, &out.hashes))
+                    .collect();
+                for (&f, hash) in shared.iter().zip(refined) {
+                    out.hashes[f] = hash;
                 }
                 let walked_whole = |f: FuncIndex| shared.binary_search(&f).is_ok();
                 out.unresolved = all
