@@ -12,8 +12,10 @@ use super::encode::{
     walk_in_parallel,
 };
 use super::fingerprint::{
-    FingerprintScratch, PREFIX_INSTRUCTIONS, first_look, has_address_instructions, hash_function,
-    hash_function_and_callees, hash_function_and_hole_blind, with_callees,
+    FingerprintScratch, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
+    has_address_instructions, hash_function, hash_function_and_callees,
+    hash_function_and_hole_blind, hash_function_hole_blind_and_callees,
+    with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::symbols::mentioned_names;
@@ -109,9 +111,11 @@ impl EncodedFunctions {
     /// hashing walks do not look at value uses, so a function using a value
     /// before its definition (which the verifier rejects) is only found
     /// unsupported here if it is a candidate. With `hole_blind` (whether
-    /// callee-load offsets are holes), every function is walked whole, and the
-    /// same walk computes the similar merge's fingerprints too
-    /// ([`Self::hole_blind`]). Returns the time the looks and walks took and the
+    /// callee-load offsets are holes), the same looks and walks compute the
+    /// similar merge's fingerprints too ([`Self::hole_blind`]): the hole-blind
+    /// prefix key of a function, or its whole walk's fingerprint when its
+    /// hole-blind prefix key another shares (in a module of short functions,
+X Returns the time the looks and walks took and the
     /// time the encoding took.
     pub fn hash_first(
         module: &FunctionSet,
@@ -122,7 +126,7 @@ impl EncodedFunctions {
         let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
         let mut out = Self::empty(module);
         match hole_blind {
-            Some(callee_loads) => {
+            Some(callee_loads) if !prefixes_pay(module) => {
                 let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
                     let func = &module.get(f).func;
                     hash_function_and_hole_blind(func, module, callee_loads, s)
@@ -131,6 +135,59 @@ impl EncodedFunctions {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
                     out.hole_blind[f] = blind;
                 }
+                // The functions whose hash another shares are walked again for
+                // their callees, by which their hashes are refined.
+                let shared = out.candidates();
+                out.walk_and_refine(module, &shared);
+            }
+            Some(callee_loads) => {
+                // Both prefix keys in one look; then the functions longer than
+                // the prefix whose key of either kind another shares are walked
+                // whole, in one walk for both fingerprints.
+                let looked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
+                    let func = &module.get(f).func;
+                    first_look_and_hole_blind(func, module, callee_loads, s)
+                });
+                for (&f, (look, blind)) in all.iter().zip(&looked) {
+                    let h = &look.hashed;
+                    out.record(f, h.hash, &h.address_taken, h.instructions);
+                    out.hole_blind[f] = *blind;
+                }
+                let longer = |f: &FuncIndex| !looked[f.index()].0.whole;
+                let exact_shared: Vec<FuncIndex> =
+                    out.candidates().into_iter().filter(longer).collect();
+                let mut shared: Vec<FuncIndex> = shared_keys(&out.hole_blind, &all)
+                    .into_iter()
+                    .filter(longer)
+                    .chain(exact_shared.iter().copied())
+                    .collect();
+                shared.sort_unstable();
+                shared.dedup();
+                let walked =
+                    parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
+                        let func = &module.get(f).func;
+                        hash_function_hole_blind_and_callees(func, module, callee_loads, s)
+                    });
+                for (&f, (h, blind, _)) in shared.iter().zip(&walked) {
+                    let exact = exact_shared.binary_search(&f).is_ok();
+                    let hash = if exact { h.hash } else { out.hashes[f] };
+                    out.record(f, hash, &h.address_taken, h.instructions);
+                    out.hole_blind[f] = *blind;
+                }
+                let refined: Vec<(FuncIndex, StructuralHash)> = shared
+                    .iter()
+                    .zip(&walked)
+                    .filter(|(f, _)| exact_shared.binary_search(f).is_ok())
+                    .map(|(&f, (h, _, callees))| (f, with_callees(h.hash, callees, &out.hashes)))
+                    .collect();
+                for (f, hash) in refined {
+                    out.hashes[f] = hash;
+                }
+                out.unresolved = all
+                    .iter()
+                    .copied()
+                    .filter(|f| longer(f) && shared.binary_search(f).is_err())
+                    .collect();
             }
             None if !prefixes_pay(module) => {
                 let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
@@ -155,21 +212,7 @@ impl EncodedFunctions {
                     .into_iter()
                     .filter(|&f| !looked[f.index()].whole)
                     .collect();
-                let walked =
-                    parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
-                        hash_function_and_callees(&module.get(f).func, module, s)
-                    });
-                for (&f, (h, _)) in shared.iter().zip(&walked) {
-                    out.record(f, h.hash, &h.address_taken, h.instructions);
-                }
-                // Then refined by their callees' hashes, all of this round.
-                let refined: Vec<StructuralHash> = walked
-                    .iter()
-                    .map(|(h, callees)| with_callees(h.hash, callees, &out.hashes))
-                    .collect();
-                for (&f, hash) in shared.iter().zip(refined) {
-                    out.hashes[f] = hash;
-                }
+                out.walk_and_refine(module, &shared);
                 let walked_whole = |f: FuncIndex| shared.binary_search(&f).is_ok();
                 out.unresolved = all
                     .iter()
@@ -197,6 +240,25 @@ impl EncodedFunctions {
         }
         out.unsupported.sort_by_key(|(f, _)| *f);
         (out, time_hash, start.elapsed())
+    }
+
+    /// Walks `functions` whole ([`hash_function_and_callees`]), records what the
+    /// walks find, then refines their hashes by their callees' hashes, as
+    /// recorded once all of them are ([`with_callees`]).
+    fn walk_and_refine(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
+        let walked = parallel::map_init(functions, 16, FingerprintScratch::default, |s, &f| {
+            hash_function_and_callees(&module.get(f).func, module, s)
+        });
+        for (&f, (h, _)) in functions.iter().zip(&walked) {
+            self.record(f, h.hash, &h.address_taken, h.instructions);
+        }
+        let refined: Vec<StructuralHash> = walked
+            .iter()
+            .map(|(h, callees)| with_callees(h.hash, callees, &self.hashes))
+            .collect();
+        for (&f, hash) in functions.iter().zip(refined) {
+            self.hashes[f] = hash;
+        }
     }
 
     /// Finds the address uses of the [`Self::unresolved`] functions that name one
@@ -289,6 +351,24 @@ impl EncodedFunctions {
     pub fn instructions(&self, f: FuncIndex) -> u64 {
         u64::from(self.instruction_counts[f])
     }
+}
+
+/// The functions of `functions` whose key in `keys` another of them shares, in
+/// input order.
+fn shared_keys(
+    keys: &SecondaryMap<FuncIndex, StructuralHash>,
+    functions: &[FuncIndex],
+) -> Vec<FuncIndex> {
+    let mut by_key: Vec<(StructuralHash, FuncIndex)> =
+        functions.iter().map(|&f| (keys[f], f)).collect();
+    by_key.sort_unstable();
+    let mut shared: Vec<FuncIndex> = by_key
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter(|run| run.len() > 1)
+        .flat_map(|run| run.iter().map(|&(_, f)| f))
+        .collect();
+    shared.sort_unstable();
+    shared
 }
 
 /// Whether first looks at prefixes ([`first_look`]) are worth taking in `module`:

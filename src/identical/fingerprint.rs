@@ -21,6 +21,11 @@
 //! so a function equal to another but for callees that differ in their hash is
 //! set apart before it is encoded (on the corpus this halves the candidates:
 //! brotli 121 → 65, resvg 112 → 60).
+//! With the similar merge's fingerprints asked for, one look takes both prefix
+//! keys ([`first_look_and_hole_blind`]: the hole-blind one is to
+//! [`hole_blind_fingerprint`] what the prefix key is to [`hash_function`]), and
+//! one whole walk takes both fingerprints of a function whose key of either kind
+//! another shares.
 //! The functions whose address a function too long for its prefix takes are
 //! looked for only when they matter, once the classes are known: such a function
 //! is walked whole if it names a member of a class
@@ -229,27 +234,21 @@ pub fn hash_function_and_callees(
     let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
     walk.record_calls = true;
     walk.walk();
-    let hashed = walk.combine();
-    let s = &mut *walk.scratch;
-    let reached = |block: Block| s.blocks[block].reached;
-    let mut calls: Vec<FuncRef> = s
-        .calls
-        .iter()
-        .filter(|&&(block, _)| reached(block))
-        .map(|&(_, func_ref)| func_ref)
-        .collect();
-    calls.sort_unstable();
-    let mut callees = Vec::with_capacity(calls.len());
-    for run in calls.chunk_by(|a, b| a == b) {
-        let callee = func.dfg.ext_funcs.get(run[0]).and_then(|data| {
-            SymbolKey::of_external(func, &data.name).and_then(|key| module.lookup_key(key))
-        });
-        if let Some(callee) = callee {
-            callees.extend(std::iter::repeat_n(callee, run.len()));
-        }
-    }
-    callees.sort_unstable();
-    (hashed, callees)
+    (walk.combine(), walk.callees())
+}
+
+/// [`hash_function_and_callees`] and [`hole_blind_fingerprint`] in one walk.
+pub fn hash_function_hole_blind_and_callees(
+    func: &Function,
+    module: &FunctionSet,
+    callee_load_offsets: bool,
+    scratch: &mut FingerprintScratch,
+) -> (HashedFunction, StructuralHash, Vec<FuncIndex>) {
+    let mut walk = HashWalk::<BOTH>::new(func, module, callee_load_offsets, scratch);
+    walk.record_calls = true;
+    walk.walk();
+    let hole_blind = walk.combined(|s, block| s.hole_blind_blocks[block]);
+    (walk.combine(), StructuralHash(hole_blind), walk.callees())
 }
 
 /// `hash` refined by the hashes of the module functions its function calls
@@ -301,21 +300,22 @@ pub fn first_look(
     module: &FunctionSet,
     scratch: &mut FingerprintScratch,
 ) -> FirstLook {
-    let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
-    let prefix = walk.prefix();
-    let hashed = HashedFunction {
-        hash: StructuralHash(prefix.key),
-        address_taken: walk.address_taken(|_| prefix.whole),
-        instructions: if prefix.whole {
-            prefix.instructions
-        } else {
-            func.dfg.num_insts() as u32
-        },
-    };
-    FirstLook {
-        hashed,
-        whole: prefix.whole,
-    }
+    HashWalk::<EXACT>::new(func, module, false, scratch)
+        .first_look()
+        .0
+}
+
+/// [`first_look`] and the hole-blind prefix key, for [`hole_blind_fingerprint`]
+/// what the prefix key is for [`hash_function`]: equal streams with the holes
+/// blanked have equal hole-blind prefix keys, and either both fit in the prefix
+/// (then the key is a hash of the whole blanked stream) or neither does.
+pub fn first_look_and_hole_blind(
+    func: &Function,
+    module: &FunctionSet,
+    callee_load_offsets: bool,
+    scratch: &mut FingerprintScratch,
+) -> (FirstLook, StructuralHash) {
+    HashWalk::<BOTH>::new(func, module, callee_load_offsets, scratch).first_look()
 }
 
 /// What [`first_look`] finds.
@@ -427,6 +427,8 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
             signature_hash(&func.signature),
             u64::from(func.stack_limit.is_some()),
         );
+        // With [`BOTH`] chains, the hole-blind one.
+        let mut blind = hash;
         let mut budget = PREFIX_INSTRUCTIONS;
         if let Some(entry) = layout.entry_block() {
             self.scratch.blocks[entry].reached = true;
@@ -438,16 +440,28 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
             next += 1;
             if block.index() >= dfg.num_blocks() {
                 // Not a block of the function (the verifier rejects it).
-                return Prefix::partial(mix(hash, UNDECLARED));
+                return Prefix::partial(mix(hash, UNDECLARED), mix(blind, UNDECLARED));
             }
-            hash = mix(hash, dfg.block_params(block).len() as u64);
+            let params = dfg.block_params(block).len() as u64;
+            hash = mix(hash, params);
+            blind = mix(blind, params);
             let mut at = layout.first_inst(block);
             while let Some(inst) = at {
                 if budget == 0 {
-                    return Prefix::partial(hash);
+                    return Prefix::partial(hash, blind);
                 }
                 budget -= 1;
-                hash = mix(hash, self.instruction(block, &dfg.insts[inst], false));
+                let data = &dfg.insts[inst];
+                let word = self.instruction(block, data, CHAINS == HOLE_BLIND);
+                hash = mix(hash, word);
+                if CHAINS == BOTH {
+                    let blind_word = if may_be_hole(data) {
+                        self.instruction(block, data, true)
+                    } else {
+                        word
+                    };
+                    blind = mix(blind, blind_word);
+                }
                 let s = &mut *self.scratch;
                 for i in 0..s.successors.len() {
                     let successor = s.successors[i];
@@ -460,13 +474,60 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
                 at = layout.next_inst(inst);
             }
             hash = mix(hash, END_OF_BLOCK);
+            blind = mix(blind, END_OF_BLOCK);
         }
         let instructions = PREFIX_INSTRUCTIONS - budget;
         Prefix {
             key: avalanche(mix(hash, u64::from(instructions))),
+            blind_key: avalanche(mix(blind, u64::from(instructions))),
             whole: true,
             instructions,
         }
+    }
+
+    /// [`first_look`] with the chains `CHAINS` says (the hole-blind prefix key is
+    /// meaningful only with [`BOTH`]).
+    fn first_look(&mut self) -> (FirstLook, StructuralHash) {
+        let func = self.func;
+        let prefix = self.prefix();
+        let hashed = HashedFunction {
+            hash: StructuralHash(prefix.key),
+            address_taken: self.address_taken(|_| prefix.whole),
+            instructions: if prefix.whole {
+                prefix.instructions
+            } else {
+                func.dfg.num_insts() as u32
+            },
+        };
+        let look = FirstLook {
+            hashed,
+            whole: prefix.whole,
+        };
+        (look, StructuralHash(prefix.blind_key))
+    }
+
+    /// After a walk with calls recorded: the module functions the reachable
+    /// direct calls call, once per call, sorted.
+    fn callees(&self) -> Vec<FuncIndex> {
+        let (func, s) = (self.func, &*self.scratch);
+        let mut calls: Vec<FuncRef> = s
+            .calls
+            .iter()
+            .filter(|&&(block, _)| s.blocks[block].reached)
+            .map(|&(_, func_ref)| func_ref)
+            .collect();
+        calls.sort_unstable();
+        let mut callees = Vec::with_capacity(calls.len());
+        for run in calls.chunk_by(|a, b| a == b) {
+            let callee = func.dfg.ext_funcs.get(run[0]).and_then(|data| {
+                SymbolKey::of_external(func, &data.name).and_then(|key| self.module.lookup_key(key))
+            });
+            if let Some(callee) = callee {
+                callees.extend(std::iter::repeat_n(callee, run.len()));
+            }
+        }
+        callees.sort_unstable();
+        callees
     }
 
     fn reset(&mut self) {
@@ -824,6 +885,8 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
 /// What the prefix walk finds.
 struct Prefix {
     key: u64,
+    /// With [`BOTH`] chains: the hole-blind key.
+    blind_key: u64,
     /// Whether the whole function fitted in the prefix.
     whole: bool,
     /// Instructions read.
@@ -832,9 +895,10 @@ struct Prefix {
 
 impl Prefix {
     /// A prefix that ended before the function did.
-    fn partial(hash: u64) -> Self {
+    fn partial(hash: u64, blind: u64) -> Self {
         Prefix {
             key: avalanche(hash),
+            blind_key: avalanche(blind),
             whole: false,
             instructions: PREFIX_INSTRUCTIONS,
         }
