@@ -14,8 +14,7 @@ use super::encode::{
 use super::fingerprint::{
     FingerprintScratch, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
     has_address_instructions, hash_function, hash_function_and_callees,
-    hash_function_and_hole_blind, hash_function_hole_blind_and_callees,
-    with_callees,
+    hash_function_and_hole_blind, hash_function_hole_blind_and_callees, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::symbols::mentioned_names;
@@ -115,7 +114,9 @@ impl EncodedFunctions {
     /// similar merge's fingerprints too ([`Self::hole_blind`]): the hole-blind
     /// prefix key of a function, or its whole walk's fingerprint when its
     /// hole-blind prefix key another shares (in a module of short functions,
-X Returns the time the looks and walks took and the
+    /// every function's whole walk's, as
+    /// [`hole_blind_fingerprint`](super::fingerprint::hole_blind_fingerprint)
+    /// computes it). Returns the time the looks and walks took and the
     /// time the encoding took.
     pub fn hash_first(
         module: &FunctionSet,
