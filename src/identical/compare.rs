@@ -14,7 +14,7 @@ use super::encode::{
 use super::fingerprint::{
     FingerprintScratch, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
     has_address_instructions, hash_function, hash_function_and_callees,
-    hash_function_and_hole_blind, hash_function_hole_blind_and_callees, with_callees,
+    hash_function_hole_blind_and_callees, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::symbols::mentioned_names;
@@ -128,18 +128,18 @@ impl EncodedFunctions {
         let mut out = Self::empty(module);
         match hole_blind {
             Some(callee_loads) if !prefixes_pay(module) => {
-                let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
+                let walked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
                     let func = &module.get(f).func;
-                    hash_function_and_hole_blind(func, module, callee_loads, s)
+                    hash_function_hole_blind_and_callees(func, module, callee_loads, s)
                 });
-                for (&f, (h, blind)) in all.iter().zip(hashed) {
+                for (&f, (h, blind, _)) in all.iter().zip(&walked) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
-                    out.hole_blind[f] = blind;
+                    out.hole_blind[f] = *blind;
                 }
-                // The functions whose hash another shares are walked again for
-                // their callees, by which their hashes are refined.
+                // The functions whose hash another shares are refined by their
+                // callees' hashes.
                 let shared = out.candidates();
-                out.walk_and_refine(module, &shared);
+                out.refine_by_callees(shared.iter().map(|&f| (f, &walked[f.index()].2[..])));
             }
             Some(callee_loads) => {
                 // Both prefix keys in one look; then the functions longer than
@@ -157,8 +157,9 @@ impl EncodedFunctions {
                 let longer = |f: &FuncIndex| !looked[f.index()].0.whole;
                 let exact_shared: Vec<FuncIndex> =
                     out.candidates().into_iter().filter(longer).collect();
-                let mut shared: Vec<FuncIndex> = shared_keys(&out.hole_blind, &all)
+                let mut shared: Vec<FuncIndex> = buckets(&out.hole_blind, all.iter().copied())
                     .into_iter()
+                    .flatten()
                     .filter(longer)
                     .chain(exact_shared.iter().copied())
                     .collect();
@@ -175,15 +176,13 @@ impl EncodedFunctions {
                     out.record(f, hash, &h.address_taken, h.instructions);
                     out.hole_blind[f] = *blind;
                 }
-                let refined: Vec<(FuncIndex, StructuralHash)> = shared
-                    .iter()
-                    .zip(&walked)
-                    .filter(|(f, _)| exact_shared.binary_search(f).is_ok())
-                    .map(|(&f, (h, _, callees))| (f, with_callees(h.hash, callees, &out.hashes)))
-                    .collect();
-                for (f, hash) in refined {
-                    out.hashes[f] = hash;
-                }
+                out.refine_by_callees(
+                    shared
+                        .iter()
+                        .zip(&walked)
+                        .filter(|(f, _)| exact_shared.binary_search(f).is_ok())
+                        .map(|(&f, (_, _, callees))| (f, &callees[..])),
+                );
                 out.unresolved = all
                     .iter()
                     .copied()
@@ -244,8 +243,8 @@ impl EncodedFunctions {
     }
 
     /// Walks `functions` whole ([`hash_function_and_callees`]), records what the
-    /// walks find, then refines their hashes by their callees' hashes, as
-    /// recorded once all of them are ([`with_callees`]).
+    /// walks find, then refines their hashes by their callees'
+    /// ([`Self::refine_by_callees`]).
     fn walk_and_refine(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
         let walked = parallel::map_init(functions, 16, FingerprintScratch::default, |s, &f| {
             hash_function_and_callees(&module.get(f).func, module, s)
@@ -253,11 +252,24 @@ impl EncodedFunctions {
         for (&f, (h, _)) in functions.iter().zip(&walked) {
             self.record(f, h.hash, &h.address_taken, h.instructions);
         }
-        let refined: Vec<StructuralHash> = walked
-            .iter()
-            .map(|(h, callees)| with_callees(h.hash, callees, &self.hashes))
+        self.refine_by_callees(
+            functions
+                .iter()
+                .zip(&walked)
+                .map(|(&f, (_, callees))| (f, &callees[..])),
+        );
+    }
+
+    /// Refines the hash of each function of `walked` by the hashes of its callees
+    /// ([`with_callees`]), all read as recorded before any is refined.
+    fn refine_by_callees<'c>(
+        &mut self,
+        walked: impl Iterator<Item = (FuncIndex, &'c [FuncIndex])>,
+    ) {
+        let refined: Vec<(FuncIndex, StructuralHash)> = walked
+            .map(|(f, callees)| (f, with_callees(self.hashes[f], callees, &self.hashes)))
             .collect();
-        for (&f, hash) in functions.iter().zip(refined) {
+        for (f, hash) in refined {
             self.hashes[f] = hash;
         }
     }
@@ -325,18 +337,10 @@ impl EncodedFunctions {
     /// The functions the walk handled, grouped by hash: one bucket per hash that
     /// two or more of them share, each in input order, the buckets ordered by hash.
     pub fn hash_buckets(&self) -> Vec<Vec<FuncIndex>> {
-        // Plain pairs sort faster than indices keyed through the map.
-        let mut by_hash: Vec<(StructuralHash, FuncIndex)> = (0..self.len)
+        let handled = (0..self.len)
             .map(FuncIndex::new)
-            .filter(|&f| self.supported[f])
-            .map(|f| (self.hashes[f], f))
-            .collect();
-        by_hash.sort_unstable();
-        by_hash
-            .chunk_by(|a, b| a.0 == b.0)
-            .filter(|run| run.len() > 1)
-            .map(|run| run.iter().map(|&(_, f)| f).collect())
-            .collect()
+            .filter(|&f| self.supported[f]);
+        buckets(&self.hashes, handled)
     }
 
     /// Functions the walk handled whose hash at least one other such function
@@ -354,22 +358,20 @@ impl EncodedFunctions {
     }
 }
 
-/// The functions of `functions` whose key in `keys` another of them shares, in
-/// input order.
-fn shared_keys(
+/// `functions` grouped by their key in `keys`: one bucket per key that two or more
+/// of them share, each in the order given, the buckets ordered by key.
+fn buckets(
     keys: &SecondaryMap<FuncIndex, StructuralHash>,
-    functions: &[FuncIndex],
-) -> Vec<FuncIndex> {
-    let mut by_key: Vec<(StructuralHash, FuncIndex)> =
-        functions.iter().map(|&f| (keys[f], f)).collect();
+    functions: impl Iterator<Item = FuncIndex>,
+) -> Vec<Vec<FuncIndex>> {
+    // Plain pairs sort faster than indices keyed through the map.
+    let mut by_key: Vec<(StructuralHash, FuncIndex)> = functions.map(|f| (keys[f], f)).collect();
     by_key.sort_unstable();
-    let mut shared: Vec<FuncIndex> = by_key
+    by_key
         .chunk_by(|a, b| a.0 == b.0)
         .filter(|run| run.len() > 1)
-        .flat_map(|run| run.iter().map(|&(_, f)| f))
-        .collect();
-    shared.sort_unstable();
-    shared
+        .map(|run| run.iter().map(|&(_, f)| f).collect())
+        .collect()
 }
 
 /// Whether first looks at prefixes ([`first_look`]) are worth taking in `module`:

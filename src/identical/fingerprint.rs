@@ -61,10 +61,10 @@
 //! functions in a bucket). Everything else it hashes is written as is in the
 //! encoding with holes too, so equal streams with the holes blanked have equal
 //! hole-blind fingerprints (`tests/corpus.rs` checks it on every corpus function).
-//! [`hash_function_and_hole_blind`] takes both fingerprints in one walk, in two
-//! chains that differ only in the words of possible holes, for the identical
-//! merge to hand the similar merge that follows it (`tests/parallel.rs` checks
-//! them against the two walks apart).
+//! [`hash_function_hole_blind_and_callees`] takes both fingerprints in one walk,
+//! in two chains that differ only in the words of possible holes, for the
+//! identical merge to hand the similar merge that follows it (`tests/parallel.rs`
+//! checks the buckets they make against the walk on its own).
 //!
 //! **Agreement with the comparator.** `compare(f, g) == Equal` implies
 //! `hash(f) == hash(g)`, and the same of prefix keys, because both are functions
@@ -237,7 +237,10 @@ pub fn hash_function_and_callees(
     (walk.combine(), walk.callees())
 }
 
-/// [`hash_function_and_callees`] and [`hole_blind_fingerprint`] in one walk.
+/// [`hash_function_and_callees`] and [`hole_blind_fingerprint`] in one walk: for
+/// a pass that merges identical functions and then similar ones, the second
+/// pass's look at a function costs a second chain of multiplies in the first
+/// pass's walk instead of a walk of its own.
 pub fn hash_function_hole_blind_and_callees(
     func: &Function,
     module: &FunctionSet,
@@ -326,22 +329,6 @@ pub struct FirstLook {
     /// Whether the whole function fitted in the prefix (and so whether the
     /// address uses and the count are exact).
     pub whole: bool,
-}
-
-/// [`hash_function`] and [`hole_blind_fingerprint`] in one walk: for a pass that
-/// merges identical functions and then similar ones, the second pass's first look
-/// at every function costs a second chain of multiplies in the first pass's walk
-/// instead of a walk of its own.
-pub fn hash_function_and_hole_blind(
-    func: &Function,
-    module: &FunctionSet,
-    callee_load_offsets: bool,
-    scratch: &mut FingerprintScratch,
-) -> (HashedFunction, StructuralHash) {
-    let mut walk = HashWalk::<BOTH>::new(func, module, callee_load_offsets, scratch);
-    walk.walk();
-    let hole_blind = walk.combined(|s, block| s.hole_blind_blocks[block]);
-    (walk.combine(), StructuralHash(hole_blind))
 }
 
 /// The bucket key of the similar-function merge: [`hash_function`]'s fingerprint
@@ -451,15 +438,9 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
                     return Prefix::partial(hash, blind);
                 }
                 budget -= 1;
-                let data = &dfg.insts[inst];
-                let word = self.instruction(block, data, CHAINS == HOLE_BLIND);
+                let (word, blind_word) = self.words(block, &dfg.insts[inst]);
                 hash = mix(hash, word);
                 if CHAINS == BOTH {
-                    let blind_word = if may_be_hole(data) {
-                        self.instruction(block, data, true)
-                    } else {
-                        word
-                    };
                     blind = mix(blind, blind_word);
                 }
                 let s = &mut *self.scratch;
@@ -559,16 +540,9 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
             // an iterator that compares both ends (a block's list ends in `None`).
             let mut next = func.layout.first_inst(block);
             while let Some(inst) = next {
-                let data = &func.dfg.insts[inst];
-                let word = self.instruction(block, data, CHAINS == HOLE_BLIND);
+                let (word, blind_word) = self.words(block, &func.dfg.insts[inst]);
                 hash = mix(hash, word);
                 if CHAINS == BOTH {
-                    // The two chains differ only in the words of possible holes.
-                    let blind_word = if may_be_hole(data) {
-                        self.instruction(block, data, true)
-                    } else {
-                        word
-                    };
                     hole_blind = mix(hole_blind, blind_word);
                 }
                 instructions += 1;
@@ -703,6 +677,20 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
         {
             self.scratch.address_uses.push((block, f));
         }
+    }
+
+    /// The words one instruction adds to the chains `CHAINS` says: the first
+    /// chain's, and with [`BOTH`] the hole-blind one's (the first word again but
+    /// for a possible hole: the two chains differ only in those words).
+    #[inline(always)]
+    fn words(&mut self, block: Block, data: &InstructionData) -> (u64, u64) {
+        let word = self.instruction(block, data, CHAINS == HOLE_BLIND);
+        let blind_word = if CHAINS == BOTH && may_be_hole(data) {
+            self.instruction(block, data, true)
+        } else {
+            word
+        };
+        (word, blind_word)
     }
 
     /// The word one instruction adds to its block's chain, with the holes left out
