@@ -14,6 +14,7 @@
 use clif_merge::Linkage;
 use clif_merge::testing::{
     CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
+    hash_function_with_operands,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
@@ -429,6 +430,12 @@ proptest! {
                 first_look(func, &set, &mut FingerprintScratch::default())
             })
             .collect();
+        let operand_hashes: Vec<_> = (0..3)
+            .map(|i| {
+                let func = &set.get(FuncIndex::new(i)).func;
+                hash_function_with_operands(func, &set, &mut FingerprintScratch::default()).hash
+            })
+            .collect();
         for i in 0..3 {
             prop_assert_eq!(m[i][i], Ordering::Equal, "not reflexive");
             for j in 0..3 {
@@ -443,6 +450,11 @@ proptest! {
                         prefix_keys[i].hashed.hash,
                         prefix_keys[j].hashed.hash,
                         "equal functions with different prefix keys"
+                    );
+                    prop_assert_eq!(
+                        operand_hashes[i],
+                        operand_hashes[j],
+                        "equal functions with different hashes of their operands"
                     );
                 }
                 for k in 0..3 {

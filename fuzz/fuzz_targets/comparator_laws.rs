@@ -7,6 +7,7 @@
 use arbitrary::{Result, Unstructured};
 use clif_merge::testing::{
     CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
+    hash_function_with_operands,
 };
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
@@ -119,6 +120,10 @@ fuzz_target!(|data: &[u8]| {
         let func = &module.get(FuncIndex::new(i)).func;
         first_look(func, &module, &mut FingerprintScratch::default()).hashed.hash
     };
+    let operand_hash = |i: usize| {
+        let func = &module.get(FuncIndex::new(i)).func;
+        hash_function_with_operands(func, &module, &mut FingerprintScratch::default()).hash
+    };
     let m: Vec<Vec<Ordering>> = (0..3)
         .map(|i| (0..3).map(|j| cmp.compare(FuncIndex::new(i), FuncIndex::new(j))).collect())
         .collect();
@@ -129,6 +134,7 @@ fuzz_target!(|data: &[u8]| {
             if m[i][j] == Ordering::Equal {
                 assert_eq!(encoded.hashes[FuncIndex::new(i)], encoded.hashes[FuncIndex::new(j)]);
                 assert_eq!(prefix_key(i), prefix_key(j), "equal, prefix keys differ:\n{text}");
+                assert_eq!(operand_hash(i), operand_hash(j), "equal, operand hashes differ:\n{text}");
             }
             for k in 0..3 {
                 if m[i][j] != Ordering::Greater && m[j][k] != Ordering::Greater {

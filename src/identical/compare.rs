@@ -12,9 +12,9 @@ use super::encode::{
     walk_in_parallel,
 };
 use super::fingerprint::{
-    FingerprintScratch, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
+    FingerprintScratch, Operands, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
     has_address_instructions, hash_function, hash_function_and_callees,
-    hash_function_hole_blind_and_callees, with_callees,
+    hash_function_hole_blind_and_callees, hash_function_with_operands, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::symbols::mentioned_names;
@@ -103,8 +103,9 @@ impl EncodedFunctions {
     /// key otherwise: equal encodings have equal prefix keys and equal lengths, so
     /// they are walked alike and get equal hashes, and functions of one class call
     /// functions of one class, whose hashes are equal. In a module of short
-    /// functions (`prefixes_pay`) every function is walked whole instead, and not
-    /// refined. Address uses are the same as
+    /// functions (`prefixes_pay`) every function is walked whole instead, reading
+    /// how operands are defined too ([`Operands::Hashed`]: that walk is all the
+    /// pass looks at before encoding), and not refined. Address uses are the same as
     /// [`Self::from_module`]'s, and so are the counts of the functions walked
     /// whole (the others count their instruction table: [`first_look`]). The
     /// hashing walks do not look at value uses, so a function using a value
@@ -130,7 +131,8 @@ impl EncodedFunctions {
             Some(callee_loads) if !prefixes_pay(module) => {
                 let walked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
                     let func = &module.get(f).func;
-                    hash_function_hole_blind_and_callees(func, module, callee_loads, s)
+                    let operands = Operands::Hashed;
+                    hash_function_hole_blind_and_callees(func, module, callee_loads, operands, s)
                 });
                 for (&f, (h, blind, _)) in all.iter().zip(&walked) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
@@ -168,7 +170,14 @@ impl EncodedFunctions {
                 let walked =
                     parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
                         let func = &module.get(f).func;
-                        hash_function_hole_blind_and_callees(func, module, callee_loads, s)
+                        let operands = Operands::Skipped;
+                        hash_function_hole_blind_and_callees(
+                            func,
+                            module,
+                            callee_loads,
+                            operands,
+                            s,
+                        )
                     });
                 for (&f, (h, blind, _)) in shared.iter().zip(&walked) {
                     let exact = exact_shared.binary_search(&f).is_ok();
@@ -191,7 +200,7 @@ impl EncodedFunctions {
             }
             None if !prefixes_pay(module) => {
                 let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
-                    hash_function(&module.get(f).func, module, s)
+                    hash_function_with_operands(&module.get(f).func, module, s)
                 });
                 for (&f, h) in all.iter().zip(hashed) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
