@@ -424,6 +424,9 @@ pub fn hash_and_encode(
 pub struct FunctionComparator<'a> {
     functions: &'a EncodedFunctions,
     view: CalleeView<'a>,
+    /// Whether every pair compared is known equal with callees read
+    /// optimistically ([`Self::within_classes`]).
+    within_classes: bool,
     comparisons: Cell<u64>,
 }
 
@@ -433,7 +436,25 @@ impl<'a> FunctionComparator<'a> {
         Self {
             functions,
             view,
+            within_classes: false,
             comparisons: Cell::new(0),
+        }
+    }
+
+    /// A comparator reading callees through `classes`, for refinement: it
+    /// compares only functions of one class of the tree or a split of one, which
+    /// are equal with callees read optimistically ([`CalleeView::Optimistic`]).
+    /// Such functions have equal hashes and lengths and equal tokens but at
+    /// their callee positions, so when those positions are the same the order
+    /// is decided by the classes of the callees alone, and only those are read
+    /// (in a debug build, checked against the whole comparison).
+    pub fn within_classes(
+        functions: &'a EncodedFunctions,
+        classes: &'a SecondaryMap<FuncIndex, ClassId>,
+    ) -> Self {
+        Self {
+            within_classes: true,
+            ..Self::new(functions, CalleeView::Classes(classes))
         }
     }
 
@@ -452,10 +473,40 @@ impl<'a> FunctionComparator<'a> {
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
         };
+        if self.within_classes && ea.callee_positions() == eb.callee_positions() {
+            let order = self.compare_callees(ea, eb);
+            debug_assert_eq!(order, self.compare_whole(a, b, ea, eb));
+            return order;
+        }
+        self.compare_whole(a, b, ea, eb)
+    }
+
+    /// The order of the module documentation: hash, length, tokens.
+    fn compare_whole(
+        &self,
+        a: FuncIndex,
+        b: FuncIndex,
+        ea: &FunctionEncoding,
+        eb: &FunctionEncoding,
+    ) -> Ordering {
         self.functions.hashes[a]
             .cmp(&self.functions.hashes[b])
             .then_with(|| ea.tokens().len().cmp(&eb.tokens().len()))
             .then_with(|| self.compare_tokens(ea, eb))
+    }
+
+    /// The tokens at the callee positions, which `a` and `b` share, read through
+    /// the view, in order.
+    fn compare_callees(&self, a: &FunctionEncoding, b: &FunctionEncoding) -> Ordering {
+        let (ta, tb) = (a.tokens(), b.tokens());
+        for &position in a.callee_positions() {
+            let position = position as usize;
+            match self.mapped(ta[position]).cmp(&self.mapped(tb[position])) {
+                Ordering::Equal => {}
+                order => return order,
+            }
+        }
+        Ordering::Equal
     }
 
     fn mapped(&self, token: u64) -> u64 {

@@ -10,7 +10,9 @@
 //!    independently, in parallel, and comparisons never cross buckets.
 //! 3. Refinement: a class whose members call (or take the address of) functions in
 //!    different classes is split, again with a `BTreeMap` keyed by the comparator, now
-//!    reading callees through the current classes. Only classes containing a caller of
+//!    reading callees through the current classes: members of a class are equal but
+//!    for their callees, so only the callees' classes are read
+//!    ([`FunctionComparator::within_classes`]). Only classes containing a caller of
 //!    a function that just changed class are looked at again (LLVM's `Deferred` list).
 //!    This stops at the coarsest stable partition, which is unique, so the classes do
 //!    not depend on the order of work. Self recursion, mutual recursion and transitive
@@ -212,9 +214,9 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         stats.refinement_rounds += 1;
         // Classes are re-examined independently of each other, in parallel.
         let classes: Vec<ClassId> = dirty.iter().copied().collect();
-        let view = CalleeView::Classes(&class_of);
+        let current = &class_of;
         let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = parallel::map(&classes, 1, |&class| {
-            let comparator = FunctionComparator::new(functions, view);
+            let comparator = FunctionComparator::within_classes(functions, current);
             let groups = group_equal(members[class].iter().copied(), &comparator);
             (groups, comparator.comparisons())
         });

@@ -2,7 +2,7 @@
 
 use super::linkage::Linkage;
 use super::parallel;
-use super::symbols::{SymbolKey, SymbolName, mentioned_names};
+use super::symbols::{SymbolKey, SymbolName, TableName, mentioned_names};
 use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
 use hashbrown::HashMap;
@@ -68,7 +68,7 @@ fn non_utf8_name(func: &Function) -> Option<String> {
 #[derive(Clone, Default)]
 pub struct FunctionSet {
     functions: PrimaryMap<FuncIndex, DefinedFunction>,
-    by_name: HashMap<SymbolName, FuncIndex, FxBuildHasher>,
+    by_name: HashMap<TableName, FuncIndex, FxBuildHasher>,
     address_taken_outside: SecondaryMap<FuncIndex, bool>,
 }
 
@@ -103,7 +103,7 @@ impl FunctionSet {
             return Err(DefinitionError::Duplicate(func.name.to_string()));
         }
         let index = self.functions.push(DefinedFunction { func, linkage });
-        self.by_name.insert(name, index);
+        self.by_name.insert(TableName::new(name), index);
         Ok(index)
     }
 
