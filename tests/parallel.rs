@@ -189,7 +189,7 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
         let lazy_candidates = lazy.candidates();
         // Asked about every function, the address uses it left out are found.
         let all: Vec<FuncIndex> = (0..module.len()).map(FuncIndex::new).collect();
-        lazy.resolve_address_taken(module, &all);
+        lazy.resolve_address_taken(module, &module.naming(&all));
         let mut scratch = FingerprintScratch::default();
         let mut alone = Vec::new();
         for i in 0..module.len() {

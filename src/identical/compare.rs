@@ -17,8 +17,7 @@ use super::fingerprint::{
     hash_function_hole_blind_and_callees, hash_function_with_operands, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
-use crate::ir::symbols::mentioned_names;
-use crate::ir::{FuncIndex, FunctionSet, SymbolKey, parallel};
+use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -283,35 +282,25 @@ impl EncodedFunctions {
         }
     }
 
-    /// Finds the address uses of the [`Self::unresolved`] functions that name one
-    /// of `functions` (in an import or a symbol) and have a `func_addr` or
-    /// global-value instruction, by walking them whole: afterwards
-    /// [`Self::address_taken`] is exact for every function of `functions` (for
-    /// the pass, the members of its classes: the only functions whose address
-    /// being taken changes the plan). A function that names none of them, or has
-    /// no such instruction (`has_address_instructions`), cannot take their
-    /// address, and is not walked.
-    pub fn resolve_address_taken(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
-        if self.unresolved.is_empty() || functions.is_empty() {
+    /// Finds the address uses of the [`Self::unresolved`] functions among
+    /// `naming` (those naming one of a set of functions, `FunctionSet::naming`)
+    /// that have a `func_addr` or global-value instruction, by walking them
+    /// whole: afterwards [`Self::address_taken`] is exact for every function of
+    /// that set (for the pass, the members of its classes: the only functions
+    /// whose address being taken changes the plan). A function that names none
+    /// of them, or has no such instruction (`has_address_instructions`), cannot
+    /// take their address, and is not walked.
+    pub fn resolve_address_taken(
+        &mut self,
+        module: &FunctionSet,
+        naming: &SecondaryMap<FuncIndex, bool>,
+    ) {
+        if self.unresolved.is_empty() {
             return;
         }
-        let mut named: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len);
-        for &f in functions {
-            named[f] = true;
-        }
-        let names_one = |func: &cranelift_codegen::ir::Function| {
-            mentioned_names(func).any(|name| {
-                SymbolKey::of_external(func, name)
-                    .and_then(|key| module.lookup_key(key))
-                    .is_some_and(|f| named[f])
-            })
-        };
         let to_walk: Vec<FuncIndex> = std::mem::take(&mut self.unresolved)
             .into_iter()
-            .filter(|&f| {
-                let func = &module.get(f).func;
-                names_one(func) && has_address_instructions(func)
-            })
+            .filter(|&f| naming[f] && has_address_instructions(&module.get(f).func))
             .collect();
         let walked = parallel::map_init(&to_walk, 16, FingerprintScratch::default, |s, &f| {
             hash_function(&module.get(f).func, module, s)

@@ -40,7 +40,7 @@ use encode::WalkOptions;
 use hash::StructuralHash;
 use partition::{PartitionStats, partition};
 use plan::{MergeMode, MergePlan, plan};
-use rewrite::{OutputEntry, apply, apply_in_place};
+use rewrite::{OutputEntry, apply_among, apply_in_place};
 use std::time::{Duration, Instant};
 
 /// Options of the pass.
@@ -144,18 +144,25 @@ pub fn merge_functions_in_place(
     module: &mut FunctionSet,
     options: &MergeOptions,
 ) -> (MergePlan, MergeStats) {
-    let (plan, mut stats, _) = analyze(module, options);
+    let (plan, mut stats, _, naming) = analyze(module, options);
     let start = Instant::now();
-    apply_in_place(module, &plan);
+    apply_in_place(module, &plan, Some(&naming));
     stats.time_apply += start.elapsed();
     (plan, stats)
 }
 
-/// Encodes, partitions and plans: everything but the rewrite.
+/// Encodes, partitions and plans: everything but the rewrite. Also returns
+/// which functions name a member of a class (`FunctionSet::naming`): the only
+/// ones the rewrite can change.
 fn analyze(
     module: &FunctionSet,
     options: &MergeOptions,
-) -> (MergePlan, MergeStats, Option<SimilarFingerprints>) {
+) -> (
+    MergePlan,
+    MergeStats,
+    Option<SimilarFingerprints>,
+    SecondaryMap<FuncIndex, bool>,
+) {
     let mut stats = MergeStats {
         functions: module.len(),
         ..MergeStats::default()
@@ -186,7 +193,9 @@ fn analyze(
 
     let start = Instant::now();
     let classes = partition.merge_classes();
-    functions.resolve_address_taken(module, &classes.concat());
+    // One scan of the names serves the address uses and the rewrite.
+    let naming = module.naming(&classes.concat());
+    functions.resolve_address_taken(module, &naming);
     let plan = plan(module, classes, &functions.address_taken, options.mode);
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
@@ -194,14 +203,14 @@ fn analyze(
         .iter()
         .map(|d| functions.instructions(d.function))
         .sum();
-    (plan, stats, similar_fingerprints)
+    (plan, stats, similar_fingerprints, naming)
 }
 
 /// Runs the pass over `module`.
 pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
-    let (plan, mut stats, similar_fingerprints) = analyze(module, options);
+    let (plan, mut stats, similar_fingerprints, naming) = analyze(module, options);
     let start = Instant::now();
-    let output = apply(module, &plan);
+    let output = apply_among(module, &plan, Some(&naming));
     stats.time_apply += start.elapsed();
     MergeOutcome {
         plan,

@@ -14,7 +14,7 @@ use crate::ir::{
     DefinedFunction, FuncIndex, FunctionSet, Linkage, SymbolKey, SymbolName, mentioned_names,
     parallel,
 };
-use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     ExtFuncData, FuncRef, Function, GlobalValueData, InstructionData, UserFuncName,
 };
@@ -87,6 +87,17 @@ impl OutputEntry<'_> {
 /// Functions are rewritten in parallel (with the `parallel` feature); the result does
 /// not depend on the number of threads.
 pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'a>> {
+    apply_among(module, plan, None)
+}
+
+/// [`apply`], where a function that `naming` (when given) says names no member
+/// of a class (`FunctionSet::naming`) is known to have nothing to redirect,
+/// and its names are not read again.
+pub(crate) fn apply_among<'a>(
+    module: &'a FunctionSet,
+    plan: &MergePlan,
+    naming: Option<&SecondaryMap<FuncIndex, bool>>,
+) -> Vec<OutputEntry<'a>> {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
     let functions: Vec<(FuncIndex, &'a DefinedFunction)> = module.iter().collect();
@@ -101,6 +112,9 @@ pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'
             into: d.into,
             action: d.action,
         },
+        None if naming.is_some_and(|naming| !naming[index]) => {
+            OutputEntry::Function(index, Cow::Borrowed(&*def.func))
+        }
         None => OutputEntry::Function(index, redirects.rewrite(&def.func)),
     })
 }
@@ -109,7 +123,15 @@ pub fn apply<'a>(module: &'a FunctionSet, plan: &MergePlan) -> Vec<OutputEntry<'
 /// are redirected, and each thunked duplicate's body becomes its thunk. Erased and
 /// aliased duplicates keep their (now unreferenced) bodies: skip them by the plan.
 /// In parallel (with the `parallel` feature).
-pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
+///
+/// A function that `naming` (when given) says names no member of a class
+/// (`FunctionSet::naming`) is known to have nothing to redirect, and its names
+/// are not read again.
+pub fn apply_in_place(
+    module: &mut FunctionSet,
+    plan: &MergePlan,
+    naming: Option<&SecondaryMap<FuncIndex, bool>>,
+) {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
     let kept_names: Vec<Option<UserFuncName>> = module
@@ -125,6 +147,7 @@ pub fn apply_in_place(module: &mut FunctionSet, plan: &MergePlan) {
         Some(_) => {}
         // Only a body with something to redirect is written, so only such a
         // body is copied when it is shared.
+        None if naming.is_some_and(|naming| !naming[index]) => {}
         None if redirects.changes(&def.func) => {
             redirects.rewrite_in_place(Arc::make_mut(&mut def.func));
         }

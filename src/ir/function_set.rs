@@ -3,10 +3,10 @@
 use super::linkage::Linkage;
 use super::parallel;
 use super::symbols::{SymbolKey, SymbolName, TableName, mentioned_names};
-use cranelift_codegen::entity::{PrimaryMap, SecondaryMap, entity_impl};
+use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
 use hashbrown::HashMap;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -159,6 +159,51 @@ impl FunctionSet {
     /// The definition a borrowed name refers to, if the module defines it.
     pub fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex> {
         self.by_name.get(&key).copied()
+    }
+
+    /// Which functions may name (in an import or a symbol: [`mentioned_names`])
+    /// one of `named`: the only functions whose references to them can change,
+    /// and the only ones that can take their address. One scan of every
+    /// function, in parallel. When every function of `named` has a user name
+    /// (`uN:M`, as compilers name functions), only the functions' tables of user
+    /// names are read, an array of pairs per function; a function with an entry
+    /// that nothing refers to may then be said to name one when it does not.
+    pub fn naming(&self, named: &[FuncIndex]) -> SecondaryMap<FuncIndex, bool> {
+        let mut naming: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len());
+        if named.is_empty() {
+            return naming;
+        }
+        let user_names: Option<FxHashSet<(u32, u32)>> = named
+            .iter()
+            .map(|&f| match &self.functions[f].func.name {
+                UserFuncName::User(user) => Some((user.namespace, user.index)),
+                UserFuncName::Testcase(_) => None,
+            })
+            .collect();
+        let mut wanted: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len());
+        for &f in named {
+            wanted[f] = true;
+        }
+        let functions: Vec<&DefinedFunction> = self.functions.values().collect();
+        let names_one = parallel::map(&functions, 64, |def| {
+            let func = &def.func;
+            match &user_names {
+                Some(user_names) => func
+                    .params
+                    .user_named_funcs()
+                    .values()
+                    .any(|user| user_names.contains(&(user.namespace, user.index))),
+                None => mentioned_names(func).any(|name| {
+                    SymbolKey::of_external(func, name)
+                        .and_then(|key| self.lookup_key(key))
+                        .is_some_and(|f| wanted[f])
+                }),
+            }
+        });
+        for (f, names_one) in names_one.into_iter().enumerate() {
+            naming[FuncIndex::new(f)] = names_one;
+        }
+        naming
     }
 
     /// Sets the linkage of a defined function.
