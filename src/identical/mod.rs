@@ -146,14 +146,14 @@ pub fn merge_functions_in_place(
 ) -> (MergePlan, MergeStats) {
     let (plan, mut stats, _, naming) = analyze(module, options);
     let start = Instant::now();
-    apply_in_place(module, &plan, Some(&naming));
+    apply_in_place(module, &plan, naming.as_ref());
     stats.time_apply += start.elapsed();
     (plan, stats)
 }
 
-/// Encodes, partitions and plans: everything but the rewrite. Also returns
-/// which functions name a member of a class (`FunctionSet::naming`): the only
-/// ones the rewrite can change.
+/// Encodes, partitions and plans: everything but the rewrite. Also returns,
+/// when it looked for address uses, which functions may name a member of a
+/// class (`FunctionSet::naming`): the only ones the rewrite can change.
 fn analyze(
     module: &FunctionSet,
     options: &MergeOptions,
@@ -161,7 +161,7 @@ fn analyze(
     MergePlan,
     MergeStats,
     Option<SimilarFingerprints>,
-    SecondaryMap<FuncIndex, bool>,
+    Option<SecondaryMap<FuncIndex, bool>>,
 ) {
     let mut stats = MergeStats {
         functions: module.len(),
@@ -193,9 +193,12 @@ fn analyze(
 
     let start = Instant::now();
     let classes = partition.merge_classes();
-    // One scan of the names serves the address uses and the rewrite.
-    let naming = module.naming(&classes.concat());
-    functions.resolve_address_taken(module, &naming);
+    // When address uses are left to find, one scan of the names serves them
+    // and the rewrite; otherwise the rewrite scans the names itself.
+    let naming = (!functions.unresolved.is_empty()).then(|| module.naming(&classes.concat()));
+    if let Some(naming) = &naming {
+        functions.resolve_address_taken(module, naming);
+    }
     let plan = plan(module, classes, &functions.address_taken, options.mode);
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
@@ -210,7 +213,7 @@ fn analyze(
 pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
     let (plan, mut stats, similar_fingerprints, naming) = analyze(module, options);
     let start = Instant::now();
-    let output = apply_among(module, &plan, Some(&naming));
+    let output = apply_among(module, &plan, naming.as_ref());
     stats.time_apply += start.elapsed();
     MergeOutcome {
         plan,
