@@ -237,7 +237,7 @@ pub fn hash_function(
     walk.combine()
 }
 
-/// [`hash_function`] with [`Operands::Hashed`]: the hash of a pass whose one
+/// [`hash_function`] with `Operands::Hashed`: the hash of a pass whose one
 /// whole walk is all it looks at before encoding (in a module of short
 /// functions, where prefixes do not pay).
 pub fn hash_function_with_operands(
