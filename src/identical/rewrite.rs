@@ -134,9 +134,14 @@ pub fn apply_in_place(
 ) {
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
+    // The kept names the thunks transfer to (only thunks need one).
     let kept_names: Vec<Option<UserFuncName>> = module
         .iter()
-        .map(|(index, _)| decisions[index].map(|d| module.get(d.into).func.name.clone()))
+        .map(|(index, _)| {
+            decisions[index]
+                .filter(|d| d.action == MergeAction::Thunk)
+                .map(|d| module.get(d.into).func.name.clone())
+        })
         .collect();
     module.par_for_each_mut(|index, def| match decisions[index] {
         Some(d) if d.action == MergeAction::Thunk => {
