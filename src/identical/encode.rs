@@ -908,8 +908,13 @@ impl<S: TokenSink> Walker<'_, S> {
         ));
         let result_type = results.first().map(|&r| dfg.value_type(r));
         self.operands(inst, data, result_type)?;
-        for &result in results {
-            self.ty(dfg.value_type(result));
+        for (i, &result) in results.iter().enumerate() {
+            // The first result's type was read above.
+            let ty = match result_type {
+                Some(ty) if i == 0 => ty,
+                _ => dfg.value_type(result),
+            };
+            self.ty(ty);
             self.define_value(result)?;
         }
         if let Some(entries) = stack_map {
