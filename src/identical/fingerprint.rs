@@ -93,7 +93,7 @@
 //! the pass's hashes against the whole walk's on every filetest.
 
 use super::hash::{HashedFunction, StructuralHash};
-use crate::ir::{FuncIndex, FunctionSet, SymbolKey};
+use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockCall, ExternalName, FuncRef, Function, GlobalValue,
@@ -552,9 +552,8 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
         calls.sort_unstable();
         let mut callees = Vec::with_capacity(calls.len());
         for run in calls.chunk_by(|a, b| a == b) {
-            let callee = func.dfg.ext_funcs.get(run[0]).and_then(|data| {
-                SymbolKey::of_external(func, &data.name).and_then(|key| self.module.lookup_key(key))
-            });
+            let import = func.dfg.ext_funcs.get(run[0]);
+            let callee = import.and_then(|data| self.module.lookup_external(func, &data.name));
             if let Some(callee) = callee {
                 callees.extend(std::iter::repeat_n(callee, run.len()));
             }
@@ -724,9 +723,7 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
 
     /// Notes a module function whose address `block` takes through `name`.
     fn address_use(&mut self, block: Block, name: &ExternalName) {
-        if let Some(key) = SymbolKey::of_external(self.func, name)
-            && let Some(f) = self.module.lookup_key(key)
-        {
+        if let Some(f) = self.module.lookup_external(self.func, name) {
             self.scratch.address_uses.push((block, f));
         }
     }
@@ -1045,7 +1042,7 @@ fn symbol_of_global(
                 gv = *base;
             }
             GlobalValueData::Symbol { name, .. } => {
-                return module.lookup_key(SymbolKey::of_external(func, name)?);
+                return module.lookup_external(func, name);
             }
             GlobalValueData::VMContext | GlobalValueData::DynScaleTargetConst { .. } => {
                 return None;

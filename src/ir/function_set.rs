@@ -161,6 +161,12 @@ impl FunctionSet {
         self.by_name.get(&key).copied()
     }
 
+    /// The definition an external name inside `func` refers to, if the module
+    /// defines it ([`SymbolKey::of_external`], then [`Self::lookup_key`]).
+    pub fn lookup_external(&self, func: &Function, name: &ExternalName) -> Option<FuncIndex> {
+        self.lookup_key(SymbolKey::of_external(func, name)?)
+    }
+
     /// Which functions may name (in an import or a symbol: [`mentioned_names`])
     /// one of `named`: the only functions whose references to them can change,
     /// and the only ones that can take their address. One scan of every
@@ -193,11 +199,8 @@ impl FunctionSet {
                     .user_named_funcs()
                     .values()
                     .any(|user| user_names.contains(&(user.namespace, user.index))),
-                None => mentioned_names(func).any(|name| {
-                    SymbolKey::of_external(func, name)
-                        .and_then(|key| self.lookup_key(key))
-                        .is_some_and(|f| wanted[f])
-                }),
+                None => mentioned_names(func)
+                    .any(|name| self.lookup_external(func, name).is_some_and(|f| wanted[f])),
             }
         });
         for (f, names_one) in names_one.into_iter().enumerate() {
