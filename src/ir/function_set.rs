@@ -179,6 +179,12 @@ impl FunctionSet {
         if named.is_empty() {
             return naming;
         }
+        // What a name is checked against: the members' user names when every
+        // member has one, else the members themselves by index.
+        enum Wanted {
+            UserNames(FxHashSet<(u32, u32)>),
+            Functions(SecondaryMap<FuncIndex, bool>),
+        }
         let user_names: Option<FxHashSet<(u32, u32)>> = named
             .iter()
             .map(|&f| match &self.functions[f].func.name {
@@ -186,20 +192,26 @@ impl FunctionSet {
                 UserFuncName::Testcase(_) => None,
             })
             .collect();
-        let mut wanted: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len());
-        for &f in named {
-            wanted[f] = true;
-        }
+        let wanted = match user_names {
+            Some(user_names) => Wanted::UserNames(user_names),
+            None => {
+                let mut functions = SecondaryMap::with_capacity(self.len());
+                for &f in named {
+                    functions[f] = true;
+                }
+                Wanted::Functions(functions)
+            }
+        };
         let functions: Vec<&DefinedFunction> = self.functions.values().collect();
         let names_one = parallel::map(&functions, 64, |def| {
             let func = &def.func;
-            match &user_names {
-                Some(user_names) => func
+            match &wanted {
+                Wanted::UserNames(user_names) => func
                     .params
                     .user_named_funcs()
                     .values()
                     .any(|user| user_names.contains(&(user.namespace, user.index))),
-                None => mentioned_names(func)
+                Wanted::Functions(wanted) => mentioned_names(func)
                     .any(|name| self.lookup_external(func, name).is_some_and(|f| wanted[f])),
             }
         });
