@@ -17,6 +17,7 @@ use super::fingerprint::{
     hash_function_hole_blind_and_callees, hash_function_with_operands, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
+use super::tree::{FunctionOrder, group_equal};
 use crate::ir::{FuncIndex, FunctionSet, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
@@ -70,6 +71,71 @@ pub struct EncodedFunctions {
     /// The similar-function merge's fingerprint per function, when
     /// [`Self::hash_first`] was asked for them (empty otherwise).
     pub hole_blind: SecondaryMap<FuncIndex, StructuralHash>,
+    /// With [`Self::hash_first`]: the tree's groups, made as each hash bucket
+    /// was encoded. The encodings are then callee tokens only
+    /// ([`FunctionEncoding::keep_callees_only`]), which only refinement can read.
+    pub optimistic_groups: Option<OptimisticGroups>,
+}
+
+/// The candidates grouped into runs equal with callees read optimistically
+/// ([`CalleeView::Optimistic`]), bucket by bucket: the tree's result
+/// (`partition.rs`, phase 2), made by [`EncodedFunctions::hash_first`] while each
+/// bucket's encodings are at hand.
+#[derive(Clone, Debug, Default)]
+pub struct OptimisticGroups {
+    /// Every group (members in input order), ordered by first member.
+    pub groups: Vec<Vec<FuncIndex>>,
+    /// The comparisons the grouping made.
+    pub comparisons: u64,
+}
+
+/// One hash bucket, encoded and grouped ([`encode_and_group`]).
+struct EncodedBucket {
+    /// The members the walk handled, in input order, with their encodings
+    /// (callee tokens only).
+    encoded: Vec<(FuncIndex, FunctionEncoding)>,
+    /// The members it could not handle.
+    unsupported: Vec<(FuncIndex, String)>,
+    groups: Vec<Vec<FuncIndex>>,
+    comparisons: u64,
+}
+
+/// Buckets with more members than this have their members encoded in parallel;
+/// smaller ones are one task each.
+const LARGE_BUCKET: usize = 64;
+
+/// Encodes the members of one hash bucket (with `encode`), groups them with
+/// callees read optimistically (the tree: [`group_bucket`]) while their
+/// streams are in cache, then keeps only their callee tokens, which is all
+/// refinement reads of a member of a group. So a candidate's whole stream lives
+/// only while its bucket is grouped, and the memory one bucket used serves the
+/// next.
+fn encode_and_group(
+    bucket: &[FuncIndex],
+    encode: impl FnOnce(&[FuncIndex]) -> Vec<Result<FunctionEncoding, Unsupported>>,
+) -> EncodedBucket {
+    let mut members = Vec::with_capacity(bucket.len());
+    let mut encodings = Vec::with_capacity(bucket.len());
+    let mut unsupported = Vec::new();
+    for (&f, result) in bucket.iter().zip(encode(bucket)) {
+        match result {
+            Ok(encoding) => {
+                members.push(f);
+                encodings.push(encoding);
+            }
+            Err(e) => unsupported.push((f, e.reason)),
+        }
+    }
+    let (groups, comparisons) = group_bucket(&members, &encodings);
+    for encoding in &mut encodings {
+        encoding.keep_callees_only();
+    }
+    EncodedBucket {
+        encoded: members.into_iter().zip(encodings).collect(),
+        unsupported,
+        groups,
+        comparisons,
+    }
 }
 
 impl EncodedFunctions {
@@ -116,8 +182,10 @@ impl EncodedFunctions {
     /// hole-blind prefix key another shares (in a module of short functions,
     /// every function's whole walk's, as
     /// [`hole_blind_fingerprint`](super::fingerprint::hole_blind_fingerprint)
-    /// computes it). Returns the time the looks and walks took and the
-    /// time the encoding took.
+    /// computes it). The candidates are encoded bucket by bucket, and each
+    /// bucket is grouped by the tree at once ([`Self::optimistic_groups`]),
+    /// after which only its members' callee tokens are kept. Returns the time
+    /// the looks and walks took and the time the encoding and grouping took.
     pub fn hash_first(
         module: &FunctionSet,
         options: WalkOptions,
@@ -229,23 +297,44 @@ impl EncodedFunctions {
                     .collect();
             }
         }
-        let candidates = out.candidates();
+        let buckets = out.hash_buckets();
         let time_hash = start.elapsed();
         let start = Instant::now();
-        let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
-            encode_for_comparison(func, module, options, scratch)
+        let (large, small): (Vec<&[FuncIndex]>, Vec<&[FuncIndex]>) = buckets
+            .iter()
+            .map(Vec::as_slice)
+            .partition(|bucket| bucket.len() > LARGE_BUCKET);
+        let mut encoded = parallel::map_init(&small, 1, WalkScratch::default, |scratch, bucket| {
+            encode_and_group(bucket, |members| {
+                let encode = |&f: &FuncIndex| {
+                    encode_for_comparison(&module.get(f).func, module, options, scratch)
+                };
+                members.iter().map(encode).collect()
+            })
         });
-        for (&f, result) in candidates.iter().zip(encoded) {
-            match result {
-                Ok(encoding) => out.encodings[f] = Some(encoding),
-                // The walk is deterministic, so this cannot happen; if it did, the
-                // function would simply never be merged.
-                Err(e) => {
-                    out.supported[f] = false;
-                    out.unsupported.push((f, e.reason));
-                }
-            }
+        for bucket in large {
+            encoded.push(encode_and_group(bucket, |members| {
+                walk_in_parallel(module, members, |func, scratch| {
+                    encode_for_comparison(func, module, options, scratch)
+                })
+            }));
         }
+        let mut groups = OptimisticGroups::default();
+        for bucket in encoded {
+            for (f, encoding) in bucket.encoded {
+                out.encodings[f] = Some(encoding);
+            }
+            // The walk is deterministic, so this cannot happen; if it did, the
+            // function would simply never be merged.
+            for (f, reason) in bucket.unsupported {
+                out.supported[f] = false;
+                out.unsupported.push((f, reason));
+            }
+            groups.groups.extend(bucket.groups);
+            groups.comparisons += bucket.comparisons;
+        }
+        groups.groups.sort_unstable_by_key(|g| g[0]);
+        out.optimistic_groups = Some(groups);
         out.unsupported.sort_by_key(|(f, _)| *f);
         (out, time_hash, start.elapsed())
     }
@@ -462,6 +551,12 @@ impl<'a> FunctionComparator<'a> {
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
         };
+        // Callee tokens alone order two functions only where the rest of their
+        // streams is known equal: within a class of the tree.
+        assert!(
+            self.within_classes || !(ea.is_callees_only() || eb.is_callees_only()),
+            "encodings reduced to their callees compared outside refinement"
+        );
         if self.within_classes && ea.callee_positions() == eb.callee_positions() {
             let order = self.compare_callees(ea, eb);
             debug_assert_eq!(order, self.compare_whole(a, b, ea, eb));
@@ -505,44 +600,119 @@ impl<'a> FunctionComparator<'a> {
         }
     }
 
-    /// Lexicographic comparison of two equally long token streams, reading callee
-    /// positions through the view. Runs between callee positions are compared as
-    /// slices.
+    /// [`compare_tokens`] with callee positions read through the view.
     fn compare_tokens(&self, a: &FunctionEncoding, b: &FunctionEncoding) -> Ordering {
-        let (ta, tb) = (a.tokens(), b.tokens());
-        let len = ta.len();
-        debug_assert_eq!(len, tb.len());
-        let (mut pa, mut pb) = (a.callee_positions().iter(), b.callee_positions().iter());
-        let (mut na, mut nb) = (pa.next(), pb.next());
-        let mut start = 0;
-        loop {
-            let next_a = na.map_or(len, |&p| p as usize);
-            let next_b = nb.map_or(len, |&p| p as usize);
-            let end = next_a.min(next_b);
-            match ta[start..end].cmp(&tb[start..end]) {
-                Ordering::Equal => {}
-                order => return order,
-            }
-            if end == len {
-                return Ordering::Equal;
-            }
-            let va = if next_a == end {
-                na = pa.next();
-                self.mapped(ta[end])
-            } else {
-                ta[end]
-            };
-            let vb = if next_b == end {
-                nb = pb.next();
-                self.mapped(tb[end])
-            } else {
-                tb[end]
-            };
-            match va.cmp(&vb) {
-                Ordering::Equal => {}
-                order => return order,
-            }
-            start = end + 1;
+        compare_tokens(a, b, |token| self.mapped(token))
+    }
+}
+
+/// Lexicographic comparison of two equally long token streams, reading callee
+/// positions through `mapped`. Runs between callee positions are compared as
+/// slices.
+fn compare_tokens(
+    a: &FunctionEncoding,
+    b: &FunctionEncoding,
+    mapped: impl Fn(u64) -> u64,
+) -> Ordering {
+    let (ta, tb) = (a.tokens(), b.tokens());
+    let len = ta.len();
+    debug_assert_eq!(len, tb.len());
+    let (mut pa, mut pb) = (a.callee_positions().iter(), b.callee_positions().iter());
+    let (mut na, mut nb) = (pa.next(), pb.next());
+    let mut start = 0;
+    loop {
+        let next_a = na.map_or(len, |&p| p as usize);
+        let next_b = nb.map_or(len, |&p| p as usize);
+        let end = next_a.min(next_b);
+        match ta[start..end].cmp(&tb[start..end]) {
+            Ordering::Equal => {}
+            order => return order,
+        }
+        if end == len {
+            return Ordering::Equal;
+        }
+        let va = if next_a == end {
+            na = pa.next();
+            mapped(ta[end])
+        } else {
+            ta[end]
+        };
+        let vb = if next_b == end {
+            nb = pb.next();
+            mapped(tb[end])
+        } else {
+            tb[end]
+        };
+        match va.cmp(&vb) {
+            Ordering::Equal => {}
+            order => return order,
+        }
+        start = end + 1;
+    }
+}
+
+/// The order of [`FunctionComparator`] with [`CalleeView::Optimistic`] among the
+/// members of one hash bucket, read from their encodings at hand (`members` in
+/// input order, `encodings` beside them): length, then tokens, callees all equal.
+pub struct BucketComparator<'a> {
+    members: &'a [FuncIndex],
+    encodings: &'a [FunctionEncoding],
+    comparisons: Cell<u64>,
+}
+
+impl<'a> BucketComparator<'a> {
+    /// A comparator among `members`, whose encodings are `encodings`.
+    pub fn new(members: &'a [FuncIndex], encodings: &'a [FunctionEncoding]) -> Self {
+        debug_assert_eq!(members.len(), encodings.len());
+        Self {
+            members,
+            encodings,
+            comparisons: Cell::new(0),
         }
     }
+
+    /// Number of comparisons made so far.
+    pub fn comparisons(&self) -> u64 {
+        self.comparisons.get()
+    }
+
+    fn encoding(&self, f: FuncIndex) -> &FunctionEncoding {
+        let at = self.members.binary_search(&f);
+        &self.encodings[at.expect("a member of the bucket")]
+    }
+
+    /// Compares two members of the bucket.
+    pub fn compare(&self, a: FuncIndex, b: FuncIndex) -> Ordering {
+        self.comparisons.set(self.comparisons.get() + 1);
+        let (ea, eb) = (self.encoding(a), self.encoding(b));
+        ea.tokens()
+            .len()
+            .cmp(&eb.tokens().len())
+            .then_with(|| compare_tokens(ea, eb, |_| 0))
+    }
+}
+
+impl FunctionOrder for FunctionComparator<'_> {
+    fn order(&self, a: FuncIndex, b: FuncIndex) -> Ordering {
+        self.compare(a, b)
+    }
+}
+
+impl FunctionOrder for BucketComparator<'_> {
+    fn order(&self, a: FuncIndex, b: FuncIndex) -> Ordering {
+        self.compare(a, b)
+    }
+}
+
+/// Phase 2 for one hash bucket whose encodings are at hand: `members` (in input
+/// order, `encodings` beside them) grouped into runs equal with callees read
+/// optimistically, ordered by first member, and the comparisons made. The same
+/// groups and count as the tree over the bucket with [`FunctionComparator`].
+fn group_bucket(
+    members: &[FuncIndex],
+    encodings: &[FunctionEncoding],
+) -> (Vec<Vec<FuncIndex>>, u64) {
+    let comparator = BucketComparator::new(members, encodings);
+    let groups = group_equal(members.iter().copied(), &comparator);
+    (groups, comparator.comparisons())
 }

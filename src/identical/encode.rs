@@ -56,6 +56,8 @@ pub struct FunctionEncoding {
     call_sites: Vec<CallSite>,
     address_taken: Vec<FuncIndex>,
     instructions: u32,
+    /// Whether only the callee tokens are left ([`Self::keep_callees_only`]).
+    callees_only: bool,
 }
 
 impl FunctionEncoding {
@@ -99,6 +101,33 @@ impl FunctionEncoding {
     /// Number of reachable instructions walked.
     pub fn instructions(&self) -> u32 {
         self.instructions
+    }
+
+    /// Whether [`Self::keep_callees_only`] dropped every token but the callees.
+    pub fn is_callees_only(&self) -> bool {
+        self.callees_only
+    }
+
+    /// Drops every token but the callees: afterwards the stream is the callee
+    /// tokens in order, each at its own callee position, and holes and call sites
+    /// are gone. What is left orders this function against another only where
+    /// the rest of their streams is known to be equal: the refinement of a class
+    /// whose members were found equal with callees read optimistically (the
+    /// comparator refuses anything else: `FunctionComparator::compare`). Frees
+    /// the stream of a candidate once the tree has grouped it.
+    pub fn keep_callees_only(&mut self) {
+        let callees: Vec<u64> = self
+            .callee_positions
+            .iter()
+            .map(|&p| self.tokens[p as usize])
+            .collect();
+        self.tokens = callees;
+        for (i, position) in self.callee_positions.iter_mut().enumerate() {
+            *position = i as u32;
+        }
+        self.holes = Vec::new();
+        self.call_sites = Vec::new();
+        self.callees_only = true;
     }
 
     /// An encoding read back from a summary: the token stream, the positions of its
@@ -366,6 +395,7 @@ fn encode(
         },
         address_taken,
         instructions,
+        callees_only: false,
     };
     scratch.encoding = buffers;
     Ok(out)

@@ -12,16 +12,17 @@
 //! 2. [`compare`] defines the total order [`compare::FunctionComparator`] over
 //!    encodings.
 //! 3. [`partition`] drops functions with a unique hash, puts the rest in a
-//!    `BTreeMap` keyed by the comparator, and refines the classes until calls
-//!    between module functions agree (GCC ipa-icf style optimistic refinement).
+//!    `BTreeMap` keyed by the comparator ([`tree`]; the pass does this bucket by
+//!    bucket as it encodes them), and refines the classes until calls between
+//!    module functions agree (GCC ipa-icf style optimistic refinement).
 //! 4. [`plan`] decides, per duplicate, whether it is erased, aliased or thunked.
 //! 5. [`rewrite`] rewrites the CLIF: redirected references, and [`thunks`].
 //!
 //! This file runs the whole pipeline ([`merge_functions`],
 //! [`merge_functions_in_place`]). Imports point downward only: `fingerprint` uses
-//! `hash`'s types, `hash` uses `encode`, `compare` uses both, `partition` uses `compare`, `plan` uses
-//! `partition`, `rewrite` uses `plan` and `thunks`; nothing here imports a folder
-//! above `ir`.
+//! `hash`'s types, `hash` uses `encode`, `compare` uses both and `tree`,
+//! `partition` uses `compare` and `tree`, `plan` uses `partition`, `rewrite` uses
+//! `plan` and `thunks`; nothing here imports a folder above `ir`.
 
 pub mod compare;
 pub mod encode;
@@ -32,6 +33,7 @@ pub mod plan;
 pub mod rewrite;
 pub mod thunks;
 pub mod tokens;
+pub mod tree;
 
 use crate::ir::{FuncIndex, FunctionSet};
 use compare::EncodedFunctions;

@@ -7,7 +7,12 @@
 //!    function" (optimistic: GCC ipa-icf starts the same way). Each lookup costs
 //!    O(log N) comparisons. The comparator orders by hash first, so that one tree is
 //!    the concatenation of one small tree per hash bucket: the buckets are grouped
-//!    independently, in parallel, and comparisons never cross buckets.
+//!    independently, in parallel, and comparisons never cross buckets (`tree.rs`).
+//!    The pass groups each bucket as soon as it is encoded, while its streams are
+//!    in cache, and keeps only the callee tokens of its members
+//!    (`EncodedFunctions::hash_first`, [`EncodedFunctions::optimistic_groups`]):
+//!    refinement reads nothing else of a member of a group, and the candidates'
+//!    streams never all live at once. Then this phase only takes those groups.
 //! 3. Refinement: a class whose members call (or take the address of) functions in
 //!    different classes is split, again with a `BTreeMap` keyed by the comparator, now
 //!    reading callees through the current classes: members of a class are equal but
@@ -19,11 +24,10 @@
 //!    chains of equal callees all end up merged.
 
 use super::compare::{CalleeView, ClassId, EncodedFunctions, FunctionComparator};
+use super::tree::group_equal;
 use crate::ir::{FuncIndex, parallel};
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};
-use std::cmp::Ordering;
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// Counters describing the work done.
@@ -74,55 +78,6 @@ impl Partition {
     }
 }
 
-/// A `BTreeMap` key: a function ordered by a comparator.
-struct FunctionKey<'c> {
-    index: FuncIndex,
-    comparator: &'c FunctionComparator<'c>,
-}
-
-impl Ord for FunctionKey<'_> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.comparator.compare(self.index, other.index)
-    }
-}
-
-impl PartialOrd for FunctionKey<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for FunctionKey<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for FunctionKey<'_> {}
-
-// The comparator's only interior mutability is its comparison counter, which never
-// changes how keys order.
-#[allow(clippy::mutable_key_type)]
-/// Groups `members` (in input order) into runs equal under `comparator`, through a
-/// `BTreeMap` keyed by it. Groups keep input order and are ordered by first member.
-fn group_equal<'c>(
-    members: impl IntoIterator<Item = FuncIndex>,
-    comparator: &'c FunctionComparator<'c>,
-) -> Vec<Vec<FuncIndex>> {
-    let mut tree: BTreeMap<FunctionKey<'c>, usize> = BTreeMap::new();
-    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
-    for index in members {
-        match tree.entry(FunctionKey { index, comparator }) {
-            Entry::Vacant(v) => {
-                v.insert(groups.len());
-                groups.push(vec![index]);
-            }
-            Entry::Occupied(o) => groups[*o.get()].push(index),
-        }
-    }
-    groups
-}
-
 /// Groups each of `sets` into runs equal under a comparator reading callees through
 /// `view`, the sets in parallel. Returns every group (members in input order),
 /// ordered by first member, and the number of comparisons made.
@@ -169,8 +124,23 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
     let mut members: PrimaryMap<ClassId, Vec<FuncIndex>> = PrimaryMap::new();
     {
-        let buckets: Vec<&[FuncIndex]> = buckets.iter().map(Vec::as_slice).collect();
-        let (groups, comparisons) = group_sets(&buckets, functions, CalleeView::Optimistic);
+        let (groups, comparisons) = match &functions.optimistic_groups {
+            // Made as the buckets were encoded (`EncodedFunctions::hash_first`).
+            // A group left alone in a bucket whose other members the walk could
+            // not handle is no candidate: a singleton below.
+            Some(made) => (
+                made.groups
+                    .iter()
+                    .filter(|g| is_candidate[g[0]])
+                    .cloned()
+                    .collect(),
+                made.comparisons,
+            ),
+            None => {
+                let buckets: Vec<&[FuncIndex]> = buckets.iter().map(Vec::as_slice).collect();
+                group_sets(&buckets, functions, CalleeView::Optimistic)
+            }
+        };
         for group in groups {
             let id = members.next_key();
             for &f in &group {
