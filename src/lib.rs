@@ -22,7 +22,7 @@
 //! `separate` < `module` < `cli`): each folder of `src/` imports only the folders
 //! below it (see the README's "Architecture").
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 #[doc(hidden)]
 #[cfg(feature = "cli")]

@@ -49,6 +49,7 @@ use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{FunctionSet, MergeOptions};
 use measure::{
     CountingAllocator, PassRun, Rewrite, compile_all, compile_all_on, live_bytes, run_pass,
+    warm_pool,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -235,16 +236,17 @@ fn report_pass(
     let options = MergeOptions::default();
     let mut first: Option<(usize, usize)> = None;
     for &threads in &o.threads {
+        let pool = warm_pool(threads)?;
         let mut best: Option<PassRun> = None;
         for _ in 0..o.repeat.max(1) {
-            let run = run_pass(module, &options, threads, false, o.rewrite);
+            let run = run_pass(module, &options, &pool, false, o.rewrite);
             if best.as_ref().is_none_or(|b| run.total < b.total) {
                 best = Some(run);
             }
         }
         let Some(mut run) = best else { continue };
         // One more run, counting the heap, for the memory numbers.
-        run.peak_extra = run_pass(module, &options, threads, true, o.rewrite).peak_extra;
+        run.peak_extra = run_pass(module, &options, &pool, true, o.rewrite).peak_extra;
         // Every thread count must find the same merges.
         match first {
             None => first = Some((run.merged, run.classes)),

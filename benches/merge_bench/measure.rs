@@ -92,43 +92,50 @@ pub enum Rewrite {
     InPlace,
 }
 
-/// Runs the pass once over `module` on `threads` threads. With `count_heap`, the
-/// heap is counted (and the run is slower); without, `peak_extra` is 0.
+/// A pool of `threads` threads, started and woken once, for every run of
+/// [`run_pass`] with that thread count: a compiler that runs the pass (rustc's
+/// codegen units, wasmtime's parallel compile) has its pool running already, and
+/// a pool built inside a pass of a millisecond would time thread start-up.
+pub fn warm_pool(threads: usize) -> anyhow::Result<rayon::ThreadPool> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    pool.broadcast(|_| ());
+    Ok(pool)
+}
+
+/// Runs the pass once over `module` on `pool` ([`warm_pool`]). With `count_heap`,
+/// the heap is counted (and the run is slower); without, `peak_extra` is 0.
 pub fn run_pass(
     module: &FunctionSet,
     options: &MergeOptions,
-    threads: usize,
+    pool: &rayon::ThreadPool,
     count_heap: bool,
     rewrite: Rewrite,
 ) -> PassRun {
     match rewrite {
         Rewrite::InPlace => {
             let mut copy = module.deep_clone();
-            measure(threads, count_heap, || {
+            measure(pool, count_heap, || {
                 let (plan, stats) = merge_functions_in_place(&mut copy, options);
                 (plan, stats, ())
             })
         }
-        Rewrite::Copying => measure(threads, count_heap, || {
+        Rewrite::Copying => measure(pool, count_heap, || {
             let outcome = merge_functions(module, options);
             (outcome.plan, outcome.stats, outcome.output)
         }),
     }
 }
 
-/// Times `pass` on a pool of `threads`, with the peak heap it adds when
-/// `count_heap`. `pass` returns the plan, the stats and whatever else it allocated;
+/// Times `pass` on `pool`, with the peak heap it adds when `count_heap`. `pass` returns the plan, the stats and whatever else it allocated;
 /// all of it is freed inside the measurement, so switching counting off and on
 /// around it keeps the live count right.
 fn measure<T>(
-    threads: usize,
+    pool: &rayon::ThreadPool,
     count_heap: bool,
     pass: impl FnOnce() -> (MergePlan, MergeStats, T) + Send,
 ) -> PassRun {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a thread pool");
     pool.install(|| {
         let before = live_bytes();
         reset_peak();

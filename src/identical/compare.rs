@@ -196,8 +196,7 @@ impl EncodedFunctions {
         let mut out = Self::empty(module);
         match hole_blind {
             Some(callee_loads) if !prefixes_pay(module) => {
-                let walked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
-                    let func = &module.get(f).func;
+                let walked = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
                     let operands = Operands::Hashed;
                     hash_function_hole_blind_and_callees(func, module, callee_loads, operands, s)
                 });
@@ -214,8 +213,7 @@ impl EncodedFunctions {
                 // Both prefix keys in one look; then the functions longer than
                 // the prefix whose key of either kind another shares are walked
                 // whole, in one walk for both fingerprints.
-                let looked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
-                    let func = &module.get(f).func;
+                let looked = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
                     first_look_and_hole_blind(func, module, callee_loads, s)
                 });
                 for (&f, (look, blind)) in all.iter().zip(&looked) {
@@ -235,8 +233,7 @@ impl EncodedFunctions {
                 shared.sort_unstable();
                 shared.dedup();
                 let walked =
-                    parallel::map_init(&shared, 16, FingerprintScratch::default, |s, &f| {
-                        let func = &module.get(f).func;
+                    module.map_walk(&shared, 16, FingerprintScratch::default, |s, func| {
                         let operands = Operands::Skipped;
                         hash_function_hole_blind_and_callees(
                             func,
@@ -266,16 +263,16 @@ impl EncodedFunctions {
                     .collect();
             }
             None if !prefixes_pay(module) => {
-                let hashed = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
-                    hash_function_with_operands(&module.get(f).func, module, s)
+                let hashed = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
+                    hash_function_with_operands(func, module, s)
                 });
                 for (&f, h) in all.iter().zip(hashed) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
                 }
             }
             None => {
-                let looked = parallel::map_init(&all, 16, FingerprintScratch::default, |s, &f| {
-                    first_look(&module.get(f).func, module, s)
+                let looked = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
+                    first_look(func, module, s)
                 });
                 for (&f, look) in all.iter().zip(&looked) {
                     let h = &look.hashed;
@@ -304,14 +301,25 @@ impl EncodedFunctions {
             .iter()
             .map(Vec::as_slice)
             .partition(|bucket| bucket.len() > LARGE_BUCKET);
-        let mut encoded = parallel::map_init(&small, 1, WalkScratch::default, |scratch, bucket| {
-            encode_and_group(bucket, |members| {
-                let encode = |&f: &FuncIndex| {
-                    encode_for_comparison(&module.get(f).func, module, options, scratch)
-                };
-                members.iter().map(encode).collect()
-            })
-        });
+        let mut encoded = parallel::map_init_indexed(
+            &small,
+            1,
+            WalkScratch::default,
+            |scratch, position, bucket| {
+                // Buckets hold two or three members: the records of the
+                // bucket after next, the bodies of the next.
+                let ahead =
+                    |distance: usize| small.get(position + distance).copied().unwrap_or_default();
+                module.prefetch_records(ahead(2));
+                module.prefetch_bodies(ahead(1));
+                encode_and_group(bucket, |members| {
+                    let encode = |&f: &FuncIndex| {
+                        encode_for_comparison(&module.get(f).func, module, options, scratch)
+                    };
+                    members.iter().map(encode).collect()
+                })
+            },
+        );
         for bucket in large {
             encoded.push(encode_and_group(bucket, |members| {
                 walk_in_parallel(module, members, |func, scratch| {
@@ -343,8 +351,8 @@ impl EncodedFunctions {
     /// walks find, then refines their hashes by their callees'
     /// ([`Self::refine_by_callees`]).
     fn walk_and_refine(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
-        let walked = parallel::map_init(functions, 16, FingerprintScratch::default, |s, &f| {
-            hash_function_and_callees(&module.get(f).func, module, s)
+        let walked = module.map_walk(functions, 16, FingerprintScratch::default, |s, func| {
+            hash_function_and_callees(func, module, s)
         });
         for (&f, (h, _)) in functions.iter().zip(&walked) {
             self.record(f, h.hash, &h.address_taken, h.instructions);
@@ -391,8 +399,8 @@ impl EncodedFunctions {
             .into_iter()
             .filter(|&f| naming[f] && has_address_instructions(&module.get(f).func))
             .collect();
-        let walked = parallel::map_init(&to_walk, 16, FingerprintScratch::default, |s, &f| {
-            hash_function(&module.get(f).func, module, s)
+        let walked = module.map_walk(&to_walk, 16, FingerprintScratch::default, |s, func| {
+            hash_function(func, module, s)
         });
         for h in walked {
             for &target in &h.address_taken {
@@ -491,8 +499,7 @@ pub fn hash_and_encode(
     options: WalkOptions,
 ) -> Vec<(HashedFunction, Result<FunctionEncoding, Unsupported>)> {
     let scratches = || (WalkScratch::default(), FingerprintScratch::default());
-    parallel::map_init(functions, 16, scratches, |(walk, hash), &f| {
-        let func = &module.get(f).func;
+    module.map_walk(functions, 16, scratches, |(walk, hash), func| {
         let hashed = hash_function(func, module, hash);
         (hashed, encode_for_comparison(func, module, options, walk))
     })

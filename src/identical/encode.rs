@@ -36,7 +36,7 @@
 //! this walk, reading only what the walk writes as is.
 
 use super::tokens::*;
-use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey, parallel};
+use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -337,8 +337,8 @@ pub fn walk_in_parallel<T: Send>(
     functions: &[FuncIndex],
     walk: impl Fn(&Function, &mut WalkScratch) -> T + Sync,
 ) -> Vec<T> {
-    parallel::map_init(functions, 16, WalkScratch::default, |scratch, &f| {
-        walk(&module.get(f).func, scratch)
+    module.map_walk(functions, 16, WalkScratch::default, |scratch, func| {
+        walk(func, scratch)
     })
 }
 

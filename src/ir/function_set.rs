@@ -2,6 +2,7 @@
 
 use super::linkage::Linkage;
 use super::parallel;
+use super::prefetch;
 use super::symbols::{SymbolKey, SymbolName, TableName, mentioned_names};
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
@@ -131,6 +132,45 @@ impl FunctionSet {
     /// The definition at `index`.
     pub fn get(&self, index: FuncIndex) -> &DefinedFunction {
         &self.functions[index]
+    }
+
+    /// `walk` over the bodies of `functions`, results in the order given; in
+    /// parallel in chunks of at least `min_len` functions, with a scratch state
+    /// per worker made by `init` (`parallel::map_init`). While one function is
+    /// walked, the memory of the next ones (their records and the start of their
+    /// bodies) is asked for (`ir::prefetch`): the walk to use for reading every
+    /// function of a list once.
+    pub fn map_walk<S, R>(
+        &self,
+        functions: &[FuncIndex],
+        min_len: usize,
+        init: impl Fn() -> S + Sync + Send,
+        walk: impl Fn(&mut S, &Function) -> R + Sync + Send,
+    ) -> Vec<R>
+    where
+        R: Send,
+    {
+        parallel::map_init_indexed(functions, min_len, init, |state, position, &f| {
+            let ahead = |distance| functions.get(position + distance).map(std::slice::from_ref);
+            self.prefetch_records(ahead(prefetch::RECORD_AHEAD).unwrap_or_default());
+            self.prefetch_bodies(ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default());
+            walk(state, &self.functions[f].func)
+        })
+    }
+
+    /// Asks for the `Function` records of `functions` (`prefetch::record`).
+    pub fn prefetch_records(&self, functions: &[FuncIndex]) {
+        for &f in functions {
+            prefetch::record(&self.functions[f].func);
+        }
+    }
+
+    /// Asks for the start of the bodies of `functions` (`prefetch::body`),
+    /// whose records were asked for before.
+    pub fn prefetch_bodies(&self, functions: &[FuncIndex]) {
+        for &f in functions {
+            prefetch::body(&self.functions[f].func);
+        }
     }
 
     /// Mutable access to the definition at `index`.

@@ -8,6 +8,8 @@
 //! * [`panics`]: the message of a caught panic ([`catch_panic`]);
 //! * [`parallel`]: the one switch between `rayon` and sequential iteration (the
 //!   `parallel` feature); results never depend on it;
+//! * [`prefetch`]: asking the CPU for the functions a walk reads next (the
+//!   crate's only `unsafe` code);
 //! * [`symbols`]: symbol names as a linker sees them ([`SymbolName`], borrowed as
 //!   [`SymbolKey`]), the one iterator over every name a function mentions
 //!   ([`mentioned_names`]), and the [`NameAuthority`] that hands out fresh names.
@@ -20,6 +22,7 @@ pub mod function_set;
 pub mod linkage;
 pub mod panics;
 pub mod parallel;
+pub mod prefetch;
 pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};

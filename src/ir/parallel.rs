@@ -54,6 +54,38 @@ where
     }
 }
 
+/// Like [`map_init`], with `f` given each item's position in `items` too.
+pub fn map_init_indexed<T, S, R>(
+    items: &[T],
+    min_len: usize,
+    init: impl Fn() -> S + Sync + Send,
+    f: impl Fn(&mut S, usize, &T) -> R + Sync + Send,
+) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+{
+    #[cfg(feature = "parallel")]
+    {
+        items
+            .par_iter()
+            .enumerate()
+            .with_min_len(min_len)
+            .map_init(init, |state, (position, item)| f(state, position, item))
+            .collect()
+    }
+    #[cfg(not(feature = "parallel"))]
+    {
+        let _ = min_len;
+        let mut state = init();
+        items
+            .iter()
+            .enumerate()
+            .map(|(position, item)| f(&mut state, position, item))
+            .collect()
+    }
+}
+
 /// `f` on every item, in parallel in chunks of at least `min_len` items.
 pub fn for_each_mut<T: Send>(items: &mut [T], min_len: usize, f: impl Fn(&mut T) + Sync + Send) {
     #[cfg(feature = "parallel")]

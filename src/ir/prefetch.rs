@@ -1,0 +1,87 @@
+//! Prefetching: asking the CPU for the memory a walk over functions reads next.
+//!
+//! A walk over a module's functions reads each function's `Function` record and
+//! the start of its arrays (instructions, layout, values, value lists) once. The
+//! hardware prefetcher follows a stream within one array, not the pointers from
+//! one function to the next, so in a module larger than the caches every
+//! function starts with a run of misses, each waited for in turn. While one
+//! function is walked, [`FunctionSet::map_walk`](super::FunctionSet::map_walk)
+//! asks for the record of the function [`RECORD_AHEAD`] places further on
+//! ([`record`]) and for the start of the arrays of the one [`ARRAYS_AHEAD`]
+//! places on ([`body`]), whose record was asked for two steps earlier, so that
+//! reading where its arrays are does not wait either.
+//!
+//! This module holds the crate's only `unsafe` code: `_mm_prefetch` takes a raw
+//! pointer. Every pointer given to it here is made from a reference to live data
+//! and points inside that data; a prefetch is a hint that never faults and has
+//! no effect on what the program computes, only on how fast. Targets other than
+//! x86_64 are not prefetched for.
+
+#![allow(
+    unsafe_code,
+    reason = "_mm_prefetch takes a raw pointer; see the module docs"
+)]
+
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{Function, Inst};
+
+/// How many places ahead of the function being walked its record is asked for.
+pub const RECORD_AHEAD: usize = 4;
+
+/// How many places ahead of the function being walked the start of its arrays
+/// is asked for.
+pub const ARRAYS_AHEAD: usize = 2;
+
+/// The most bytes asked for at the start of one array: the walk reads on from
+/// there in order, which the hardware prefetcher follows.
+const ARRAY_BYTES: usize = 1024;
+
+/// The size of a cache line on the targets prefetched for.
+const LINE: usize = 64;
+
+/// Asks for the cache lines of the first `max_bytes` of `items`.
+fn slice_lines<T>(items: &[T], max_bytes: usize) {
+    let bytes = std::mem::size_of_val(items).min(max_bytes);
+    let start = items.as_ptr().cast::<u8>();
+    for offset in (0..bytes).step_by(LINE) {
+        line(start.wrapping_add(offset));
+    }
+}
+
+/// Asks for one cache line.
+#[inline(always)]
+fn line(address: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads nothing into the program, never
+    // faults, and `address` lies within live data (see the module docs).
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(address.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
+/// Asks for a function's `Function` record (reading nothing of it).
+pub fn record(func: &Function) {
+    slice_lines(std::slice::from_ref(func), usize::MAX);
+}
+
+/// Asks for the start of the arrays a walk over `func`'s body reads first: its
+/// instruction table, its signature's parameters, and the value lists its entry
+/// block's parameters are in. Reads `func`'s record (ask for it first:
+/// [`record`]).
+pub fn body(func: &Function) {
+    let dfg = &func.dfg;
+    // The instruction table is one array, reachable only entry by entry: one
+    // entry per cache line.
+    let entry_bytes = std::mem::size_of::<cranelift_codegen::ir::InstructionData>();
+    let entries = dfg.num_insts().min(ARRAY_BYTES / entry_bytes);
+    for index in (0..entries).step_by((LINE / entry_bytes).max(1)) {
+        line(std::ptr::from_ref(&dfg.insts[Inst::new(index)]).cast::<u8>());
+    }
+    slice_lines(&func.signature.params, ARRAY_BYTES);
+    if let Some(entry) = func.layout.entry_block() {
+        slice_lines(dfg.block_params(entry), ARRAY_BYTES);
+    }
+}
