@@ -18,7 +18,7 @@ use super::fingerprint::{
 };
 use super::hash::{HashedFunction, StructuralHash};
 use super::tree::{FunctionOrder, group_equal};
-use crate::ir::{FuncIndex, FunctionSet, parallel};
+use crate::ir::{FuncIndex, FunctionSet, Reads, parallel};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -196,10 +196,22 @@ impl EncodedFunctions {
         let mut out = Self::empty(module);
         match hole_blind {
             Some(callee_loads) if !prefixes_pay(module) => {
-                let walked = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
-                    let operands = Operands::Hashed;
-                    hash_function_hole_blind_and_callees(func, module, callee_loads, operands, s)
-                });
+                let walked = module.map_walk(
+                    &all,
+                    Reads::Body,
+                    16,
+                    FingerprintScratch::default,
+                    |s, func| {
+                        let operands = Operands::Hashed;
+                        hash_function_hole_blind_and_callees(
+                            func,
+                            module,
+                            callee_loads,
+                            operands,
+                            s,
+                        )
+                    },
+                );
                 for (&f, (h, blind, _)) in all.iter().zip(&walked) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
                     out.hole_blind[f] = *blind;
@@ -213,9 +225,13 @@ impl EncodedFunctions {
                 // Both prefix keys in one look; then the functions longer than
                 // the prefix whose key of either kind another shares are walked
                 // whole, in one walk for both fingerprints.
-                let looked = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
-                    first_look_and_hole_blind(func, module, callee_loads, s)
-                });
+                let looked = module.map_walk(
+                    &all,
+                    Reads::Prefix(PREFIX_INSTRUCTIONS),
+                    16,
+                    FingerprintScratch::default,
+                    |s, func| first_look_and_hole_blind(func, module, callee_loads, s),
+                );
                 for (&f, (look, blind)) in all.iter().zip(&looked) {
                     let h = &look.hashed;
                     out.record(f, h.hash, &h.address_taken, h.instructions);
@@ -232,8 +248,12 @@ impl EncodedFunctions {
                     .collect();
                 shared.sort_unstable();
                 shared.dedup();
-                let walked =
-                    module.map_walk(&shared, 16, FingerprintScratch::default, |s, func| {
+                let walked = module.map_walk(
+                    &shared,
+                    Reads::Body,
+                    16,
+                    FingerprintScratch::default,
+                    |s, func| {
                         let operands = Operands::Skipped;
                         hash_function_hole_blind_and_callees(
                             func,
@@ -242,7 +262,8 @@ impl EncodedFunctions {
                             operands,
                             s,
                         )
-                    });
+                    },
+                );
                 for (&f, (h, blind, _)) in shared.iter().zip(&walked) {
                     let exact = exact_shared.binary_search(&f).is_ok();
                     let hash = if exact { h.hash } else { out.hashes[f] };
@@ -263,17 +284,25 @@ impl EncodedFunctions {
                     .collect();
             }
             None if !prefixes_pay(module) => {
-                let hashed = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
-                    hash_function_with_operands(func, module, s)
-                });
+                let hashed = module.map_walk(
+                    &all,
+                    Reads::Body,
+                    16,
+                    FingerprintScratch::default,
+                    |s, func| hash_function_with_operands(func, module, s),
+                );
                 for (&f, h) in all.iter().zip(hashed) {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
                 }
             }
             None => {
-                let looked = module.map_walk(&all, 16, FingerprintScratch::default, |s, func| {
-                    first_look(func, module, s)
-                });
+                let looked = module.map_walk(
+                    &all,
+                    Reads::Prefix(PREFIX_INSTRUCTIONS),
+                    16,
+                    FingerprintScratch::default,
+                    |s, func| first_look(func, module, s),
+                );
                 for (&f, look) in all.iter().zip(&looked) {
                     let h = &look.hashed;
                     out.record(f, h.hash, &h.address_taken, h.instructions);
@@ -311,7 +340,7 @@ impl EncodedFunctions {
                 let ahead =
                     |distance: usize| small.get(position + distance).copied().unwrap_or_default();
                 module.prefetch_records(ahead(2));
-                module.prefetch_bodies(ahead(1));
+                module.prefetch_reads(ahead(1), Reads::Body);
                 encode_and_group(bucket, |members| {
                     let encode = |&f: &FuncIndex| {
                         encode_for_comparison(&module.get(f).func, module, options, scratch)
@@ -351,9 +380,13 @@ impl EncodedFunctions {
     /// walks find, then refines their hashes by their callees'
     /// ([`Self::refine_by_callees`]).
     fn walk_and_refine(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
-        let walked = module.map_walk(functions, 16, FingerprintScratch::default, |s, func| {
-            hash_function_and_callees(func, module, s)
-        });
+        let walked = module.map_walk(
+            functions,
+            Reads::Body,
+            16,
+            FingerprintScratch::default,
+            |s, func| hash_function_and_callees(func, module, s),
+        );
         for (&f, (h, _)) in functions.iter().zip(&walked) {
             self.record(f, h.hash, &h.address_taken, h.instructions);
         }
@@ -399,9 +432,13 @@ impl EncodedFunctions {
             .into_iter()
             .filter(|&f| naming[f] && has_address_instructions(&module.get(f).func))
             .collect();
-        let walked = module.map_walk(&to_walk, 16, FingerprintScratch::default, |s, func| {
-            hash_function(func, module, s)
-        });
+        let walked = module.map_walk(
+            &to_walk,
+            Reads::Body,
+            16,
+            FingerprintScratch::default,
+            |s, func| hash_function(func, module, s),
+        );
         for h in walked {
             for &target in &h.address_taken {
                 self.address_taken[target] = true;
@@ -499,10 +536,16 @@ pub fn hash_and_encode(
     options: WalkOptions,
 ) -> Vec<(HashedFunction, Result<FunctionEncoding, Unsupported>)> {
     let scratches = || (WalkScratch::default(), FingerprintScratch::default());
-    module.map_walk(functions, 16, scratches, |(walk, hash), func| {
-        let hashed = hash_function(func, module, hash);
-        (hashed, encode_for_comparison(func, module, options, walk))
-    })
+    module.map_walk(
+        functions,
+        Reads::Body,
+        16,
+        scratches,
+        |(walk, hash), func| {
+            let hashed = hash_function(func, module, hash);
+            (hashed, encode_for_comparison(func, module, options, walk))
+        },
+    )
 }
 
 /// Compares encoded functions; see the module documentation for the order.

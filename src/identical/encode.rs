@@ -36,7 +36,7 @@
 //! this walk, reading only what the walk writes as is.
 
 use super::tokens::*;
-use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolKey};
+use crate::ir::{FuncIndex, FunctionSet, Linkage, Reads, SymbolKey};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -337,9 +337,13 @@ pub fn walk_in_parallel<T: Send>(
     functions: &[FuncIndex],
     walk: impl Fn(&Function, &mut WalkScratch) -> T + Sync,
 ) -> Vec<T> {
-    module.map_walk(functions, 16, WalkScratch::default, |scratch, func| {
-        walk(func, scratch)
-    })
+    module.map_walk(
+        functions,
+        Reads::Body,
+        16,
+        WalkScratch::default,
+        |scratch, func| walk(func, scratch),
+    )
 }
 
 /// Walks `func` and returns its encoding. `module` tells which names are defined in

@@ -2,7 +2,7 @@
 
 use super::linkage::Linkage;
 use super::parallel;
-use super::prefetch;
+use super::prefetch::{self, Reads};
 use super::symbols::{SymbolKey, SymbolName, TableName, mentioned_names};
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
@@ -137,12 +137,13 @@ impl FunctionSet {
     /// `walk` over the bodies of `functions`, results in the order given; in
     /// parallel in chunks of at least `min_len` functions, with a scratch state
     /// per worker made by `init` (`parallel::map_init`). While one function is
-    /// walked, the memory of the next ones (their records and the start of their
-    /// bodies) is asked for (`ir::prefetch`): the walk to use for reading every
-    /// function of a list once.
+    /// walked, the memory of the next ones (their records and the start of the
+    /// arrays that `reads` says the walk reads) is asked for (`ir::prefetch`):
+    /// the walk to use for reading every function of a list once.
     pub fn map_walk<S, R>(
         &self,
         functions: &[FuncIndex],
+        reads: Reads,
         min_len: usize,
         init: impl Fn() -> S + Sync + Send,
         walk: impl Fn(&mut S, &Function) -> R + Sync + Send,
@@ -153,7 +154,7 @@ impl FunctionSet {
         parallel::map_init_indexed(functions, min_len, init, |state, position, &f| {
             let ahead = |distance| functions.get(position + distance).map(std::slice::from_ref);
             self.prefetch_records(ahead(prefetch::RECORD_AHEAD).unwrap_or_default());
-            self.prefetch_bodies(ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default());
+            self.prefetch_reads(ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default(), reads);
             walk(state, &self.functions[f].func)
         })
     }
@@ -165,11 +166,12 @@ impl FunctionSet {
         }
     }
 
-    /// Asks for the start of the bodies of `functions` (`prefetch::body`),
-    /// whose records were asked for before.
-    pub fn prefetch_bodies(&self, functions: &[FuncIndex]) {
+    /// Asks for the start of the arrays of `functions` that a walk reading
+    /// `reads` reads first (`Reads::prefetch`); their records were asked for
+    /// before.
+    pub fn prefetch_reads(&self, functions: &[FuncIndex], reads: Reads) {
         for &f in functions {
-            prefetch::body(&self.functions[f].func);
+            reads.prefetch(&self.functions[f].func);
         }
     }
 
@@ -242,10 +244,17 @@ impl FunctionSet {
                 Wanted::Functions(functions)
             }
         };
-        let functions: Vec<&DefinedFunction> = self.functions.values().collect();
-        let names_one = parallel::map(&functions, 64, |def| {
-            let func = &def.func;
-            match &wanted {
+        let functions: Vec<FuncIndex> = self.functions.keys().collect();
+        let reads = match wanted {
+            Wanted::UserNames(_) => Reads::UserNames,
+            Wanted::Functions(_) => Reads::Names,
+        };
+        let names_one = self.map_walk(
+            &functions,
+            reads,
+            64,
+            || (),
+            |_, func| match &wanted {
                 Wanted::UserNames(user_names) => func
                     .params
                     .user_named_funcs()
@@ -253,8 +262,8 @@ impl FunctionSet {
                     .any(|user| user_names.contains(&(user.namespace, user.index))),
                 Wanted::Functions(wanted) => mentioned_names(func)
                     .any(|name| self.lookup_external(func, name).is_some_and(|f| wanted[f])),
-            }
-        });
+            },
+        );
         for (f, names_one) in names_one.into_iter().enumerate() {
             naming[FuncIndex::new(f)] = names_one;
         }

@@ -30,4 +30,5 @@ pub use linkage::Linkage;
 pub use panics::catch_panic;
 #[cfg(feature = "validate")]
 pub use panics::panic_message;
+pub use prefetch::Reads;
 pub use symbols::{NameAuthority, SymbolKey, SymbolName, mentioned_names};

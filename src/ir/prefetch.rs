@@ -7,9 +7,9 @@
 //! function starts with a run of misses, each waited for in turn. While one
 //! function is walked, [`FunctionSet::map_walk`](super::FunctionSet::map_walk)
 //! asks for the record of the function [`RECORD_AHEAD`] places further on
-//! ([`record`]) and for the start of the arrays of the one [`ARRAYS_AHEAD`]
-//! places on ([`body`]), whose record was asked for two steps earlier, so that
-//! reading where its arrays are does not wait either.
+//! ([`record`]) and for the start of the arrays the walk reads ([`Reads`]) of
+//! the one [`ARRAYS_AHEAD`] places on, whose record was asked for two steps
+//! earlier, so that reading where its arrays are does not wait either.
 //!
 //! This module holds the crate's only `unsafe` code: `_mm_prefetch` takes a raw
 //! pointer. Every pointer given to it here is made from a reference to live data
@@ -67,16 +67,47 @@ pub fn record(func: &Function) {
     slice_lines(std::slice::from_ref(func), usize::MAX);
 }
 
+/// What a walk reads of each function beyond its record: which of its arrays
+/// [`FunctionSet::map_walk`](super::FunctionSet::map_walk) asks for ahead.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// Its body: instructions, signature, values ([`body_start`]).
+    Body,
+    /// The first instructions of its body, as many as given ([`body_start`]).
+    Prefix(u32),
+    /// Only its tables of names: imports, global values and user names
+    /// ([`names`]).
+    Names,
+    /// Only its table of user names ([`user_names`]).
+    UserNames,
+}
+
+impl Reads {
+    /// Asks for the start of the arrays of `func` that a walk reading `self`
+    /// reads first. Reads `func`'s record (ask for it first: [`record`]).
+    pub fn prefetch(self, func: &Function) {
+        match self {
+            Reads::Body => body_start(func, usize::MAX),
+            Reads::Prefix(instructions) => body_start(func, instructions as usize),
+            Reads::Names => names(func),
+            Reads::UserNames => user_names(func),
+        }
+    }
+}
+
 /// Asks for the start of the arrays a walk over `func`'s body reads first: its
-/// instruction table, its signature's parameters, and the value lists its entry
-/// block's parameters are in. Reads `func`'s record (ask for it first:
-/// [`record`]).
-pub fn body(func: &Function) {
+/// instruction table (at most `instructions` entries of it), its signature's
+/// parameters, and the value lists its entry block's parameters are in. Reads
+/// `func`'s record (ask for it first: [`record`]).
+pub fn body_start(func: &Function, instructions: usize) {
     let dfg = &func.dfg;
     // The instruction table is one array, reachable only entry by entry: one
     // entry per cache line.
     let entry_bytes = std::mem::size_of::<cranelift_codegen::ir::InstructionData>();
-    let entries = dfg.num_insts().min(ARRAY_BYTES / entry_bytes);
+    let entries = dfg
+        .num_insts()
+        .min(instructions)
+        .min(ARRAY_BYTES / entry_bytes);
     for index in (0..entries).step_by((LINE / entry_bytes).max(1)) {
         line(std::ptr::from_ref(&dfg.insts[Inst::new(index)]).cast::<u8>());
     }
@@ -84,4 +115,22 @@ pub fn body(func: &Function) {
     if let Some(entry) = func.layout.entry_block() {
         slice_lines(dfg.block_params(entry), ARRAY_BYTES);
     }
+}
+
+/// Asks for `func`'s table of user names (the `uN:M` names its imports and
+/// symbols use). Reads `func`'s record (ask for it first: [`record`]).
+pub fn user_names(func: &Function) {
+    slice_lines(
+        func.params.user_named_funcs().values().as_slice(),
+        ARRAY_BYTES,
+    );
+}
+
+/// Asks for `func`'s tables of names (what `ir::mentioned_names` reads): its
+/// imported functions, its global values and its user names. Reads `func`'s
+/// record (ask for it first: [`record`]).
+pub fn names(func: &Function) {
+    slice_lines(func.dfg.ext_funcs.values().as_slice(), ARRAY_BYTES);
+    slice_lines(func.global_values.values().as_slice(), ARRAY_BYTES);
+    user_names(func);
 }
