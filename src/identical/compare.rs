@@ -339,8 +339,8 @@ impl EncodedFunctions {
                 // bucket after next, the bodies of the next.
                 let ahead =
                     |distance: usize| small.get(position + distance).copied().unwrap_or_default();
-                module.prefetch_records(ahead(2));
-                module.prefetch_reads(ahead(1), Reads::Body);
+                module.prefetch_records(ahead(2), Reads::Body);
+                module.prefetch_arrays(ahead(1), Reads::Body);
                 encode_and_group(bucket, |members| {
                     let encode = |&f: &FuncIndex| {
                         encode_for_comparison(&module.get(f).func, module, options, scratch)

@@ -11,12 +11,11 @@
 use super::plan::{MergeAction, MergePlan};
 use super::thunks::{build_thunk, external_name};
 use crate::ir::{
-    DefinedFunction, FuncIndex, FunctionSet, Linkage, SymbolKey, SymbolName, mentioned_names,
-    parallel,
+    DefinedFunction, FuncIndex, FunctionSet, Linkage, Reads, SymbolKey, SymbolName, parallel,
 };
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
-    ExtFuncData, FuncRef, Function, GlobalValueData, InstructionData, UserFuncName,
+    ExtFuncData, FuncRef, Function, GlobalValue, GlobalValueData, InstructionData, UserFuncName,
 };
 use rustc_hash::FxBuildHasher;
 use rustc_hash::FxHashMap as HashMap;
@@ -143,6 +142,28 @@ pub fn apply_in_place(
                 .map(|d| module.get(d.into).func.name.clone())
         })
         .collect();
+    // What to redirect in each function, found by a walk that only reads their
+    // tables of names (and so can ask for the next ones ahead).
+    let mut renames: Vec<Renames<'_>> = Vec::new();
+    renames.resize_with(module.len(), Renames::default);
+    if !redirects.is_empty() {
+        let undecided: Vec<FuncIndex> = module
+            .iter()
+            .map(|(index, _)| index)
+            .filter(|&index| decisions[index].is_none())
+            .filter(|&index| naming.is_none_or(|naming| naming[index]))
+            .collect();
+        let found = module.map_walk(
+            &undecided,
+            Reads::Names,
+            32,
+            || (),
+            |_, func| redirects.renames(func),
+        );
+        for (index, found) in undecided.into_iter().zip(found) {
+            renames[index.index()] = found;
+        }
+    }
     module.par_for_each_mut(|index, def| match decisions[index] {
         Some(d) if d.action == MergeAction::Thunk => {
             if let Some(kept) = &kept_names[index.index()] {
@@ -152,12 +173,31 @@ pub fn apply_in_place(
         Some(_) => {}
         // Only a body with something to redirect is written, so only such a
         // body is copied when it is shared.
-        None if naming.is_some_and(|naming| !naming[index]) => {}
-        None if redirects.changes(&def.func) => {
-            redirects.rewrite_in_place(Arc::make_mut(&mut def.func));
+        None if !renames[index.index()].is_empty() => {
+            redirects.apply(Arc::make_mut(&mut def.func), &renames[index.index()]);
         }
         None => {}
     });
+}
+
+/// What redirecting one function's references changes
+/// ([`Redirects::renames`]), to make with [`Redirects::apply`].
+#[derive(Debug, Default)]
+pub struct Renames<'r> {
+    /// Imports renamed to the kept function's name.
+    imports: Vec<(FuncRef, &'r UserFuncName)>,
+    /// Symbols renamed to the kept function's name.
+    globals: Vec<(GlobalValue, &'r UserFuncName)>,
+    /// Whether it names a function whose direct calls go to another: then its
+    /// calls are looked at.
+    calls: bool,
+}
+
+impl Renames<'_> {
+    /// Whether nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.imports.is_empty() && self.globals.is_empty() && !self.calls
+    }
 }
 
 /// Which names are replaced by which kept function's name.
@@ -204,66 +244,79 @@ impl Redirects {
         Self { all, calls }
     }
 
-    /// Whether `func` names a function whose references are redirected.
-    fn refers_to_redirected(&self, func: &Function) -> bool {
-        mentioned_names(func).any(|name| {
-            SymbolKey::of_external(func, name)
-                .is_some_and(|s| self.all.contains_key(&s) || self.calls.contains_key(&s))
-        })
+    /// What redirecting `func`'s references changes, found by reading its tables
+    /// of names once (the imports and symbols it mentions:
+    /// [`mentioned_names`](crate::ir::mentioned_names)).
+    pub fn renames(&self, func: &Function) -> Renames<'_> {
+        let mut renames = Renames::default();
+        if self.is_empty() {
+            return renames;
+        }
+        let symbol = |name| SymbolKey::of_external(func, name);
+        for (fref, data) in func.dfg.ext_funcs.iter() {
+            let Some(symbol) = symbol(&data.name) else {
+                continue;
+            };
+            if let Some(target) = self.all.get(&symbol) {
+                renames.imports.push((fref, target));
+            } else if self.calls.contains_key(&symbol) {
+                renames.calls = true;
+            }
+        }
+        for (gv, data) in func.global_values.iter() {
+            let GlobalValueData::Symbol { name, .. } = data else {
+                continue;
+            };
+            let Some(symbol) = symbol(name) else {
+                continue;
+            };
+            if let Some(target) = self.all.get(&symbol) {
+                renames.globals.push((gv, target));
+            } else if self.calls.contains_key(&symbol) {
+                renames.calls = true;
+            }
+        }
+        renames
     }
 
     /// `func` with its references redirected: borrowed when nothing changes.
     pub fn rewrite<'f>(&self, func: &'f Function) -> Cow<'f, Function> {
-        if !self.changes(func) {
+        let renames = self.renames(func);
+        if renames.is_empty() {
             return Cow::Borrowed(func);
         }
         let mut func = func.clone();
-        self.rewrite_in_place(&mut func);
+        self.apply(&mut func, &renames);
         Cow::Owned(func)
     }
 
-    /// Whether rewriting `func` changes it.
-    pub fn changes(&self, func: &Function) -> bool {
-        !(self.all.is_empty() && self.calls.is_empty()) && self.refers_to_redirected(func)
+    /// Whether nothing is redirected.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty() && self.calls.is_empty()
     }
 
     /// Redirects the references of `func`.
     pub fn rewrite_in_place(&self, func: &mut Function) {
-        if !self.changes(func) {
-            return;
+        let renames = self.renames(func);
+        if !renames.is_empty() {
+            self.apply(func, &renames);
         }
-        // Rename whole imports of erased/aliased functions.
-        let renames: Vec<(FuncRef, &UserFuncName)> = func
-            .dfg
-            .ext_funcs
-            .iter()
-            .filter_map(|(fref, data)| {
-                let symbol = SymbolKey::of_external(func, &data.name)?;
-                Some((fref, self.all.get(&symbol)?))
-            })
-            .collect();
-        for (fref, target) in renames {
+    }
+
+    /// Makes the changes [`Self::renames`] found in `func`.
+    pub fn apply(&self, func: &mut Function, renames: &Renames<'_>) {
+        // Rename whole imports and symbols of erased/aliased functions.
+        for &(fref, target) in &renames.imports {
             func.dfg.ext_funcs[fref].name = external_name(func, target);
         }
-        let gv_renames: Vec<_> = func
-            .global_values
-            .iter()
-            .filter_map(|(gv, data)| match data {
-                GlobalValueData::Symbol { name, .. } => {
-                    let symbol = SymbolKey::of_external(func, name)?;
-                    Some((gv, self.all.get(&symbol)?))
-                }
-                _ => None,
-            })
-            .collect();
-        for (gv, target) in gv_renames {
+        for &(gv, target) in &renames.globals {
             let new_name = external_name(func, target);
             if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
                 *name = new_name;
             }
         }
         // Point direct calls to thunked functions at the kept function.
-        if !self.calls.is_empty() {
+        if renames.calls {
             let mut call_refs: HashMap<FuncRef, Option<FuncRef>> = HashMap::default();
             let insts: Vec<_> = func
                 .layout

@@ -153,25 +153,26 @@ impl FunctionSet {
     {
         parallel::map_init_indexed(functions, min_len, init, |state, position, &f| {
             let ahead = |distance| functions.get(position + distance).map(std::slice::from_ref);
-            self.prefetch_records(ahead(prefetch::RECORD_AHEAD).unwrap_or_default());
-            self.prefetch_reads(ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default(), reads);
+            self.prefetch_records(ahead(prefetch::RECORD_AHEAD).unwrap_or_default(), reads);
+            self.prefetch_arrays(ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default(), reads);
             walk(state, &self.functions[f].func)
         })
     }
 
-    /// Asks for the `Function` records of `functions` (`prefetch::record`).
-    pub fn prefetch_records(&self, functions: &[FuncIndex]) {
+    /// Asks for the parts of the `Function` records of `functions` that a walk
+    /// reading `reads` reads (`Reads::prefetch_record`).
+    pub fn prefetch_records(&self, functions: &[FuncIndex], reads: Reads) {
         for &f in functions {
-            prefetch::record(&self.functions[f].func);
+            reads.prefetch_record(&self.functions[f].func);
         }
     }
 
     /// Asks for the start of the arrays of `functions` that a walk reading
-    /// `reads` reads first (`Reads::prefetch`); their records were asked for
-    /// before.
-    pub fn prefetch_reads(&self, functions: &[FuncIndex], reads: Reads) {
+    /// `reads` reads first (`Reads::prefetch_arrays`); their records were
+    /// asked for before.
+    pub fn prefetch_arrays(&self, functions: &[FuncIndex], reads: Reads) {
         for &f in functions {
-            reads.prefetch(&self.functions[f].func);
+            reads.prefetch_arrays(&self.functions[f].func);
         }
     }
 

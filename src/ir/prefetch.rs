@@ -6,10 +6,10 @@
 //! one function to the next, so in a module larger than the caches every
 //! function starts with a run of misses, each waited for in turn. While one
 //! function is walked, [`FunctionSet::map_walk`](super::FunctionSet::map_walk)
-//! asks for the record of the function [`RECORD_AHEAD`] places further on
-//! ([`record`]) and for the start of the arrays the walk reads ([`Reads`]) of
-//! the one [`ARRAYS_AHEAD`] places on, whose record was asked for two steps
-//! earlier, so that reading where its arrays are does not wait either.
+//! asks for the record of the function [`RECORD_AHEAD`] places further on and
+//! for the start of the arrays of the one [`ARRAYS_AHEAD`] places on, whose
+//! record was asked for two steps earlier, so that reading where its arrays are
+//! does not wait either: the parts of each that the walk reads ([`Reads`]).
 //!
 //! This module holds the crate's only `unsafe` code: `_mm_prefetch` takes a raw
 //! pointer. Every pointer given to it here is made from a reference to live data
@@ -62,13 +62,14 @@ fn line(address: *const u8) {
     let _ = address;
 }
 
-/// Asks for a function's `Function` record (reading nothing of it).
-pub fn record(func: &Function) {
-    slice_lines(std::slice::from_ref(func), usize::MAX);
+/// Asks for the lines of a function's `Function` record that hold `fields`
+/// (reading nothing of it).
+fn record_lines<T>(fields: &T) {
+    slice_lines(std::slice::from_ref(fields), usize::MAX);
 }
 
-/// What a walk reads of each function beyond its record: which of its arrays
-/// [`FunctionSet::map_walk`](super::FunctionSet::map_walk) asks for ahead.
+/// What a walk reads of each function: which parts of its record and of its
+/// arrays [`FunctionSet::map_walk`](super::FunctionSet::map_walk) asks for ahead.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Reads {
     /// Its body: instructions, signature, values ([`body_start`]).
@@ -83,9 +84,25 @@ pub enum Reads {
 }
 
 impl Reads {
+    /// Asks for the lines of `func`'s record that a walk reading `self` reads
+    /// (reading nothing of it): all of it for a body, the headers of the name
+    /// tables otherwise.
+    pub fn prefetch_record(self, func: &Function) {
+        match self {
+            Reads::Body | Reads::Prefix(_) => record_lines(func),
+            Reads::Names => {
+                record_lines(&func.dfg.ext_funcs);
+                record_lines(&func.global_values);
+                record_lines(&func.params);
+            }
+            Reads::UserNames => record_lines(&func.params),
+        }
+    }
+
     /// Asks for the start of the arrays of `func` that a walk reading `self`
-    /// reads first. Reads `func`'s record (ask for it first: [`record`]).
-    pub fn prefetch(self, func: &Function) {
+    /// reads first. Reads `func`'s record (ask for it first:
+    /// [`Self::prefetch_record`]).
+    pub fn prefetch_arrays(self, func: &Function) {
         match self {
             Reads::Body => body_start(func, usize::MAX),
             Reads::Prefix(instructions) => body_start(func, instructions as usize),
@@ -98,7 +115,7 @@ impl Reads {
 /// Asks for the start of the arrays a walk over `func`'s body reads first: its
 /// instruction table (at most `instructions` entries of it), its signature's
 /// parameters, and the value lists its entry block's parameters are in. Reads
-/// `func`'s record (ask for it first: [`record`]).
+/// `func`'s record (ask for it first: [`Reads::prefetch_record`]).
 pub fn body_start(func: &Function, instructions: usize) {
     let dfg = &func.dfg;
     // The instruction table is one array, reachable only entry by entry: one
@@ -118,7 +135,7 @@ pub fn body_start(func: &Function, instructions: usize) {
 }
 
 /// Asks for `func`'s table of user names (the `uN:M` names its imports and
-/// symbols use). Reads `func`'s record (ask for it first: [`record`]).
+/// symbols use). Reads `func`'s record (ask for it first: [`Reads::prefetch_record`]).
 pub fn user_names(func: &Function) {
     slice_lines(
         func.params.user_named_funcs().values().as_slice(),
@@ -128,7 +145,7 @@ pub fn user_names(func: &Function) {
 
 /// Asks for `func`'s tables of names (what `ir::mentioned_names` reads): its
 /// imported functions, its global values and its user names. Reads `func`'s
-/// record (ask for it first: [`record`]).
+/// record (ask for it first: [`Reads::prefetch_record`]).
 pub fn names(func: &Function) {
     slice_lines(func.dfg.ext_funcs.values().as_slice(), ARRAY_BYTES);
     slice_lines(func.global_values.values().as_slice(), ARRAY_BYTES);
