@@ -9,7 +9,7 @@
 
 use super::encode::{
     FunctionEncoding, Unsupported, WalkOptions, WalkScratch, encode_for_comparison,
-    walk_in_parallel,
+    encode_for_comparison_into, walk_in_parallel,
 };
 use super::fingerprint::{
     FingerprintScratch, Operands, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
@@ -106,14 +106,15 @@ const LARGE_BUCKET: usize = 64;
 
 /// Encodes the members of one hash bucket (with `encode`), groups them with
 /// callees read optimistically (the tree: [`group_bucket`]) while their
-/// streams are in cache, then keeps only their callee tokens, which is all
-/// refinement reads of a member of a group. So a candidate's whole stream lives
-/// only while its bucket is grouped, and the memory one bucket used serves the
-/// next.
+/// streams are in cache, then keeps a copy of only their callee tokens, which
+/// is all refinement reads of a member of a group. So a candidate's whole
+/// stream lives only while its bucket is grouped: the whole encodings are
+/// returned beside the bucket, for their buffers to serve the next bucket
+/// ([`encode_for_comparison_into`]).
 fn encode_and_group(
     bucket: &[FuncIndex],
     encode: impl FnOnce(&[FuncIndex]) -> Vec<Result<FunctionEncoding, Unsupported>>,
-) -> EncodedBucket {
+) -> (EncodedBucket, Vec<FunctionEncoding>) {
     let mut members = Vec::with_capacity(bucket.len());
     let mut encodings = Vec::with_capacity(bucket.len());
     let mut unsupported = Vec::new();
@@ -127,15 +128,17 @@ fn encode_and_group(
         }
     }
     let (groups, comparisons) = group_bucket(&members, &encodings);
-    for encoding in &mut encodings {
-        encoding.keep_callees_only();
-    }
-    EncodedBucket {
-        encoded: members.into_iter().zip(encodings).collect(),
+    let encoded = members
+        .into_iter()
+        .zip(encodings.iter().map(FunctionEncoding::callees_only))
+        .collect();
+    let bucket = EncodedBucket {
+        encoded,
         unsupported,
         groups,
         comparisons,
-    }
+    };
+    (bucket, encodings)
 }
 
 impl EncodedFunctions {
@@ -330,31 +333,41 @@ impl EncodedFunctions {
             .iter()
             .map(Vec::as_slice)
             .partition(|bucket| bucket.len() > LARGE_BUCKET);
+        // Per worker: the walk's scratch, and the buffers of the last bucket's
+        // encodings, which the next bucket's are written into.
+        let worker = || (WalkScratch::default(), Vec::<FunctionEncoding>::new());
         let mut encoded = parallel::map_init_indexed(
             &small,
             1,
-            WalkScratch::default,
-            |scratch, position, bucket| {
+            worker,
+            |(scratch, buffers), position, bucket| {
                 // Buckets hold two or three members: the records of the
                 // bucket after next, the bodies of the next.
                 let ahead =
                     |distance: usize| small.get(position + distance).copied().unwrap_or_default();
                 module.prefetch_records(ahead(2), Reads::Body);
                 module.prefetch_arrays(ahead(1), Reads::Body);
-                encode_and_group(bucket, |members| {
+                let (encoded, used) = encode_and_group(bucket, |members| {
                     let encode = |&f: &FuncIndex| {
-                        encode_for_comparison(&module.get(f).func, module, options, scratch)
+                        let func = &module.get(f).func;
+                        let buffer = buffers.pop().unwrap_or_default();
+                        encode_for_comparison_into(func, module, options, scratch, buffer)
                     };
                     members.iter().map(encode).collect()
-                })
+                });
+                buffers.extend(used);
+                encoded
             },
         );
         for bucket in large {
-            encoded.push(encode_and_group(bucket, |members| {
-                walk_in_parallel(module, members, |func, scratch| {
-                    encode_for_comparison(func, module, options, scratch)
+            encoded.push(
+                encode_and_group(bucket, |members| {
+                    walk_in_parallel(module, members, |func, scratch| {
+                        encode_for_comparison(func, module, options, scratch)
+                    })
                 })
-            }));
+                .0,
+            );
         }
         let mut groups = OptimisticGroups::default();
         for bucket in encoded {

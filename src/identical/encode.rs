@@ -116,18 +116,25 @@ impl FunctionEncoding {
     /// comparator refuses anything else: `FunctionComparator::compare`). Frees
     /// the stream of a candidate once the tree has grouped it.
     pub fn keep_callees_only(&mut self) {
-        let callees: Vec<u64> = self
-            .callee_positions
-            .iter()
-            .map(|&p| self.tokens[p as usize])
-            .collect();
-        self.tokens = callees;
-        for (i, position) in self.callee_positions.iter_mut().enumerate() {
-            *position = i as u32;
+        *self = self.callees_only();
+    }
+
+    /// A copy of this encoding with only its callee tokens kept, as
+    /// [`Self::keep_callees_only`] leaves it.
+    pub fn callees_only(&self) -> FunctionEncoding {
+        FunctionEncoding {
+            tokens: self
+                .callee_positions
+                .iter()
+                .map(|&p| self.tokens[p as usize])
+                .collect(),
+            callee_positions: (0..self.callee_positions.len() as u32).collect(),
+            holes: Vec::new(),
+            call_sites: Vec::new(),
+            address_taken: self.address_taken.clone(),
+            instructions: self.instructions,
+            callees_only: true,
         }
-        self.holes = Vec::new();
-        self.call_sites = Vec::new();
-        self.callees_only = true;
     }
 
     /// An encoding read back from a summary: the token stream, the positions of its
@@ -367,6 +374,28 @@ pub fn encode_for_comparison(
     scratch: &mut WalkScratch,
 ) -> Result<FunctionEncoding, Unsupported> {
     encode(func, module, options, scratch, false)
+}
+
+/// [`encode_for_comparison`] written into `buffer`, whose vectors are cleared and
+/// keep their capacity: for an encoding that lives only while it is compared,
+/// whose buffer then serves the next function (no copy out, no allocation once
+/// the buffer is large enough).
+pub fn encode_for_comparison_into(
+    func: &Function,
+    module: &FunctionSet,
+    options: WalkOptions,
+    scratch: &mut WalkScratch,
+    mut buffer: FunctionEncoding,
+) -> Result<FunctionEncoding, Unsupported> {
+    buffer.tokens.clear();
+    buffer.callee_positions.clear();
+    buffer.holes.clear();
+    buffer.call_sites.clear();
+    let (mut out, address_taken, instructions) = walk(func, module, options, scratch, buffer)?;
+    out.address_taken = address_taken;
+    out.instructions = instructions;
+    out.callees_only = false;
+    Ok(out)
 }
 
 fn encode(
