@@ -226,7 +226,8 @@ impl Redirects {
     }
 
     fn new(module: &FunctionSet, plan: &MergePlan) -> Self {
-        let mut all = NameMap::default();
+        // Sized once: most decisions land in `all`.
+        let mut all = NameMap::with_capacity_and_hasher(plan.decisions.len(), FxBuildHasher);
         let mut calls = NameMap::default();
         for d in &plan.decisions {
             let name = SymbolName::of_function(&module.get(d.function).func);
