@@ -717,7 +717,7 @@ fn compare_tokens(
 /// The order of [`FunctionComparator`] with [`CalleeView::Optimistic`] among the
 /// members of one hash bucket, read from their encodings at hand (`members` in
 /// input order, `encodings` beside them): length, then tokens, callees all equal.
-pub struct BucketComparator<'a> {
+pub(crate) struct BucketComparator<'a> {
     members: &'a [FuncIndex],
     encodings: &'a [FunctionEncoding],
     comparisons: Cell<u64>,
