@@ -114,7 +114,8 @@ impl Reads {
 
 /// Asks for the start of the arrays a walk over `func`'s body reads first: its
 /// instruction table (at most `instructions` entries of it), its signature's
-/// parameters, and the value lists its entry block's parameters are in. Reads
+/// parameters, its imported functions and signatures (which calls read), and
+/// the value lists its entry block's parameters are in. Reads
 /// `func`'s record (ask for it first: [`Reads::prefetch_record`]).
 pub fn body_start(func: &Function, instructions: usize) {
     let dfg = &func.dfg;
@@ -129,6 +130,8 @@ pub fn body_start(func: &Function, instructions: usize) {
         line(std::ptr::from_ref(&dfg.insts[Inst::new(index)]).cast::<u8>());
     }
     slice_lines(&func.signature.params, ARRAY_BYTES);
+    slice_lines(dfg.ext_funcs.values().as_slice(), ARRAY_BYTES);
+    slice_lines(dfg.signatures.values().as_slice(), ARRAY_BYTES);
     if let Some(entry) = func.layout.entry_block() {
         slice_lines(dfg.block_params(entry), ARRAY_BYTES);
     }
