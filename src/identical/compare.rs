@@ -73,7 +73,7 @@ pub struct EncodedFunctions {
     pub hole_blind: SecondaryMap<FuncIndex, StructuralHash>,
     /// With [`Self::hash_first`]: the tree's groups, made as each hash bucket
     /// was encoded. The encodings are then callee tokens only
-    /// ([`FunctionEncoding::keep_callees_only`]), which only refinement can read.
+    /// ([`FunctionEncoding::callees_only`]), which only refinement can read.
     pub optimistic_groups: Option<OptimisticGroups>,
 }
 
@@ -345,8 +345,7 @@ impl EncodedFunctions {
                 // bucket after next, the bodies of the next.
                 let ahead =
                     |distance: usize| small.get(position + distance).copied().unwrap_or_default();
-                module.prefetch_records(ahead(2), Reads::Body);
-                module.prefetch_arrays(ahead(1), Reads::Body);
+                module.prefetch_ahead(ahead(2), ahead(1), Reads::Body);
                 let (encoded, used) = encode_and_group(bucket, |members| {
                     let encode = |&f: &FuncIndex| {
                         let func = &module.get(f).func;

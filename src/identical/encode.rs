@@ -56,7 +56,7 @@ pub struct FunctionEncoding {
     call_sites: Vec<CallSite>,
     address_taken: Vec<FuncIndex>,
     instructions: u32,
-    /// Whether only the callee tokens are left ([`Self::keep_callees_only`]).
+    /// Whether only the callee tokens are left ([`Self::callees_only`]).
     callees_only: bool,
 }
 
@@ -103,24 +103,20 @@ impl FunctionEncoding {
         self.instructions
     }
 
-    /// Whether [`Self::keep_callees_only`] dropped every token but the callees.
+    /// Whether this is a [`Self::callees_only`] copy, every token but the callees
+    /// dropped.
     pub fn is_callees_only(&self) -> bool {
         self.callees_only
     }
 
-    /// Drops every token but the callees: afterwards the stream is the callee
-    /// tokens in order, each at its own callee position, and holes and call sites
-    /// are gone. What is left orders this function against another only where
-    /// the rest of their streams is known to be equal: the refinement of a class
-    /// whose members were found equal with callees read optimistically (the
-    /// comparator refuses anything else: `FunctionComparator::compare`). Frees
-    /// the stream of a candidate once the tree has grouped it.
-    pub fn keep_callees_only(&mut self) {
-        *self = self.callees_only();
-    }
-
-    /// A copy of this encoding with only its callee tokens kept, as
-    /// [`Self::keep_callees_only`] leaves it.
+    /// A copy of this encoding with every token but the callees dropped: its
+    /// stream is the callee tokens in order, each at its own callee position,
+    /// and it has no holes or call sites. What is left orders this function
+    /// against another only where the rest of their streams is known to be
+    /// equal: the refinement of a class whose members were found equal with
+    /// callees read optimistically (the comparator refuses anything else:
+    /// `FunctionComparator::compare`). Kept for a candidate once the tree has
+    /// grouped it, instead of its whole stream.
     pub fn callees_only(&self) -> FunctionEncoding {
         FunctionEncoding {
             tokens: self
@@ -135,6 +131,15 @@ impl FunctionEncoding {
             instructions: self.instructions,
             callees_only: true,
         }
+    }
+
+    /// Empties the stream and its side tables, keeping their capacity: a buffer
+    /// for the walk to write into.
+    fn clear_streams(&mut self) {
+        self.tokens.clear();
+        self.callee_positions.clear();
+        self.holes.clear();
+        self.call_sites.clear();
     }
 
     /// An encoding read back from a summary: the token stream, the positions of its
@@ -387,10 +392,7 @@ pub fn encode_for_comparison_into(
     scratch: &mut WalkScratch,
     mut buffer: FunctionEncoding,
 ) -> Result<FunctionEncoding, Unsupported> {
-    buffer.tokens.clear();
-    buffer.callee_positions.clear();
-    buffer.holes.clear();
-    buffer.call_sites.clear();
+    buffer.clear_streams();
     let (mut out, address_taken, instructions) = walk(func, module, options, scratch, buffer)?;
     out.address_taken = address_taken;
     out.instructions = instructions;
@@ -408,10 +410,7 @@ fn encode(
     // The stream and its side tables grow in buffers kept between walks and are
     // copied out at their exact sizes: no reallocation as they grow, no slack kept.
     let mut sink = std::mem::take(&mut scratch.encoding);
-    sink.tokens.clear();
-    sink.callee_positions.clear();
-    sink.holes.clear();
-    sink.call_sites.clear();
+    sink.clear_streams();
     let (buffers, address_taken, instructions) = walk(func, module, options, scratch, sink)?;
     let out = FunctionEncoding {
         tokens: buffers.tokens.clone(),

@@ -247,7 +247,7 @@ impl Redirects {
 
     /// What redirecting `func`'s references changes, found by reading its tables
     /// of names once (the imports and symbols it mentions:
-    /// [`mentioned_names`](crate::ir::mentioned_names)).
+    /// [`mentioned_names`](crate::ir::symbols::mentioned_names)).
     pub fn renames(&self, func: &Function) -> Renames<'_> {
         let mut renames = Renames::default();
         if self.is_empty() {
@@ -297,6 +297,10 @@ impl Redirects {
     }
 
     /// Redirects the references of `func`.
+    #[cfg_attr(
+        not(feature = "separate"),
+        allow(dead_code, reason = "used by separate compilation")
+    )]
     pub fn rewrite_in_place(&self, func: &mut Function) {
         let renames = self.renames(func);
         if !renames.is_empty() {

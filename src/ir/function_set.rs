@@ -153,25 +153,24 @@ impl FunctionSet {
     {
         parallel::map_init_indexed(functions, min_len, init, |state, position, &f| {
             let ahead = |distance| functions.get(position + distance).map(std::slice::from_ref);
-            self.prefetch_records(ahead(prefetch::RECORD_AHEAD).unwrap_or_default(), reads);
-            self.prefetch_arrays(ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default(), reads);
+            self.prefetch_ahead(
+                ahead(prefetch::RECORD_AHEAD).unwrap_or_default(),
+                ahead(prefetch::ARRAYS_AHEAD).unwrap_or_default(),
+                reads,
+            );
             walk(state, &self.functions[f].func)
         })
     }
 
-    /// Asks for the parts of the `Function` records of `functions` that a walk
-    /// reading `reads` reads (`Reads::prefetch_record`).
-    pub fn prefetch_records(&self, functions: &[FuncIndex], reads: Reads) {
-        for &f in functions {
+    /// Asks for what a walk reading `reads` reads of the functions it comes to
+    /// next: the parts of the `Function` records of `records`, and the start of
+    /// the arrays of `arrays`, whose records were asked for before
+    /// (`Reads::prefetch_record`, `Reads::prefetch_arrays`).
+    pub fn prefetch_ahead(&self, records: &[FuncIndex], arrays: &[FuncIndex], reads: Reads) {
+        for &f in records {
             reads.prefetch_record(&self.functions[f].func);
         }
-    }
-
-    /// Asks for the start of the arrays of `functions` that a walk reading
-    /// `reads` reads first (`Reads::prefetch_arrays`); their records were
-    /// asked for before.
-    pub fn prefetch_arrays(&self, functions: &[FuncIndex], reads: Reads) {
-        for &f in functions {
+        for &f in arrays {
             reads.prefetch_arrays(&self.functions[f].func);
         }
     }

@@ -12,7 +12,7 @@
 //!   crate's only `unsafe` code);
 //! * [`symbols`]: symbol names as a linker sees them ([`SymbolName`], borrowed as
 //!   [`SymbolKey`]), the one iterator over every name a function mentions
-//!   ([`mentioned_names`]), and the [`NameAuthority`] that hands out fresh names.
+//!   ([`mentioned_names`](symbols::mentioned_names)), and the [`NameAuthority`] that hands out fresh names.
 //!
 //! Nothing here imports another folder of the crate.
 
@@ -31,4 +31,6 @@ pub use panics::catch_panic;
 #[cfg(feature = "validate")]
 pub use panics::panic_message;
 pub use prefetch::Reads;
-pub use symbols::{NameAuthority, SymbolKey, SymbolName, mentioned_names};
+#[cfg(feature = "separate")]
+pub use symbols::mentioned_names;
+pub use symbols::{NameAuthority, SymbolKey, SymbolName};

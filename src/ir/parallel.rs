@@ -38,20 +38,7 @@ where
     T: Sync,
     R: Send,
 {
-    #[cfg(feature = "parallel")]
-    {
-        items
-            .par_iter()
-            .with_min_len(min_len)
-            .map_init(init, f)
-            .collect()
-    }
-    #[cfg(not(feature = "parallel"))]
-    {
-        let _ = min_len;
-        let mut state = init();
-        items.iter().map(|item| f(&mut state, item)).collect()
-    }
+    map_init_indexed(items, min_len, init, |state, _, item| f(state, item))
 }
 
 /// Like [`map_init`], with `f` given each item's position in `items` too.
