@@ -200,9 +200,9 @@ fn corpus_programs_merge_and_verify() {
         "corpus identical merge",
         &table,
         "
-        brotli: 944 functions, 187988 instructions, 2 classes, 2 merged (erase 2, alias 0, thunk 0), 0 unsupported, 65 hash candidates, 138 comparisons; validated: 2 pairs, 0 unvalidated, 0 mismatches
+        brotli: 944 functions, 187988 instructions, 2 classes, 2 merged (erase 2, alias 0, thunk 0), 0 unsupported, 44 hash candidates, 68 comparisons; validated: 2 pairs, 0 unvalidated, 0 mismatches
         mozjpeg: 189 functions, 112206 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 0 hash candidates, 0 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
-        resvg: 1430 functions, 949421 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 60 hash candidates, 97 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
+        resvg: 1430 functions, 949421 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 12 hash candidates, 8 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
         sqljs: 1968 functions, 384933 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 41 hash candidates, 57 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
         ",
     );

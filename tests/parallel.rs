@@ -377,3 +377,68 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
     check_hash_first("brotli", &module);
     check_in_place("brotli", &module);
 }
+
+/// The hashes of the functions walked whole are refined by their callees'
+/// round after round (`EncodedFunctions::refine_by_callees`): two chains of
+/// callers that differ only in a constant of the function at their bottom are
+/// set apart before encoding, however far up the chain (one round would leave
+/// the two top levels sharing a hash), while two equal mutually recursive
+/// pairs keep sharing theirs and are merged (all four: each calls a function
+/// with a body equal to its own). Every function is longer than the
+/// prefix and differs from its twin only after it, so all are walked whole.
+/// (In a module of short functions, where every function is walked whole
+/// with its operands, the hashes are not refined by callees; and a function
+/// that fits in the prefix never is.)
+#[test]
+fn callee_rounds_set_apart_chains_of_callers() {
+    // A body far longer than `PREFIX_INSTRUCTIONS`, so that prefixes pay: the
+    // parameter doubled 100 times.
+    let padding: String = (1..=100)
+        .map(|i| format!("    v{} = iadd v{}, v{}\n", i + 1000, i + 999, i + 999))
+        .collect();
+    let function = |name: &str, callee: Option<&str>, tail: &str| {
+        let import = callee.map_or(String::new(), |c| format!("    fn0 = %{c}(i32) -> i32\n"));
+        format!(
+            "function %{name}(i32) -> i32 {{\n{import}block0(v1000: i32):\n{padding}{tail}    return v2001\n}}\n"
+        )
+    };
+    let mut clif = String::new();
+    for (chain, constant) in [(1, 7), (2, 8)] {
+        let bottom = format!("    v2000 = iconst.i32 {constant}\n    v2001 = iadd v1100, v2000\n");
+        clif += &function(&format!("h{chain}"), None, &bottom);
+        let call = "    v2000 = call fn0(v1100)\n    v2001 = iadd v2000, v1100\n";
+        for (caller, callee) in [("g", "h"), ("f", "g"), ("e", "f")] {
+            let callee = format!("{callee}{chain}");
+            clif += &function(&format!("{caller}{chain}"), Some(&callee), call);
+        }
+        for (name, other) in [("p", "q"), ("q", "p")] {
+            let other = format!("{other}{chain}");
+            let call = "    v2000 = call fn0(v1100)\n    v2001 = imul v2000, v1100\n";
+            clif += &function(&format!("{name}{chain}"), Some(&other), call);
+        }
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("clif-merge-rounds-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join("chains.clif");
+    std::fs::write(&path, &clif).expect("write module");
+    let module = load_paths(&[path]);
+    let name_of = |f: FuncIndex| module.get(f).func.name.to_string();
+    for hole_blind in [None, Some(false)] {
+        let (encoded, _, _) =
+            EncodedFunctions::hash_first(&module, WalkOptions::default(), hole_blind);
+        let candidates: Vec<String> = encoded.candidates().into_iter().map(name_of).collect();
+        assert_eq!(candidates, ["%p1", "%q1", "%p2", "%q2"], "{hole_blind:?}");
+        let classes = partition(&encoded);
+        let p1 = FuncIndex::new(4);
+        let members: Vec<String> = classes
+            .members(classes.class_of(p1))
+            .iter()
+            .map(|&f| name_of(f))
+            .collect();
+        // Each calls a function with a body equal to its own: all four equal.
+        assert_eq!(members, ["%p1", "%q1", "%p2", "%q2"], "{hole_blind:?}");
+    }
+    check_hash_first("chains", &module);
+}
