@@ -87,6 +87,14 @@ pub struct OptimisticGroups {
     pub groups: Vec<Vec<FuncIndex>>,
     /// The comparisons the grouping made.
     pub comparisons: u64,
+    /// The candidates, in input order: the members the walk handled of the
+    /// buckets with two or more such members (what [`EncodedFunctions::candidates`]
+    /// finds again by sorting every function by hash).
+    pub candidates: Vec<FuncIndex>,
+    /// Every reference of a candidate to a module function, as (callee,
+    /// caller): what `partition::calls_of` finds again by reading every
+    /// candidate's encoding.
+    pub calls: Vec<(FuncIndex, FuncIndex)>,
 }
 
 /// One hash bucket, encoded and grouped ([`encode_and_group`]).
@@ -376,6 +384,13 @@ impl EncodedFunctions {
         }
         let mut groups = OptimisticGroups::default();
         for bucket in encoded {
+            if bucket.encoded.len() > 1 {
+                for (caller, encoding) in &bucket.encoded {
+                    groups.candidates.push(*caller);
+                    let calls = encoding.callees().map(|callee| (callee, *caller));
+                    groups.calls.extend(calls);
+                }
+            }
             for (f, encoding) in bucket.encoded {
                 out.encodings[f] = Some(encoding);
             }
@@ -389,6 +404,7 @@ impl EncodedFunctions {
             groups.comparisons += bucket.comparisons;
         }
         groups.groups.sort_unstable_by_key(|g| g[0]);
+        groups.candidates.sort_unstable();
         out.optimistic_groups = Some(groups);
         out.unsupported.sort_by_key(|(f, _)| *f);
         (out, time_hash, start.elapsed())

@@ -27,6 +27,7 @@ use super::compare::{CalleeView, ClassId, EncodedFunctions, FunctionComparator};
 use super::tree::group_equal;
 use crate::ir::{FuncIndex, parallel};
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -41,10 +42,30 @@ pub struct PartitionStats {
     pub refinement_rounds: usize,
 }
 
+/// The members of one class: most functions are alone in theirs, and take no
+/// allocation.
+enum ClassMembers {
+    /// A class of one function.
+    Alone(FuncIndex),
+    /// A class of several functions (or, between refinement's steps, of any
+    /// number), in input order.
+    Several(Vec<FuncIndex>),
+}
+
+impl ClassMembers {
+    /// The members, in input order.
+    fn as_slice(&self) -> &[FuncIndex] {
+        match self {
+            Self::Alone(f) => std::slice::from_ref(f),
+            Self::Several(members) => members,
+        }
+    }
+}
+
 /// The equivalence classes of a module's functions.
 pub struct Partition {
     class_of: SecondaryMap<FuncIndex, ClassId>,
-    members: PrimaryMap<ClassId, Vec<FuncIndex>>,
+    members: PrimaryMap<ClassId, ClassMembers>,
     /// What it cost.
     pub stats: PartitionStats,
     /// Time spent on the hash filter and the tree.
@@ -61,7 +82,7 @@ impl Partition {
 
     /// Members of a class, in input order.
     pub fn members(&self, class: ClassId) -> &[FuncIndex] {
-        &self.members[class]
+        self.members[class].as_slice()
     }
 
     /// Classes with two or more members, each in input order, ordered by the input
@@ -70,8 +91,9 @@ impl Partition {
         let mut classes: Vec<Vec<FuncIndex>> = self
             .members
             .values()
+            .map(ClassMembers::as_slice)
             .filter(|m| m.len() > 1)
-            .cloned()
+            .map(<[FuncIndex]>::to_vec)
             .collect();
         classes.sort_by_key(|m| m[0]);
         classes
@@ -101,6 +123,66 @@ fn group_sets(
     (groups, comparisons)
 }
 
+/// The candidates that call each function, for refinement to find the classes
+/// to look at again: one array of callers in a run per callee (compressed
+/// rows), sorted out of the list of calls without an allocation per function.
+/// A caller appears once per call.
+struct Callers {
+    /// Where the run of each function's callers starts in `callers`, and (the
+    /// last entry) where the runs end.
+    starts: Vec<u32>,
+    callers: Vec<FuncIndex>,
+}
+
+impl Callers {
+    /// The callers of each of the `count` functions in `calls` (callee, caller),
+    /// or none at all when `unused` (no class is refined).
+    fn new(calls: &[(FuncIndex, FuncIndex)], count: usize, unused: bool) -> Self {
+        if unused {
+            return Self {
+                starts: vec![0],
+                callers: Vec::new(),
+            };
+        }
+        // Each run's end, then (filled from the back) its start.
+        let mut starts = vec![0u32; count + 1];
+        for &(callee, _) in calls {
+            starts[callee.index()] += 1;
+        }
+        let mut end = 0;
+        for start in &mut starts[..count] {
+            end += *start;
+            *start = end;
+        }
+        starts[count] = end;
+        let mut callers = vec![FuncIndex::new(0); calls.len()];
+        for &(callee, caller) in calls {
+            starts[callee.index()] -= 1;
+            callers[starts[callee.index()] as usize] = caller;
+        }
+        Self { starts, callers }
+    }
+
+    /// The callers of `f` (none if it is called by no candidate).
+    fn of_function(&self, f: FuncIndex) -> &[FuncIndex] {
+        match (self.starts.get(f.index()), self.starts.get(f.index() + 1)) {
+            (Some(&start), Some(&end)) => &self.callers[start as usize..end as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// Every reference of each of `candidates` to a module function (callee,
+/// caller), as its encoding lists them
+/// ([`FunctionEncoding::callees`](super::encode::FunctionEncoding::callees)).
+fn calls_of(functions: &EncodedFunctions, candidates: &[FuncIndex]) -> Vec<(FuncIndex, FuncIndex)> {
+    candidates
+        .iter()
+        .filter_map(|&caller| Some((caller, functions.encodings[caller].as_ref()?)))
+        .flat_map(|(caller, encoding)| encoding.callees().map(move |callee| (callee, caller)))
+        .collect()
+}
+
 /// Computes the equivalence classes of `functions`.
 pub fn partition(functions: &EncodedFunctions) -> Partition {
     let start = Instant::now();
@@ -108,12 +190,23 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     let mut stats = PartitionStats::default();
     let all = (0..count).map(FuncIndex::new);
 
-    // 1. Hash filter: only functions sharing a hash are candidates.
-    let buckets = functions.hash_buckets();
-    let mut candidates = buckets.concat();
-    candidates.sort_unstable();
+    // 1. Hash filter: only functions sharing a hash are candidates (found as
+    //    the buckets were encoded, when `EncodedFunctions::hash_first` made them).
+    let buckets = match &functions.optimistic_groups {
+        Some(_) => Vec::new(),
+        None => functions.hash_buckets(),
+    };
+    let candidates = match &functions.optimistic_groups {
+        Some(made) => Cow::Borrowed(&made.candidates[..]),
+        None => {
+            let mut candidates = buckets.concat();
+            candidates.sort_unstable();
+            Cow::Owned(candidates)
+        }
+    };
     let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
-    for &f in &candidates {
+    is_candidate.resize(count);
+    for &f in candidates.iter() {
         is_candidate[f] = true;
     }
     stats.candidates = candidates.len();
@@ -122,7 +215,8 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     //    hash first, so the tree splits into one small tree per hash bucket; the
     //    buckets are independent and grouped in parallel.
     let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
-    let mut members: PrimaryMap<ClassId, Vec<FuncIndex>> = PrimaryMap::new();
+    class_of.resize(count);
+    let mut members: PrimaryMap<ClassId, ClassMembers> = PrimaryMap::with_capacity(count);
     {
         let (groups, comparisons) = match &functions.optimistic_groups {
             // Made as the buckets were encoded (`EncodedFunctions::hash_first`).
@@ -146,40 +240,38 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
             for &f in &group {
                 class_of[f] = id;
             }
-            members.push(group);
+            members.push(ClassMembers::Several(group));
         }
         stats.comparisons += comparisons;
     }
-    for f in all.clone().filter(|&f| !is_candidate[f]) {
-        class_of[f] = members.push(vec![f]);
+    for f in all.filter(|&f| !is_candidate[f]) {
+        class_of[f] = members.push(ClassMembers::Alone(f));
     }
 
     let time_tree = start.elapsed();
 
     // 3. Refinement until every class agrees on the classes of its callees.
     let start = Instant::now();
-    let mut callers: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::with_capacity(count);
-    for &f in &candidates {
-        if let Some(enc) = &functions.encodings[f] {
-            for callee in enc.callees() {
-                if callers[callee].last() != Some(&f) {
-                    callers[callee].push(f);
-                }
-            }
-        }
+    // Every reference of a candidate to a module function, as (callee,
+    // caller): listed as the buckets were encoded, when they were.
+    let calls = match &functions.optimistic_groups {
+        Some(made) => Cow::Borrowed(&made.calls[..]),
+        None => Cow::Owned(calls_of(functions, &candidates)),
+    };
+    let mut calling: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
+    calling.resize(count);
+    for &(_, caller) in calls.iter() {
+        calling[caller] = true;
     }
     let mut dirty: BTreeSet<ClassId> = members
         .iter()
         .filter(|(_, m)| {
-            m.len() > 1
-                && m.iter().any(|&f| {
-                    functions.encodings[f]
-                        .as_ref()
-                        .is_some_and(|e| !e.callee_positions().is_empty())
-                })
+            let m = m.as_slice();
+            m.len() > 1 && m.iter().any(|&f| calling[f])
         })
         .map(|(c, _)| c)
         .collect();
+    let callers = Callers::new(&calls, count, dirty.is_empty());
     while !dirty.is_empty() {
         stats.refinement_rounds += 1;
         // Classes are re-examined independently of each other, in parallel.
@@ -187,7 +279,7 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         let current = &class_of;
         let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = parallel::map(&classes, 1, |&class| {
             let comparator = FunctionComparator::within_classes(functions, current);
-            let groups = group_equal(members[class].iter().copied(), &comparator);
+            let groups = group_equal(members[class].as_slice().iter().copied(), &comparator);
             (groups, comparator.comparisons())
         });
         let mut splits = Vec::new();
@@ -200,21 +292,21 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         let mut moved = Vec::new();
         for (class, mut groups) in splits {
             let rest = groups.split_off(1);
-            members[class] = groups.pop().unwrap_or_default();
+            members[class] = ClassMembers::Several(groups.pop().unwrap_or_default());
             for group in rest {
                 let id = members.next_key();
                 for &f in &group {
                     class_of[f] = id;
                     moved.push(f);
                 }
-                members.push(group);
+                members.push(ClassMembers::Several(group));
             }
         }
         dirty = moved
             .iter()
-            .flat_map(|&f| callers[f].iter())
+            .flat_map(|&f| callers.of_function(f))
             .map(|&caller| class_of[caller])
-            .filter(|&c| members[c].len() > 1)
+            .filter(|&c| members[c].as_slice().len() > 1)
             .collect();
     }
 
