@@ -10,10 +10,12 @@
 
 use super::plan::{MergeAction, MergePlan};
 use super::thunks::{build_thunk, external_name};
+use crate::ir::symbols::TableName;
 use crate::ir::{
     DefinedFunction, FuncIndex, FunctionSet, Linkage, Reads, SymbolKey, SymbolName, parallel,
 };
-use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::entity::packed_option::PackedOption;
+use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{
     ExtFuncData, FuncRef, Function, GlobalValue, GlobalValueData, InstructionData, UserFuncName,
 };
@@ -21,8 +23,9 @@ use rustc_hash::FxBuildHasher;
 use rustc_hash::FxHashMap as HashMap;
 
 /// A table of names looked up by borrowed [`SymbolKey`]s, which hash like the owned
-/// names: no name is built to look one up.
-type NameMap<V> = hashbrown::HashMap<SymbolName, V, FxBuildHasher>;
+/// names: no name is built to look one up, and a short test-case name is kept
+/// in its key ([`TableName`]), so none is allocated to build the table either.
+type NameMap<V> = hashbrown::HashMap<TableName, V, FxBuildHasher>;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -144,8 +147,9 @@ pub fn apply_in_place(
         .collect();
     // What to redirect in each function, found by a walk that only reads their
     // tables of names (and so can ask for the next ones ahead).
+    // Each function's renames, by its place among those with any.
     let mut renames: Vec<Renames<'_>> = Vec::new();
-    renames.resize_with(module.len(), Renames::default);
+    let mut renames_of: SecondaryMap<FuncIndex, PackedOption<RenamesIndex>> = SecondaryMap::new();
     if !redirects.is_empty() {
         let undecided: Vec<FuncIndex> = module
             .iter()
@@ -160,8 +164,12 @@ pub fn apply_in_place(
             || (),
             |_, func| redirects.renames(func),
         );
+        renames_of.resize(module.len());
         for (index, found) in undecided.into_iter().zip(found) {
-            renames[index.index()] = found;
+            if !found.is_empty() {
+                renames_of[index] = RenamesIndex::new(renames.len()).into();
+                renames.push(found);
+            }
         }
     }
     module.par_for_each_mut(|index, def| match decisions[index] {
@@ -173,12 +181,19 @@ pub fn apply_in_place(
         Some(_) => {}
         // Only a body with something to redirect is written, so only such a
         // body is copied when it is shared.
-        None if !renames[index.index()].is_empty() => {
-            redirects.apply(Arc::make_mut(&mut def.func), &renames[index.index()]);
+        None => {
+            if let Some(at) = renames_of[index].expand() {
+                redirects.apply(Arc::make_mut(&mut def.func), &renames[at.index()]);
+            }
         }
-        None => {}
     });
 }
+
+/// The place of a function's [`Renames`] among those of the functions that
+/// have any.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+struct RenamesIndex(u32);
+entity_impl!(RenamesIndex);
 
 /// What redirecting one function's references changes
 /// ([`Redirects::renames`]), to make with [`Redirects::apply`].
@@ -219,9 +234,10 @@ impl Redirects {
         all: impl IntoIterator<Item = (SymbolName, UserFuncName)>,
         calls: impl IntoIterator<Item = (SymbolName, UserFuncName)>,
     ) -> Self {
+        let table = |(name, target)| (TableName::new(name), target);
         Self {
-            all: all.into_iter().collect(),
-            calls: calls.into_iter().collect(),
+            all: all.into_iter().map(table).collect(),
+            calls: calls.into_iter().map(table).collect(),
         }
     }
 
@@ -230,7 +246,8 @@ impl Redirects {
         let mut all = NameMap::with_capacity_and_hasher(plan.decisions.len(), FxBuildHasher);
         let mut calls = NameMap::default();
         for d in &plan.decisions {
-            let name = SymbolName::of_function(&module.get(d.function).func);
+            let name = SymbolKey::of_user_func_name(&module.get(d.function).func.name);
+            let name = TableName::of_key(name);
             let target = module.get(d.into).func.name.clone();
             match d.action {
                 MergeAction::Erase | MergeAction::Alias => {

@@ -39,13 +39,7 @@ impl SymbolName {
 
     /// The symbol of a function's own name.
     pub fn of_user_func_name(name: &UserFuncName) -> Self {
-        match name {
-            UserFuncName::User(UserExternalName { namespace, index }) => Self::User {
-                namespace: *namespace,
-                index: *index,
-            },
-            UserFuncName::Testcase(t) => Self::Testcase(t.raw().into()),
-        }
+        SymbolKey::of_user_func_name(name).to_name()
     }
 
     /// The symbol an external name inside `func` refers to.
@@ -93,6 +87,17 @@ impl<'a> SymbolKey<'a> {
             ExternalName::LibCall(l) => Self::LibCall(*l),
             ExternalName::KnownSymbol(k) => Self::Known(*k),
         })
+    }
+
+    /// The symbol of a function's own name.
+    pub fn of_user_func_name(name: &'a UserFuncName) -> Self {
+        match name {
+            UserFuncName::User(UserExternalName { namespace, index }) => Self::User {
+                namespace: *namespace,
+                index: *index,
+            },
+            UserFuncName::Testcase(t) => Self::Testcase(t.raw()),
+        }
     }
 
     /// The owned name.
@@ -155,19 +160,34 @@ pub(crate) enum TableName {
 const INLINE_NAME_BYTES: usize = 22;
 
 impl TableName {
+    /// A short test-case name, inline.
+    fn inline(raw: &[u8]) -> Option<Self> {
+        (raw.len() <= INLINE_NAME_BYTES).then(|| {
+            let mut bytes = [0; INLINE_NAME_BYTES];
+            bytes[..raw.len()].copy_from_slice(raw);
+            Self::Inline {
+                len: raw.len() as u8,
+                bytes,
+            }
+        })
+    }
+
+    /// The key of the name `key` borrows, allocating only for a long one.
+    pub(crate) fn of_key(key: SymbolKey<'_>) -> Self {
+        match key {
+            SymbolKey::Testcase(raw) => Self::inline(raw),
+            _ => None,
+        }
+        .unwrap_or_else(|| Self::Other(key.to_name()))
+    }
+
     /// The key of `name`.
     pub(crate) fn new(name: SymbolName) -> Self {
         match &name {
-            SymbolName::Testcase(raw) if raw.len() <= INLINE_NAME_BYTES => {
-                let mut bytes = [0; INLINE_NAME_BYTES];
-                bytes[..raw.len()].copy_from_slice(raw);
-                Self::Inline {
-                    len: raw.len() as u8,
-                    bytes,
-                }
-            }
-            _ => Self::Other(name),
+            SymbolName::Testcase(raw) => Self::inline(raw),
+            _ => None,
         }
+        .unwrap_or(Self::Other(name))
     }
 
     /// The name, borrowed.
