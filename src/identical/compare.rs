@@ -19,7 +19,8 @@ use super::fingerprint::{
 use super::hash::{HashedFunction, StructuralHash};
 use super::tree::{FunctionOrder, group_equal};
 use crate::ir::{FuncIndex, FunctionSet, Reads, parallel};
-use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
+use cranelift_codegen::entity::packed_option::PackedOption;
+use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
 use std::time::{Duration, Instant};
@@ -39,15 +40,24 @@ pub enum CalleeView<'a> {
     Classes(&'a SecondaryMap<FuncIndex, ClassId>),
 }
 
+/// A function's encoding's place in [`EncodedFunctions`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EncodingId(u32);
+entity_impl!(EncodingId, "encoding");
+
 /// The encodings of a module's functions with their hashes: everything the
 /// comparator reads.
 #[derive(Default)]
 pub struct EncodedFunctions {
-    /// Encoding per function: for every function the walk handled
-    /// ([`Self::from_module`]), or only for the functions that share their hash
-    /// with another ([`Self::hash_first`]). The comparator orders a function
-    /// without an encoding by index, equal only to itself.
-    pub encodings: SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+    /// Where each function's encoding is in [`Self::encoded`], if it has one:
+    /// every function the walk handled ([`Self::from_module`]), or only the
+    /// functions that share their hash with another ([`Self::hash_first`]).
+    /// Four bytes per function, as most have none (an encoding in place would
+    /// take 128). The comparator orders a function without an encoding by
+    /// index, equal only to itself. Read with [`Self::encoding`].
+    encoding_of: SecondaryMap<FuncIndex, PackedOption<EncodingId>>,
+    /// The encodings, in the order they were set ([`Self::set_encoding`]).
+    encoded: PrimaryMap<EncodingId, FunctionEncoding>,
     /// Structural hash per function the walk handled: with [`Self::hash_first`],
     /// its prefix key unless it was walked whole (`fingerprint::first_look`).
     pub hashes: SecondaryMap<FuncIndex, StructuralHash>,
@@ -167,7 +177,7 @@ impl EncodedFunctions {
                 Ok(encoding) => {
                     let hash = hashed.hash;
                     out.record(f, hash, encoding.address_taken(), encoding.instructions());
-                    out.encodings[f] = Some(encoding);
+                    out.set_encoding(f, encoding);
                 }
                 Err(e) => out.unsupported.push((f, e.reason)),
             }
@@ -392,7 +402,7 @@ impl EncodedFunctions {
                 }
             }
             for (f, encoding) in bucket.encoded {
-                out.encodings[f] = Some(encoding);
+                out.set_encoding(f, encoding);
             }
             // The walk is deterministic, so this cannot happen; if it did, the
             // function would simply never be merged.
@@ -548,6 +558,19 @@ impl EncodedFunctions {
         out
     }
 
+    /// The encoding of `f`, if it has one.
+    pub fn encoding(&self, f: FuncIndex) -> Option<&FunctionEncoding> {
+        Some(&self.encoded[self.encoding_of[f].expand()?])
+    }
+
+    /// Sets the encoding of `f`.
+    pub fn set_encoding(&mut self, f: FuncIndex, encoding: FunctionEncoding) {
+        match self.encoding_of[f].expand() {
+            Some(at) => self.encoded[at] = encoding,
+            None => self.encoding_of[f] = self.encoded.push(encoding).into(),
+        }
+    }
+
     fn record(&mut self, f: FuncIndex, hash: StructuralHash, taken: &[FuncIndex], insts: u32) {
         self.supported[f] = true;
         self.hashes[f] = hash;
@@ -686,7 +709,7 @@ impl<'a> FunctionComparator<'a> {
     /// and equal only to themselves.
     pub fn compare(&self, a: FuncIndex, b: FuncIndex) -> Ordering {
         self.comparisons.set(self.comparisons.get() + 1);
-        let (ea, eb) = match (&self.functions.encodings[a], &self.functions.encodings[b]) {
+        let (ea, eb) = match (self.functions.encoding(a), self.functions.encoding(b)) {
             (Some(ea), Some(eb)) => (ea, eb),
             (None, None) => return a.cmp(&b),
             (None, Some(_)) => return Ordering::Less,

@@ -178,7 +178,7 @@ impl Callers {
 fn calls_of(functions: &EncodedFunctions, candidates: &[FuncIndex]) -> Vec<(FuncIndex, FuncIndex)> {
     candidates
         .iter()
-        .filter_map(|&caller| Some((caller, functions.encodings[caller].as_ref()?)))
+        .filter_map(|&caller| Some((caller, functions.encoding(caller)?)))
         .flat_map(|(caller, encoding)| encoding.callees().map(move |callee| (callee, caller)))
         .collect()
 }

@@ -447,10 +447,8 @@ impl<'s> Program<'s> {
                 encodings.push(resolved_encoding(f, &by_class, &by_name));
             }
         }
-        let mut encoded = EncodedFunctions {
-            len: next_exact,
-            ..EncodedFunctions::default()
-        };
+        let mut encoded = EncodedFunctions::default();
+        encoded.len = next_exact;
         for (n, encoding) in encodings.into_iter().enumerate() {
             let f = FuncIndex::new(n);
             let summary = self.function(n);
@@ -458,7 +456,9 @@ impl<'s> Program<'s> {
             encoded.hashes[f] = StructuralHash(summary.hash);
             encoded.instruction_counts[f] = summary.instructions;
             encoded.address_taken[f] = address_taken[n] || summary.address_taken;
-            encoded.encodings[f] = encoding;
+            if let Some(encoding) = encoding {
+                encoded.set_encoding(f, encoding);
+            }
         }
         encoded
     }
