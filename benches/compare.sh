@@ -3,7 +3,11 @@
 #   1. clif-merge's pass (parsing excluded) on a generated CLIF module, 1 thread and all cores;
 #   2. LLVM's `opt -passes=mergefunc` on the same module as LLVM IR (pass time from
 #      -time-passes), with the newest LLVM Debian offers (llvm-19), else `opt`;
-#   3. Cranelift's own compile time for the same CLIF functions (host ISA,
+#   3. lld's identical code folding (`ld.lld --icf=all --threads=1`, ICF time from
+#      --time-trace) on the same module compiled to machine code by llc (-O2, one
+#      section per function): a merging pass of another kind, on code after a
+#      whole compile, which folds by comparing section bytes and relocations;
+#   4. Cranelift's own compile time for the same CLIF functions (host ISA,
 #      opt_level=speed, verifier off as rustc_codegen_cranelift and wasmtime ship it,
 #      no merging), on 1 thread and on all cores;
 # for N = 1k, 10k, 100k generated functions, then for every program of
@@ -58,6 +62,16 @@ if ! command -v opt-19 >/dev/null 2>&1 && [ ! -x /usr/lib/llvm-19/bin/opt ]; the
     { apt-get update && apt-get install -y llvm-19; }; } >/dev/null 2>&1 ||
     echo "llvm-19 could not be installed; falling back to the installed opt" >&2
 fi
+# --- lld and llc of the same LLVM, installed the same way.
+if ! command -v ld.lld-19 >/dev/null 2>&1; then
+  echo "installing lld-19 (apt-get) ..." >&2
+  { apt-get install -y lld-19 || sudo apt-get install -y lld-19 ||
+    { apt-get update && apt-get install -y lld-19; }; } >/dev/null 2>&1 ||
+    echo "lld-19 could not be installed: the lld column will be empty" >&2
+fi
+LLD=$(command -v ld.lld-19 || command -v ld.lld || true)
+LLC=$(command -v llc-19 || command -v llc || true)
+
 OPT=$(find_opt || true)
 if [ -z "$OPT" ]; then
   echo "no LLVM opt found: the LLVM column will be empty" >&2
@@ -87,6 +101,26 @@ llvm_mergefunc_ms() {
   echo "${best:-null}"
 }
 
+# lld's ICF time in ms (best of $REPEAT runs) and the sections it folded, as
+# JSON fields, for the LLVM IR module $1 compiled to an object $2.
+lld_icf() {
+  local ll="$1" obj="$2" best="" folded=0
+  "$LLC" -O2 -filetype=obj -function-sections "$ll" -o "$obj"
+  for _ in $(seq "$REPEAT"); do
+    folded=$("$LLD" --icf=all --threads=1 --entry=f0 --print-icf-sections \
+      --time-trace="$obj.trace.json" --time-trace-granularity=0 -o "$obj.out" "$obj" 2>/dev/null |
+      grep -c 'removing identical section' || true)
+    local t
+    t=$(python3 -c 'import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+print(sum(e["dur"] for e in events if e.get("ph") == "X" and e["name"] == "ICF") / 1000)' \
+      "$obj.trace.json")
+    if [ -z "$best" ] || awk "BEGIN{exit !($t < $best)}"; then best=$t; fi
+  done
+  rm -f "$obj" "$obj.out" "$obj.trace.json"
+  echo "\"lld_icf_ms\":${best:-null},\"lld_folded\":$folded"
+}
+
 measure() {
   local label="$1" clif="$2" ll="$3"
   echo "== $label" >&2
@@ -101,6 +135,9 @@ measure() {
   fi
   if [ -n "$ll" ] && [ -n "$OPT" ]; then
     echo "{\"label\":\"$label\",\"llvm_mergefunc_ms\":$(llvm_mergefunc_ms "$ll")}" >> "$RESULTS"
+  fi
+  if [ -n "$ll" ] && [ -n "$LLD" ] && [ -n "$LLC" ]; then
+    echo "{\"label\":\"$label\",$(lld_icf "$ll" "${ll%.ll}.o")}" >> "$RESULTS"
   fi
 }
 
@@ -143,37 +180,44 @@ def f(x, spec=".1f"):
 
 cores = max((k for row in rows.values() for k in row if isinstance(k, int)), default=1)
 print()
-print(f"| input | functions | instructions | clif-merge 1 thread ms (ns/instruction) | {cores} threads ms | hash / encode / tree / refine / apply ms (1 thread) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / {cores} threads) | Cranelift compile ms (1 / {cores} threads) | clif-merge / compile (1 / {cores} threads) | similar / compile (1 thread) | parsed functions MB | pass peak MB (/ parsed) | merged |")
-print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print(f"| input | functions | instructions | clif-merge 1 thread ms (ns/instruction) | {cores} threads ms | hash / encode / tree / refine / apply ms (1 thread) | comparisons/function | LLVM mergefunc ms | clif-merge / LLVM (1 / {cores} threads) | lld ICF ms, 1 thread (folded) | clif-merge / lld ICF (1 thread) | Cranelift compile ms (1 / {cores} threads) | clif-merge / compile (1 / {cores} threads) | similar / compile (1 thread) | parsed functions MB | pass peak MB (/ parsed) | merged |")
+print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 best = {}
 for label in order:
     row = rows[label]
     one, many = row.get(1), row.get(cores) or row.get(1)
     if one is None:
         continue
-    best[label] = (one["functions"], one["pass_ms"])
+    best[label] = (one["functions"], one["pass_ms"], row.get("llvm_mergefunc_ms"), row.get("lld_icf_ms"))
     llvm = row.get("llvm_mergefunc_ms")
+    lld, lld_folded = row.get("lld_icf_ms"), row.get("lld_folded")
     comp, comp_n = row.get("compile_ms"), row.get("compile_all_cores_ms")
     similar, similar_base = row.get("similar_ms"), row.get("similar_compile_ms")
     t1, tn = one["pass_ms"], many["pass_ms"]
-    print("| {} | {} | {} | {} ({}) | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {} | {} ({}) | {} |".format(
+    print("| {} | {} | {} | {} ({}) | {} | {} / {} / {} / {} / {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} ({}) | {} |".format(
         label, one["functions"], one["instructions"], f(t1, ".2f"),
         f(1e6 * t1 / max(one["instructions"], 1), ".1f"), f(tn, ".2f"),
         f(one["hash_ms"], ".2f"), f(one["encode_ms"], ".2f"), f(one["tree_ms"], ".2f"), f(one["refine_ms"], ".2f"), f(one["apply_ms"], ".2f"),
         f(one["comparisons_per_function"], ".2f"), f(llvm, ".2f"),
         "-" if not llvm else format(t1 / llvm, ".2f") + " / " + format(tn / llvm, ".2f"),
+        "-" if lld is None else f"{lld:.2f} ({lld_folded})",
+        "-" if not lld else format(t1 / lld, ".2f"),
         f(comp), f(comp_n),
         "-" if not comp else format(100 * t1 / comp, ".2f") + "% / " + ("-" if not comp_n else format(100 * tn / comp_n, ".2f") + "%"),
         "-" if not (similar_base and similar) else format(100 * similar / similar_base, ".1f") + "%",
         f(one["parsed_bytes"] / 1e6), f(one["pass_peak_bytes"] / 1e6),
         format(one["pass_peak_bytes"] / max(one["parsed_bytes"], 1), ".2f"), one["merged"]))
 mixes = {}
-for label, (n, t) in best.items():
+for label, times in best.items():
     if label.startswith("N="):
-        mixes.setdefault(label.split(" ", 1)[1], []).append((n, t))
+        mixes.setdefault(label.split(" ", 1)[1], []).append(times)
 print()
 for mix, runs in mixes.items():
     runs.sort()
-    for (n1, t1), (n2, t2) in zip(runs, runs[1:]):
-        print(f"{mix}: time(N={n2}) / time(N={n1}) = {t2 / t1:.2f} on 1 thread (N ratio {n2 / n1:.0f})")
+    for (n1, *before), (n2, *after) in zip(runs, runs[1:]):
+        ratios = ", ".join(
+            f"{name} {t2 / t1:.2f}"
+            for name, t1, t2 in zip(["clif-merge", "LLVM mergefunc", "lld ICF"], before, after)
+            if t1 and t2)
+        print(f"{mix}: time(N={n2}) / time(N={n1}) on 1 thread (N ratio {n2 / n1:.0f}): {ratios}")
 EOF
