@@ -14,7 +14,7 @@
 use clif_merge::Linkage;
 use clif_merge::testing::{
     CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
-    hash_function_with_operands,
+    hash_function_with_operands, table_key,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
@@ -462,6 +462,16 @@ proptest! {
                         operand_hashes[j],
                         "equal functions with different hashes of their operands"
                     );
+                    // A table key reads every entry of the instruction table
+                    // (one-sided too): equal functions share it when their
+                    // tables hold only their reachable instructions.
+                    let only_reachable = |i: usize| {
+                        encoded.instructions(FuncIndex::new(i)) == table(i) as u64
+                    };
+                    if only_reachable(i) && only_reachable(j) {
+                        let key = |i: usize| table_key(&set.get(FuncIndex::new(i)).func);
+                        prop_assert_eq!(key(i), key(j), "equal functions with different table keys");
+                    }
                 }
                 for k in 0..3 {
                     if m[i][j] != Ordering::Greater && m[j][k] != Ordering::Greater {

@@ -4,13 +4,13 @@
 
 #![no_main]
 
+use clif_merge::Linkage;
 use clif_merge::OutputEntry;
-use clif_merge::testing::clif_text;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::testing::clif_text;
 use clif_merge::{FunctionSet, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
-use clif_merge::Linkage;
 use cranelift_reader::{ParseOptions, parse_test};
 use libfuzzer_sys::fuzz_target;
 
@@ -42,10 +42,9 @@ fuzz_target!(|data: &[u8]| {
         // Cranelift's own print → parse round trip must hold for the input, or a
         // failure to re-parse our output says nothing about us (fuzzing found
         // `vconst.i64x4`: printed as a 256-bit constant the reader refuses).
-        let round_trips = || {
-            cranelift_reader::parse_functions(&func.display().to_string()).is_ok()
-        };
-        if outside_our_code(|| verify_function(&func, &flags).is_ok() && round_trips()) != Some(true)
+        let round_trips = || cranelift_reader::parse_functions(&func.display().to_string()).is_ok();
+        if outside_our_code(|| verify_function(&func, &flags).is_ok() && round_trips())
+            != Some(true)
             || module.push(func, Linkage::Local).is_err()
         {
             return;
@@ -70,13 +69,17 @@ fuzz_target!(|data: &[u8]| {
 
         // The similar-function merge on top (sizes by instruction count, so no
         // compiling): entry points and merged bodies must print, parse and verify.
-        let similar = SimilarPass::after_for(&module, &outcome.output, &SimilarOptions::default(), None);
+        let similar =
+            SimilarPass::after_for(&module, &outcome.output, &SimilarOptions::default(), None);
         let printed = clif_text(&module, &outcome, Some(&similar), "");
         let reparsed = cranelift_reader::parse_functions(&printed)
             .unwrap_or_else(|e| panic!("similar-merged output does not parse: {e}\n{printed}"));
         for func in &reparsed {
             if let Err(e) = verify_function(func, &flags) {
-                panic!("similar-merged {} fails the verifier: {e}\n{printed}", func.name);
+                panic!(
+                    "similar-merged {} fails the verifier: {e}\n{printed}",
+                    func.name
+                );
             }
         }
         assert_eq!(reparsed.len(), bodies + similar.outcome.merged_bodies.len());

@@ -6,18 +6,20 @@
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
+use clif_merge::Linkage;
 use clif_merge::testing::{
     CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
-    hash_function_with_operands,
+    hash_function_with_operands, table_key,
 };
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
-use clif_merge::Linkage;
 use libfuzzer_sys::fuzz_target;
 use std::cmp::Ordering;
 use std::fmt::Write;
 
-const BINARY: [&str; 8] = ["iadd", "isub", "imul", "band", "bor", "bxor", "ishl", "udiv"];
+const BINARY: [&str; 8] = [
+    "iadd", "isub", "imul", "band", "bor", "bxor", "ishl", "udiv",
+];
 const CONDS: [&str; 4] = ["eq", "ne", "slt", "ult"];
 
 /// A function description: per block, a list of (opcode choice, operand picks).
@@ -55,18 +57,29 @@ fn render(s: &Shape, name: &str, offset: usize, reverse: bool) -> String {
         let mut scope = vec![fresh(), fresh()];
         let _ = writeln!(text, "block{b}({}: i32, {}: i32):", scope[0], scope[1]);
         for &(op, a, c) in ops {
-            let (a, c) = (scope[a as usize % scope.len()].clone(), scope[c as usize % scope.len()].clone());
+            let (a, c) = (
+                scope[a as usize % scope.len()].clone(),
+                scope[c as usize % scope.len()].clone(),
+            );
             let v = fresh();
             match op % 3 {
                 0 => {
                     let _ = writeln!(text, "    {v} = iconst.i32 {}", op as i8 as i32 - 100);
                 }
                 1 => {
-                    let _ = writeln!(text, "    {v} = {} {a}, {c}", BINARY[op as usize / 3 % BINARY.len()]);
+                    let _ = writeln!(
+                        text,
+                        "    {v} = {} {a}, {c}",
+                        BINARY[op as usize / 3 % BINARY.len()]
+                    );
                 }
                 _ => {
                     let f = fresh();
-                    let _ = writeln!(text, "    {f} = icmp {} {a}, {c}", CONDS[op as usize / 3 % CONDS.len()]);
+                    let _ = writeln!(
+                        text,
+                        "    {f} = icmp {} {a}, {c}",
+                        CONDS[op as usize / 3 % CONDS.len()]
+                    );
                     let _ = writeln!(text, "    {v} = uextend.i32 {f}");
                 }
             }
@@ -76,7 +89,11 @@ fn render(s: &Shape, name: &str, offset: usize, reverse: bool) -> String {
         let first = scope[0].clone();
         if b + 1 < n && term % 2 == 0 {
             let t = b + 1 + (*term as usize / 2) % (n - b - 1);
-            let _ = writeln!(text, "    brif {last}, block{t}({first}, {last}), block{}({last}, {first})", n - 1);
+            let _ = writeln!(
+                text,
+                "    brif {last}, block{t}({first}, {last}), block{}({last}, {first})",
+                n - 1
+            );
         } else if b + 1 < n {
             let _ = writeln!(text, "    jump block{}({last}, {first})", b + 1);
         } else {
@@ -119,29 +136,55 @@ fuzz_target!(|data: &[u8]| {
     let cmp = FunctionComparator::new(&encoded, CalleeView::Optimistic);
     let prefix_key = |i: usize| {
         let func = &module.get(FuncIndex::new(i)).func;
-        first_look(func, &module, &mut FingerprintScratch::default()).hashed.hash
+        first_look(func, &module, &mut FingerprintScratch::default())
+            .hashed
+            .hash
     };
     let operand_hash = |i: usize| {
         let func = &module.get(FuncIndex::new(i)).func;
         hash_function_with_operands(func, &module, &mut FingerprintScratch::default()).hash
     };
     let m: Vec<Vec<Ordering>> = (0..3)
-        .map(|i| (0..3).map(|j| cmp.compare(FuncIndex::new(i), FuncIndex::new(j))).collect())
+        .map(|i| {
+            (0..3)
+                .map(|j| cmp.compare(FuncIndex::new(i), FuncIndex::new(j)))
+                .collect()
+        })
         .collect();
     for i in 0..3 {
         assert_eq!(m[i][i], Ordering::Equal);
         for j in 0..3 {
             assert_eq!(m[i][j], m[j][i].reverse());
             if m[i][j] == Ordering::Equal {
-                assert_eq!(encoded.hashes[FuncIndex::new(i)], encoded.hashes[FuncIndex::new(j)]);
+                assert_eq!(
+                    encoded.hashes[FuncIndex::new(i)],
+                    encoded.hashes[FuncIndex::new(j)]
+                );
                 // A prefix key reads the length of the instruction table too
                 // (one-sided: `fingerprint.rs`), which equal functions share
                 // unless their unreachable code differs.
                 let table = |i: usize| module.get(FuncIndex::new(i)).func.dfg.num_insts();
                 if table(i) == table(j) {
-                    assert_eq!(prefix_key(i), prefix_key(j), "equal, prefix keys differ:\n{text}");
+                    assert_eq!(
+                        prefix_key(i),
+                        prefix_key(j),
+                        "equal, prefix keys differ:\n{text}"
+                    );
                 }
-                assert_eq!(operand_hash(i), operand_hash(j), "equal, operand hashes differ:\n{text}");
+                assert_eq!(
+                    operand_hash(i),
+                    operand_hash(j),
+                    "equal, operand hashes differ:\n{text}"
+                );
+                // A table key reads every entry of the instruction table (one-sided
+                // too): equal functions share it when their tables hold only their
+                // reachable instructions.
+                let only_reachable =
+                    |i: usize| encoded.instructions(FuncIndex::new(i)) == table(i) as u64;
+                if only_reachable(i) && only_reachable(j) {
+                    let key = |i: usize| table_key(&module.get(FuncIndex::new(i)).func);
+                    assert_eq!(key(i), key(j), "equal, table keys differ:\n{text}");
+                }
             }
             for k in 0..3 {
                 if m[i][j] != Ordering::Greater && m[j][k] != Ordering::Greater {
@@ -151,5 +194,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let original = if clone_a { 0 } else { 1 };
-    assert_eq!(m[original][2], Ordering::Equal, "respelled clone differs:\n{text}");
+    assert_eq!(
+        m[original][2],
+        Ordering::Equal,
+        "respelled clone differs:\n{text}"
+    );
 });

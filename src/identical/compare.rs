@@ -14,7 +14,8 @@ use super::encode::{
 use super::fingerprint::{
     FingerprintScratch, Operands, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
     has_address_instructions, hash_function, hash_function_and_callees,
-    hash_function_hole_blind_and_callees, hash_function_with_operands, with_callees,
+    hash_function_hole_blind_and_callees, hash_function_with_operands, prefix_and_table_key,
+    table_key, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use super::tree::{FunctionOrder, group_equal};
@@ -335,12 +336,27 @@ impl EncodedFunctions {
                     out.record(f, h.hash, &h.address_taken, h.instructions);
                 }
                 // Functions longer than the prefix whose prefix key another shares
-                // are walked whole.
-                let shared: Vec<FuncIndex> = out
+                // are walked whole if their table key another of them shares too.
+                let longer_shared: Vec<FuncIndex> = out
                     .candidates()
                     .into_iter()
                     .filter(|&f| !looked[f.index()].whole)
                     .collect();
+                let table_keys = module.map_walk(
+                    &longer_shared,
+                    Reads::Body,
+                    16,
+                    || (),
+                    |_, func| table_key(func),
+                );
+                for (&f, &table) in longer_shared.iter().zip(&table_keys) {
+                    out.hashes[f] = prefix_and_table_key(out.hashes[f], table);
+                }
+                let mut shared: Vec<FuncIndex> = buckets(&out.hashes, longer_shared.into_iter())
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                shared.sort_unstable();
                 out.walk_and_refine(module, &shared);
                 let walked_whole = |f: FuncIndex| shared.binary_search(&f).is_ok();
                 out.unresolved = all
