@@ -1001,7 +1001,7 @@ impl Prefix {
 const END_OF_BLOCK: u64 = 0xe0b0_e0b0_e0b0_e0b0;
 
 /// The *table key* of a function longer than its prefix: the *sum* of a word
-/// per entry of its instruction table ([`table_word`]: the opcode and the
+/// per entry of its instruction table (`table_word`: the opcode and the
 /// immediates the entry holds itself), read in index order without the
 /// layout, the values or any other table, about a nanosecond per instruction
 /// against the tens a whole walk takes. The sum does not depend on the order
