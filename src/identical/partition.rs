@@ -144,6 +144,11 @@ impl Callers {
                 callers: Vec::new(),
             };
         }
+        // Every callee has a run, even one numbered past `count`.
+        let count = calls
+            .iter()
+            .map(|&(callee, _)| callee.index() + 1)
+            .fold(count, usize::max);
         // Each run's end, then (filled from the back) its start.
         let mut starts = vec![0u32; count + 1];
         for &(callee, _) in calls {

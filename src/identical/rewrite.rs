@@ -137,13 +137,11 @@ pub fn apply_in_place(
     let redirects = Redirects::new(module, plan);
     let decisions = plan.decision_map();
     // The kept names the thunks transfer to (only thunks need one).
-    let kept_names: Vec<Option<UserFuncName>> = module
+    let kept_names: HashMap<FuncIndex, UserFuncName> = plan
+        .decisions
         .iter()
-        .map(|(index, _)| {
-            decisions[index]
-                .filter(|d| d.action == MergeAction::Thunk)
-                .map(|d| module.get(d.into).func.name.clone())
-        })
+        .filter(|d| d.action == MergeAction::Thunk)
+        .map(|d| (d.function, module.get(d.into).func.name.clone()))
         .collect();
     // What to redirect in each function, found by a walk that only reads their
     // tables of names (and so can ask for the next ones ahead).
@@ -174,7 +172,7 @@ pub fn apply_in_place(
     }
     module.par_for_each_mut(|index, def| match decisions[index] {
         Some(d) if d.action == MergeAction::Thunk => {
-            if let Some(kept) = &kept_names[index.index()] {
+            if let Some(kept) = kept_names.get(&index) {
                 def.func = Arc::new(build_thunk(&def.func, kept));
             }
         }
