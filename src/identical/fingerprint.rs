@@ -106,9 +106,10 @@
 //! instruction table, so two functions equal but for different unreachable
 //! instructions (even as many) are not merged either. The property tests and the
 //! comparator fuzz target check `equal ⇒ same hash, prefix key and table key`
-//! on generated functions (the keys where the tables allow); `tests/corpus.rs` checks that every corpus function merges with a
-//! respelled clone of itself (which needs both), and `tests/parallel.rs` checks
-//! the pass's hashes against the whole walk's on every filetest.
+//! on generated functions (the keys where the tables allow); `tests/corpus.rs`
+//! checks that every corpus function merges with a respelled clone of itself
+//! (which needs both), and `tests/parallel.rs` checks the pass's hashes against
+//! the whole walk's on every filetest.
 
 use super::hash::{HashedFunction, StructuralHash};
 use crate::ir::{FuncIndex, FunctionSet};

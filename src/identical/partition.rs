@@ -127,23 +127,18 @@ fn group_sets(
 /// to look at again: one array of callers in a run per callee (compressed
 /// rows), sorted out of the list of calls without an allocation per function.
 /// A caller appears once per call.
+#[derive(Default)]
 struct Callers {
     /// Where the run of each function's callers starts in `callers`, and (the
-    /// last entry) where the runs end.
+    /// last entry) where the runs end. Empty when no class is refined: then
+    /// no function has a caller.
     starts: Vec<u32>,
     callers: Vec<FuncIndex>,
 }
 
 impl Callers {
-    /// The callers of each of the `count` functions in `calls` (callee, caller),
-    /// or none at all when `unused` (no class is refined).
-    fn new(calls: &[(FuncIndex, FuncIndex)], count: usize, unused: bool) -> Self {
-        if unused {
-            return Self {
-                starts: vec![0],
-                callers: Vec::new(),
-            };
-        }
+    /// The callers of each of the `count` functions in `calls` (callee, caller).
+    fn new(calls: &[(FuncIndex, FuncIndex)], count: usize) -> Self {
         // Every callee has a run, even one numbered past `count`.
         let count = calls
             .iter()
@@ -197,16 +192,20 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
 
     // 1. Hash filter: only functions sharing a hash are candidates (found as
     //    the buckets were encoded, when `EncodedFunctions::hash_first` made them).
-    let buckets = match &functions.optimistic_groups {
-        Some(_) => Vec::new(),
-        None => functions.hash_buckets(),
-    };
-    let candidates = match &functions.optimistic_groups {
-        Some(made) => Cow::Borrowed(&made.candidates[..]),
+    //    With them, every reference of a candidate to a module function, as
+    //    (callee, caller), for refinement.
+    let (buckets, candidates, calls) = match &functions.optimistic_groups {
+        Some(made) => (
+            Vec::new(),
+            Cow::Borrowed(&made.candidates[..]),
+            Cow::Borrowed(&made.calls[..]),
+        ),
         None => {
+            let buckets = functions.hash_buckets();
             let mut candidates = buckets.concat();
             candidates.sort_unstable();
-            Cow::Owned(candidates)
+            let calls = calls_of(functions, &candidates);
+            (buckets, Cow::Owned(candidates), Cow::Owned(calls))
         }
     };
     let mut is_candidate: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
@@ -257,12 +256,6 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
 
     // 3. Refinement until every class agrees on the classes of its callees.
     let start = Instant::now();
-    // Every reference of a candidate to a module function, as (callee,
-    // caller): listed as the buckets were encoded, when they were.
-    let calls = match &functions.optimistic_groups {
-        Some(made) => Cow::Borrowed(&made.calls[..]),
-        None => Cow::Owned(calls_of(functions, &candidates)),
-    };
     let mut calling: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
     calling.resize(count);
     for &(_, caller) in calls.iter() {
@@ -276,7 +269,11 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
         })
         .map(|(c, _)| c)
         .collect();
-    let callers = Callers::new(&calls, count, dirty.is_empty());
+    let callers = if dirty.is_empty() {
+        Callers::default()
+    } else {
+        Callers::new(&calls, count)
+    };
     while !dirty.is_empty() {
         stats.refinement_rounds += 1;
         // Classes are re-examined independently of each other, in parallel.

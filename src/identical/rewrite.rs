@@ -144,8 +144,8 @@ pub fn apply_in_place(
         .map(|d| (d.function, module.get(d.into).func.name.clone()))
         .collect();
     // What to redirect in each function, found by a walk that only reads their
-    // tables of names (and so can ask for the next ones ahead).
-    // Each function's renames, by its place among those with any.
+    // tables of names (and so can ask for the next ones ahead); kept only for
+    // the functions with something to redirect, found by `renames_of`.
     let mut renames: Vec<Renames<'_>> = Vec::new();
     let mut renames_of: SecondaryMap<FuncIndex, PackedOption<RenamesIndex>> = SecondaryMap::new();
     if !redirects.is_empty() {
