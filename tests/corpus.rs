@@ -573,7 +573,7 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         let outcome = merge_similar_for(module, &SimilarOptions::default(), Some(&*isa));
         let after: Vec<&Function> = module
             .iter()
-            .map(|(f, d)| outcome.entry_points[f].as_ref().unwrap_or(&d.func))
+            .map(|(f, d)| outcome.entry_points.get(f).unwrap_or(&d.func))
             .chain(&outcome.merged_bodies)
             .collect();
         for func in &after {
@@ -638,12 +638,9 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         let mut corrupted = 0;
         for group in &mut wrong.groups {
             group.members.retain(|&m| {
-                match outcome.entry_points[m]
-                    .as_ref()
-                    .and_then(with_wrong_constant)
-                {
+                match outcome.entry_points.get(m).and_then(with_wrong_constant) {
                     Some(func) => {
-                        wrong.entry_points[m] = Some(func);
+                        wrong.entry_points.insert(m, func);
                         corrupted += 1;
                         true
                     }

@@ -148,8 +148,10 @@ fn check_entry_point_features(
             frame_pointers,
         );
         for (&m, features) in group.members.iter().zip(counted) {
-            let built = similar.outcome.entry_points[m]
-                .as_ref()
+            let built = similar
+                .outcome
+                .entry_points
+                .get(m)
                 .expect("every member has an entry point");
             assert_eq!(
                 SizeFeatures::of(built),

@@ -288,7 +288,7 @@ fn program_samples(
             group
                 .members
                 .iter()
-                .filter_map(|&m| outcome.entry_points[m].as_ref()),
+                .filter_map(|&m| outcome.entry_points.get(m)),
         );
         groups.push(GroupSample {
             members,
@@ -307,7 +307,7 @@ fn program_samples(
     let extra: Vec<&Function> = outcome
         .merged_bodies
         .iter()
-        .chain(outcome.entry_points.values().flatten())
+        .chain(outcome.entry_points.iter().map(|(_, f)| f))
         .collect();
     let extra_samples = extra
         .iter()

@@ -440,7 +440,7 @@ impl<M: Module> MergingModule<M> {
             let old = std::mem::replace(&mut group.merged_name, UserFuncName::User(name.clone()));
             body.name = group.merged_name.clone();
             for &member in &group.members {
-                let Some(entry) = outcome.entry_points[member].as_mut() else {
+                let Some(entry) = outcome.entry_points.get_mut(member) else {
                     continue;
                 };
                 let refs: Vec<_> = entry

@@ -1,14 +1,68 @@
 //! Entry points: each member of a merged group keeps its name, signature and
 //! address, and becomes a body that calls the merged body with its own constants
 //! and callee addresses (`return_call` where the calling convention allows tail
-//! calls and the ISA keeps frame pointers).
+//! calls and the ISA keeps frame pointers). [`EntryPoints`] holds the
+//! members' new bodies by function.
 
 use super::groups::{HoleKind, HoleParameter};
 use super::size_model::{Feature, SizeFeatures};
 use crate::identical::thunks::{ForwardedArgument, build_forwarding_body};
 use crate::ir::{FuncIndex, FunctionSet};
-use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::entity::packed_option::PackedOption;
+use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
 use cranelift_codegen::ir::{Function, types};
+
+/// The place of an entry point among the bodies of [`EntryPoints`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+struct EntryPointId(u32);
+entity_impl!(EntryPointId);
+
+/// Each merged member's new body (its entry point), by function. Four bytes
+/// per function of the module and the bodies of the members only: a
+/// `Function` in place per function would take 960 bytes each, a megabyte for
+/// a program of a thousand functions, mostly empty and all written once.
+#[derive(Clone, Default)]
+pub struct EntryPoints {
+    of: SecondaryMap<FuncIndex, PackedOption<EntryPointId>>,
+    bodies: PrimaryMap<EntryPointId, Function>,
+}
+
+impl EntryPoints {
+    /// The entry point of `f`, if `f` is a merged member.
+    pub fn get(&self, f: FuncIndex) -> Option<&Function> {
+        Some(&self.bodies[self.of[f].expand()?])
+    }
+
+    /// The entry point of `f`, to change in place, if `f` is a merged member.
+    pub fn get_mut(&mut self, f: FuncIndex) -> Option<&mut Function> {
+        Some(&mut self.bodies[self.of[f].expand()?])
+    }
+
+    /// Makes `body` the entry point of `f`, replacing the one it had.
+    pub fn insert(&mut self, f: FuncIndex, body: Function) {
+        match self.of[f].expand() {
+            Some(at) => self.bodies[at] = body,
+            None => self.of[f] = self.bodies.push(body).into(),
+        }
+    }
+
+    /// Every entry point with its function, in function order.
+    pub fn iter(&self) -> impl Iterator<Item = (FuncIndex, &Function)> {
+        self.of
+            .iter()
+            .filter_map(|(f, at)| Some((f, &self.bodies[at.expand()?])))
+    }
+
+    /// How many functions have an entry point.
+    pub fn len(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// Whether no function has one.
+    pub fn is_empty(&self) -> bool {
+        self.bodies.is_empty()
+    }
+}
 
 /// One entry point per member of `members` (in member order), each calling
 /// `merged` with its own values of `parameters`. `frame_pointers`: whether the

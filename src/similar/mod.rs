@@ -121,6 +121,7 @@ mod merged_body;
 pub mod size_model;
 mod splice;
 
+pub use entry_points::EntryPoints;
 pub use groups::{HoleKind, HoleParameter, hole_blind_disagreements};
 
 use crate::identical::encode::FunctionEncoding;
@@ -314,7 +315,7 @@ pub struct SimilarOutcome {
     /// The merged groups, ordered by first member.
     pub groups: Vec<SimilarGroup>,
     /// Each member's new body: an entry point calling its group's merged body.
-    pub entry_points: SecondaryMap<FuncIndex, Option<Function>>,
+    pub entry_points: EntryPoints,
     /// One merged body per group, in group order.
     pub merged_bodies: Vec<Function>,
     /// Groups of similar functions found but not merged, with the reason.
@@ -425,7 +426,7 @@ pub(crate) fn merge_similar_reserving(
                 }
             };
         for (&m, entry) in merge.members.iter().zip(entry_points) {
-            outcome.entry_points[m] = Some(entry);
+            outcome.entry_points.insert(m, entry);
         }
         outcome.merged_bodies.push(merged);
         outcome.groups.push(SimilarGroup {
@@ -910,7 +911,7 @@ impl SimilarPass {
     /// The body printed for function `f` of the first pass's module: its entry point
     /// if it became one.
     pub fn entry_point(&self, f: FuncIndex) -> Option<&Function> {
-        self.index_of[f].and_then(|i| self.outcome.entry_points[i].as_ref())
+        self.index_of[f].and_then(|i| self.outcome.entry_points.get(i))
     }
 
     /// The merged body printed just before function `f` (the first member of its
@@ -930,7 +931,7 @@ impl SimilarPass {
     pub fn functions(&self) -> Vec<&Function> {
         self.module
             .iter()
-            .map(|(f, d)| self.outcome.entry_points[f].as_ref().unwrap_or(&d.func))
+            .map(|(f, d)| self.outcome.entry_points.get(f).unwrap_or(&d.func))
             .chain(&self.outcome.merged_bodies)
             .collect()
     }

@@ -253,7 +253,7 @@ pub fn validate_similar(
         let merged = runnable(
             module
                 .iter()
-                .map(|(f, d)| outcome.entry_points[f].as_ref().unwrap_or(&d.func))
+                .map(|(f, d)| outcome.entry_points.get(f).unwrap_or(&d.func))
                 .chain(&outcome.merged_bodies),
         );
         let pairs = outcome.groups.iter().flat_map(|group| {
