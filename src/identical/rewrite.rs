@@ -13,6 +13,7 @@ use super::thunks::{build_thunk, external_name};
 use crate::ir::symbols::TableName;
 use crate::ir::{
     DefinedFunction, FuncIndex, FunctionSet, Linkage, Reads, SymbolKey, SymbolName, parallel,
+    prefetch,
 };
 use cranelift_codegen::entity::packed_option::PackedOption;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
@@ -243,7 +244,19 @@ impl Redirects {
         // Sized once: most decisions land in `all`.
         let mut all = NameMap::with_capacity_and_hasher(plan.decisions.len(), FxBuildHasher);
         let mut calls = NameMap::default();
-        for d in &plan.decisions {
+        // Each decision reads two names that are rarely in cache: the
+        // duplicate's and the kept function's, asked for ahead as a walk does.
+        for (position, d) in plan.decisions.iter().enumerate() {
+            let ahead = |distance: usize| {
+                let d = plan.decisions.get(position + distance);
+                d.map(|d| [d.function, d.into])
+            };
+            let (records, arrays) = (ahead(prefetch::RECORD_AHEAD), ahead(prefetch::ARRAYS_AHEAD));
+            module.prefetch_ahead(
+                records.as_ref().map_or(&[][..], |pair| &pair[..]),
+                arrays.as_ref().map_or(&[][..], |pair| &pair[..]),
+                Reads::OwnName,
+            );
             let name = SymbolKey::of_user_func_name(&module.get(d.function).func.name);
             let name = TableName::of_key(name);
             let target = module.get(d.into).func.name.clone();

@@ -23,7 +23,7 @@
 )]
 
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{Function, Inst, MemFlags};
+use cranelift_codegen::ir::{Function, Inst, MemFlags, UserFuncName};
 
 /// How many places ahead of the function being walked its record is asked for.
 pub const RECORD_AHEAD: usize = 4;
@@ -81,6 +81,8 @@ pub enum Reads {
     Names,
     /// Only its table of user names ([`user_names`]).
     UserNames,
+    /// Only its own name, and the bytes of a test-case name ([`own_name`]).
+    OwnName,
 }
 
 impl Reads {
@@ -96,6 +98,7 @@ impl Reads {
                 record_lines(&func.params);
             }
             Reads::UserNames => record_lines(&func.params),
+            Reads::OwnName => record_lines(&func.name),
         }
     }
 
@@ -108,6 +111,7 @@ impl Reads {
             Reads::Prefix(instructions) => body_start(func, instructions as usize),
             Reads::Names => names(func),
             Reads::UserNames => user_names(func),
+            Reads::OwnName => own_name(func),
         }
     }
 }
@@ -154,6 +158,15 @@ pub fn user_names(func: &Function) {
         func.params.user_named_funcs().values().as_slice(),
         ARRAY_BYTES,
     );
+}
+
+/// Asks for the bytes of `func`'s own name when it is a test-case name (a
+/// `uN:M` name has none outside the record). Reads `func`'s record (ask for it
+/// first: [`Reads::prefetch_record`]).
+pub fn own_name(func: &Function) {
+    if let UserFuncName::Testcase(name) = &func.name {
+        slice_lines(name.raw(), ARRAY_BYTES);
+    }
 }
 
 /// Asks for `func`'s tables of names (what `ir::mentioned_names` reads): its
