@@ -10,6 +10,9 @@
 #   4. Cranelift's own compile time for the same CLIF functions (host ISA,
 #      opt_level=speed, verifier off as rustc_codegen_cranelift and wasmtime ship it,
 #      no merging), on 1 thread and on all cores;
+#   5. on the generated modules, the machine instructions the pass executes
+#      (callgrind, when valgrind is installed): work that no cache, memory or
+#      scheduler changes, to set beside time(10N)/time(N);
 # for N = 1k, 10k, 100k generated functions, then for every program of
 # ../shared/corpus (pass vs compile time). Prints one table, the ratios
 # clif-merge/LLVM and clif-merge/compile, and time(10N)/time(N).
@@ -19,7 +22,7 @@
 # differences, the comparator's worst case).
 #
 # Usage: benches/compare.sh [--sizes "1000 10000 100000"] [--mixes "0.2/0.2 0.05/0.5"]
-#                           [--repeat 5] [--no-corpus] [--no-compile]
+#                           [--repeat 5] [--no-corpus] [--no-compile] [--no-count]
 # Results (JSON lines) are kept in target/bench-compare/results.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +32,7 @@ MIXES="0.2/0.2 0.05/0.5"
 REPEAT=5
 CORPUS=1
 COMPILE=1
+COUNT=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) SIZES="$2"; shift 2 ;;
@@ -36,7 +40,8 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT="$2"; shift 2 ;;
     --no-corpus) CORPUS=0; shift ;;
     --no-compile) COMPILE=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --no-count) COUNT=0; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -121,6 +126,26 @@ print(sum(e["dur"] for e in events if e.get("ph") == "X" and e["name"] == "ICF")
   echo "\"lld_icf_ms\":${best:-null},\"lld_folded\":$folded"
 }
 
+# Machine instructions of the pass on the module $1, one thread: callgrind
+# counting inside merge_functions_in_place only (parsing excluded), over the
+# two passes `merge_bench pass --repeat 1` makes (the timed one and the one
+# counting the heap), so the count is about twice one pass's. `null` without
+# valgrind.
+pass_instructions() {
+  if [ "$COUNT" = 0 ] || ! command -v valgrind >/dev/null; then
+    echo null
+    return
+  fi
+  local out="$OUT/callgrind.out"
+  valgrind --tool=callgrind --toggle-collect='*merge_functions_in_place*' \
+    --callgrind-out-file="$out" "$BENCH" pass --repeat 1 --threads 1 "$1" \
+    >/dev/null 2>"$out.log"
+  local count
+  count=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out.log" | tail -1)
+  rm -f "$out" "$out.log"
+  echo "${count:-null}"
+}
+
 measure() {
   local label="$1" clif="$2" ll="$3"
   echo "== $label" >&2
@@ -132,6 +157,9 @@ measure() {
   if [ -z "$ll" ]; then
     # A corpus program: what --similar adds, against compile, both on one thread.
     "$BENCH" similar --json --repeat 3 "$clif" | sed "s/^{/{\"label\":\"$label\",/" >> "$RESULTS"
+  fi
+  if [ -n "$ll" ]; then
+    echo "{\"label\":\"$label\",\"pass_instructions\":$(pass_instructions "$clif")}" >> "$RESULTS"
   fi
   if [ -n "$ll" ] && [ -n "$OPT" ]; then
     echo "{\"label\":\"$label\",\"llvm_mergefunc_ms\":$(llvm_mergefunc_ms "$ll")}" >> "$RESULTS"
@@ -188,7 +216,7 @@ for label in order:
     one, many = row.get(1), row.get(cores) or row.get(1)
     if one is None:
         continue
-    best[label] = (one["functions"], one["pass_ms"], row.get("llvm_mergefunc_ms"), row.get("lld_icf_ms"))
+    best[label] = (one["functions"], one["pass_ms"], row.get("llvm_mergefunc_ms"), row.get("lld_icf_ms"), row.get("pass_instructions"))
     llvm = row.get("llvm_mergefunc_ms")
     lld, lld_folded = row.get("lld_icf_ms"), row.get("lld_folded")
     comp, comp_n = row.get("compile_ms"), row.get("compile_all_cores_ms")
@@ -219,5 +247,8 @@ for mix, runs in mixes.items():
             f"{name} {t2 / t1:.2f}"
             for name, t1, t2 in zip(["clif-merge", "LLVM mergefunc", "lld ICF"], before, after)
             if t1 and t2)
-        print(f"{mix}: time(N={n2}) / time(N={n1}) on 1 thread (N ratio {n2 / n1:.0f}): {ratios}")
+        work = ""
+        if before[3] and after[3]:
+            work = f"; clif-merge's machine instructions (callgrind) {after[3] / before[3]:.2f}"
+        print(f"{mix}: time(N={n2}) / time(N={n1}) on 1 thread (N ratio {n2 / n1:.0f}): {ratios}{work}")
 EOF
