@@ -148,3 +148,47 @@ pub fn entry_point_features(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::EntryPoints;
+    use crate::ir::FuncIndex;
+    use cranelift_codegen::entity::EntityRef;
+    use cranelift_codegen::ir::{Function, UserFuncName};
+
+    fn body(name: &str) -> Function {
+        Function::with_name_signature(
+            UserFuncName::testcase(name),
+            cranelift_codegen::ir::Signature::new(cranelift_codegen::isa::CallConv::SystemV),
+        )
+    }
+
+    #[test]
+    fn found_by_function_replaced_in_place_listed_in_function_order() {
+        let mut entry_points = EntryPoints::default();
+        assert!(entry_points.is_empty());
+        entry_points.insert(FuncIndex::new(7), body("g"));
+        entry_points.insert(FuncIndex::new(2), body("f"));
+        entry_points.insert(FuncIndex::new(7), body("h"));
+        assert_eq!(entry_points.len(), 2);
+        assert!(entry_points.get(FuncIndex::new(3)).is_none());
+        assert!(entry_points.get(FuncIndex::new(100)).is_none());
+        let name = |f: &Function| f.name.to_string();
+        assert_eq!(
+            entry_points.get(FuncIndex::new(7)).map(name).as_deref(),
+            Some("%h")
+        );
+        let listed: Vec<(usize, String)> = entry_points
+            .iter()
+            .map(|(f, body)| (f.index(), name(body)))
+            .collect();
+        assert_eq!(listed, [(2, "%f".to_string()), (7, "%h".to_string())]);
+        if let Some(body) = entry_points.get_mut(FuncIndex::new(2)) {
+            body.name = UserFuncName::testcase("e");
+        }
+        assert_eq!(
+            entry_points.get(FuncIndex::new(2)).map(name).as_deref(),
+            Some("%e")
+        );
+    }
+}
