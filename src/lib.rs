@@ -44,7 +44,8 @@ pub use identical::{
     MergeOptions, MergeOutcome, MergeStats, merge_functions, merge_functions_in_place,
 };
 pub use ir::{
-    DefinedFunction, DefinitionError, FuncIndex, FunctionSet, Linkage, SymbolKey, SymbolName,
+    DefinedFunction, DefinitionError, FuncIndex, FunctionSet, Linkage, SparseFunctionMap,
+    SymbolKey, SymbolName,
 };
 
 /// Internals that the crate's own tests, benchmarks and fuzz targets reach into.

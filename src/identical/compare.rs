@@ -19,9 +19,8 @@ use super::fingerprint::{
 };
 use super::hash::{HashedFunction, StructuralHash};
 use super::tree::{FunctionOrder, group_equal};
-use crate::ir::{FuncIndex, FunctionSet, Reads, parallel};
-use cranelift_codegen::entity::packed_option::PackedOption;
-use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
+use crate::ir::{FuncIndex, FunctionSet, Reads, SparseFunctionMap, parallel};
+use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
 use std::cell::Cell;
 use std::cmp::Ordering;
 use std::time::{Duration, Instant};
@@ -41,24 +40,17 @@ pub enum CalleeView<'a> {
     Classes(&'a SecondaryMap<FuncIndex, ClassId>),
 }
 
-/// A function's encoding's place in [`EncodedFunctions`].
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EncodingId(u32);
-entity_impl!(EncodingId, "encoding");
-
 /// The encodings of a module's functions with their hashes: everything the
 /// comparator reads.
 #[derive(Default)]
 pub struct EncodedFunctions {
-    /// Where each function's encoding is in [`Self::encoded`], if it has one:
-    /// every function the walk handled ([`Self::from_module`]), or only the
-    /// functions that share their hash with another ([`Self::hash_first`]).
-    /// Four bytes per function, as most have none (an encoding in place would
-    /// take 128). The comparator orders a function without an encoding by
-    /// index, equal only to itself. Read with [`Self::encoding`].
-    encoding_of: SecondaryMap<FuncIndex, PackedOption<EncodingId>>,
-    /// The encodings, in the order they were set ([`Self::set_encoding`]).
-    encoded: PrimaryMap<EncodingId, FunctionEncoding>,
+    /// Encoding per function: for every function the walk handled
+    /// ([`Self::from_module`]), or only for the functions that share their hash
+    /// with another ([`Self::hash_first`]), so kept for those only (an
+    /// encoding in place would take 128 bytes per function). The comparator
+    /// orders a function without an encoding by index, equal only to itself.
+    /// Read with [`Self::encoding`].
+    encodings: SparseFunctionMap<FunctionEncoding>,
     /// Structural hash per function the walk handled: with [`Self::hash_first`],
     /// its prefix key unless it was walked whole (`fingerprint::first_look`).
     pub hashes: SecondaryMap<FuncIndex, StructuralHash>,
@@ -576,15 +568,12 @@ impl EncodedFunctions {
 
     /// The encoding of `f`, if it has one.
     pub fn encoding(&self, f: FuncIndex) -> Option<&FunctionEncoding> {
-        Some(&self.encoded[self.encoding_of[f].expand()?])
+        self.encodings.get(f)
     }
 
     /// Sets the encoding of `f`.
     pub fn set_encoding(&mut self, f: FuncIndex, encoding: FunctionEncoding) {
-        match self.encoding_of[f].expand() {
-            Some(at) => self.encoded[at] = encoding,
-            None => self.encoding_of[f] = self.encoded.push(encoding).into(),
-        }
+        self.encodings.insert(f, encoding);
     }
 
     fn record(&mut self, f: FuncIndex, hash: StructuralHash, taken: &[FuncIndex], insts: u32) {

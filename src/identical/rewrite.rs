@@ -12,11 +12,10 @@ use super::plan::{MergeAction, MergePlan};
 use super::thunks::{build_thunk, external_name};
 use crate::ir::symbols::TableName;
 use crate::ir::{
-    DefinedFunction, FuncIndex, FunctionSet, Linkage, Reads, SymbolKey, SymbolName, parallel,
-    prefetch,
+    DefinedFunction, FuncIndex, FunctionSet, Linkage, Reads, SparseFunctionMap, SymbolKey,
+    SymbolName, parallel, prefetch,
 };
-use cranelift_codegen::entity::packed_option::PackedOption;
-use cranelift_codegen::entity::{EntityRef, SecondaryMap, entity_impl};
+use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{
     ExtFuncData, FuncRef, Function, GlobalValue, GlobalValueData, InstructionData, UserFuncName,
 };
@@ -146,10 +145,10 @@ pub fn apply_in_place(
         .collect();
     // What to redirect in each function, found by a walk that only reads their
     // tables of names (and so can ask for the next ones ahead); kept only for
-    // the functions with something to redirect, found by `renames_of`.
-    let mut renames: Vec<Renames<'_>> = Vec::new();
-    let mut renames_of: SecondaryMap<FuncIndex, PackedOption<RenamesIndex>> = SecondaryMap::new();
-    if !redirects.is_empty() {
+    // the functions with something to redirect.
+    let renames: SparseFunctionMap<Renames<'_>> = if redirects.is_empty() {
+        SparseFunctionMap::default()
+    } else {
         let undecided: Vec<FuncIndex> = module
             .iter()
             .map(|(index, _)| index)
@@ -163,14 +162,14 @@ pub fn apply_in_place(
             || (),
             |_, func| redirects.renames(func),
         );
-        renames_of.resize(module.len());
+        let mut renames = SparseFunctionMap::for_functions(module.len());
         for (index, found) in undecided.into_iter().zip(found) {
             if !found.is_empty() {
-                renames_of[index] = RenamesIndex::new(renames.len()).into();
-                renames.push(found);
+                renames.insert(index, found);
             }
         }
-    }
+        renames
+    };
     module.par_for_each_mut(|index, def| match decisions[index] {
         Some(d) if d.action == MergeAction::Thunk => {
             if let Some(kept) = kept_names.get(&index) {
@@ -181,18 +180,12 @@ pub fn apply_in_place(
         // Only a body with something to redirect is written, so only such a
         // body is copied when it is shared.
         None => {
-            if let Some(at) = renames_of[index].expand() {
-                redirects.apply(Arc::make_mut(&mut def.func), &renames[at.index()]);
+            if let Some(renames) = renames.get(index) {
+                redirects.apply(Arc::make_mut(&mut def.func), renames);
             }
         }
     });
 }
-
-/// The place of a function's [`Renames`] among those of the functions that
-/// have any.
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-struct RenamesIndex(u32);
-entity_impl!(RenamesIndex);
 
 /// What redirecting one function's references changes
 /// ([`Redirects::renames`]), to make with [`Redirects::apply`].

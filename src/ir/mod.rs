@@ -12,7 +12,8 @@
 //!   crate's only `unsafe` code);
 //! * [`symbols`]: symbol names as a linker sees them ([`SymbolName`], borrowed as
 //!   [`SymbolKey`]), the one iterator over every name a function mentions
-//!   ([`mentioned_names`](symbols::mentioned_names)), and the [`NameAuthority`] that hands out fresh names.
+//!   ([`mentioned_names`](symbols::mentioned_names)), and the [`NameAuthority`] that hands out fresh names;
+//! * [`sparse`]: [`SparseFunctionMap`], a value for a few functions of a module.
 //!
 //! Nothing here imports another folder of the crate.
 
@@ -23,6 +24,7 @@ pub mod linkage;
 pub mod panics;
 pub mod parallel;
 pub mod prefetch;
+pub mod sparse;
 pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
@@ -31,6 +33,7 @@ pub use panics::catch_panic;
 #[cfg(feature = "validate")]
 pub use panics::panic_message;
 pub use prefetch::Reads;
+pub use sparse::SparseFunctionMap;
 #[cfg(feature = "separate")]
 pub use symbols::mentioned_names;
 pub use symbols::{NameAuthority, SymbolKey, SymbolName};

@@ -7,62 +7,15 @@
 use super::groups::{HoleKind, HoleParameter};
 use super::size_model::{Feature, SizeFeatures};
 use crate::identical::thunks::{ForwardedArgument, build_forwarding_body};
-use crate::ir::{FuncIndex, FunctionSet};
-use cranelift_codegen::entity::packed_option::PackedOption;
-use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap, entity_impl};
+use crate::ir::{FuncIndex, FunctionSet, SparseFunctionMap};
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, types};
 
-/// The place of an entry point among the bodies of [`EntryPoints`].
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-struct EntryPointId(u32);
-entity_impl!(EntryPointId);
-
-/// Each merged member's new body (its entry point), by function. Four bytes
-/// per function of the module and the bodies of the members only: a
-/// `Function` in place per function would take 960 bytes each, a megabyte for
-/// a program of a thousand functions, mostly empty and all written once.
-#[derive(Clone, Default)]
-pub struct EntryPoints {
-    of: SecondaryMap<FuncIndex, PackedOption<EntryPointId>>,
-    bodies: PrimaryMap<EntryPointId, Function>,
-}
-
-impl EntryPoints {
-    /// The entry point of `f`, if `f` is a merged member.
-    pub fn get(&self, f: FuncIndex) -> Option<&Function> {
-        Some(&self.bodies[self.of[f].expand()?])
-    }
-
-    /// The entry point of `f`, to change in place, if `f` is a merged member.
-    pub fn get_mut(&mut self, f: FuncIndex) -> Option<&mut Function> {
-        Some(&mut self.bodies[self.of[f].expand()?])
-    }
-
-    /// Makes `body` the entry point of `f`, replacing the one it had.
-    pub fn insert(&mut self, f: FuncIndex, body: Function) {
-        match self.of[f].expand() {
-            Some(at) => self.bodies[at] = body,
-            None => self.of[f] = self.bodies.push(body).into(),
-        }
-    }
-
-    /// Every entry point with its function, in function order.
-    pub fn iter(&self) -> impl Iterator<Item = (FuncIndex, &Function)> {
-        self.of
-            .iter()
-            .filter_map(|(f, at)| Some((f, &self.bodies[at.expand()?])))
-    }
-
-    /// How many functions have an entry point.
-    pub fn len(&self) -> usize {
-        self.bodies.len()
-    }
-
-    /// Whether no function has one.
-    pub fn is_empty(&self) -> bool {
-        self.bodies.is_empty()
-    }
-}
+/// Each merged member's new body (its entry point), by function: kept for the
+/// members only ([`SparseFunctionMap`]), as a `Function` in place per function
+/// of the module would take 960 bytes each, a megabyte for a program of a
+/// thousand functions, mostly empty and all written once.
+pub type EntryPoints = SparseFunctionMap<Function>;
 
 /// One entry point per member of `members` (in member order), each calling
 /// `merged` with its own values of `parameters`. `frame_pointers`: whether the
@@ -147,48 +100,4 @@ pub fn entry_point_features(
             features
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::EntryPoints;
-    use crate::ir::FuncIndex;
-    use cranelift_codegen::entity::EntityRef;
-    use cranelift_codegen::ir::{Function, UserFuncName};
-
-    fn body(name: &str) -> Function {
-        Function::with_name_signature(
-            UserFuncName::testcase(name),
-            cranelift_codegen::ir::Signature::new(cranelift_codegen::isa::CallConv::SystemV),
-        )
-    }
-
-    #[test]
-    fn found_by_function_replaced_in_place_listed_in_function_order() {
-        let mut entry_points = EntryPoints::default();
-        assert!(entry_points.is_empty());
-        entry_points.insert(FuncIndex::new(7), body("g"));
-        entry_points.insert(FuncIndex::new(2), body("f"));
-        entry_points.insert(FuncIndex::new(7), body("h"));
-        assert_eq!(entry_points.len(), 2);
-        assert!(entry_points.get(FuncIndex::new(3)).is_none());
-        assert!(entry_points.get(FuncIndex::new(100)).is_none());
-        let name = |f: &Function| f.name.to_string();
-        assert_eq!(
-            entry_points.get(FuncIndex::new(7)).map(name).as_deref(),
-            Some("%h")
-        );
-        let listed: Vec<(usize, String)> = entry_points
-            .iter()
-            .map(|(f, body)| (f.index(), name(body)))
-            .collect();
-        assert_eq!(listed, [(2, "%f".to_string()), (7, "%h".to_string())]);
-        if let Some(body) = entry_points.get_mut(FuncIndex::new(2)) {
-            body.name = UserFuncName::testcase("e");
-        }
-        assert_eq!(
-            entry_points.get(FuncIndex::new(2)).map(name).as_deref(),
-            Some("%e")
-        );
-    }
 }
