@@ -128,7 +128,7 @@ use crate::identical::encode::FunctionEncoding;
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOutcome, SimilarFingerprints};
 use crate::ir::parallel;
-use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
+use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
 use cost::{NotCompiled, host_isa, size_of, verified_size_of};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
@@ -397,8 +397,8 @@ pub(crate) fn merge_similar_reserving(
         }
         let rest: Vec<FuncIndex> = module
             .iter()
+            .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
-            .filter(|&f| !merged[f])
             .collect();
         let pairs = align::find_aligned_pairs(module, &rest);
         let plans = parallel::map(&pairs, 1, |(first, alignment)| {
