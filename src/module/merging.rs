@@ -10,7 +10,7 @@ use super::data::{DataMerging, fold};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{ThunkCode, code_size, define_thunk};
-use crate::identical::plan::{MergeAction, MergePlan};
+use crate::identical::plan::{MergeAction, MergeDecision, MergePlan};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, MergeOutcome, merge_functions};
 use crate::ir::{FuncIndex, FunctionSet, Reference};
@@ -668,10 +668,7 @@ impl<M: Module> MergingModule<M> {
         fold_data: bool,
     ) -> ModuleResult<()> {
         let redirects: HashMap<u32, u32> = merged
-            .plan
-            .decisions
-            .iter()
-            .filter(|d| d.action != MergeAction::Thunk)
+            .codeless()
             .map(|d| (merged.id(d.function).as_u32(), merged.id(d.into).as_u32()))
             .chain(
                 cross_module
@@ -827,13 +824,19 @@ impl Merged {
         self.ids[cranelift_codegen::entity::EntityRef::index(f)]
     }
 
-    /// The functions that got no code of their own, sorted.
-    fn without_code(&self) -> Vec<FuncId> {
-        let mut ids: Vec<FuncId> = self
-            .plan
+    /// The decisions of duplicates that get no code of their own (erased and
+    /// aliased ones: they share the kept function's code and address).
+    pub(super) fn codeless(&self) -> impl Iterator<Item = &MergeDecision> {
+        self.plan
             .decisions
             .iter()
             .filter(|d| d.action != MergeAction::Thunk)
+    }
+
+    /// The functions that got no code of their own, sorted.
+    fn without_code(&self) -> Vec<FuncId> {
+        let mut ids: Vec<FuncId> = self
+            .codeless()
             .map(|d| self.id(d.function))
             .chain(self.redirected.iter().copied())
             .chain(self.promoted.iter().map(|&(id, _)| id))
