@@ -1,5 +1,6 @@
 //! Stage 1 of separate compilation: a module's *summary* (GCC's "generate summary",
-//! see `../shared/design/gcc-ipa-summaries.rst`).
+//! see GCC Internals, "Using summary information in IPA passes",
+//! <https://gcc.gnu.org/onlinedocs/gccint/IPA.html>).
 //!
 //! A summary holds, for every function a module defines after its own merge ran
 //! (the summary describes the result), what the comparator needs to decide equality
