@@ -52,10 +52,9 @@ pub use ir::{
 /// Not part of the API: no stability promise.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::identical::compare::{
-        CalleeView, ClassId, EncodedFunctions, FunctionComparator,
-    };
+    pub use crate::identical::compare::{CalleeView, ClassId, FunctionComparator};
     pub use crate::identical::encode::{FunctionEncoding, WalkOptions, encode_function};
+    pub use crate::identical::encoded::EncodedFunctions;
     pub use crate::identical::fingerprint::{
         FingerprintScratch, first_look, hash_function, hash_function_with_operands,
         hole_blind_fingerprint, table_key,

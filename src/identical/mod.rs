@@ -1,44 +1,51 @@
 //! The core pass: merging identical functions of a [`FunctionSet`].
 //!
-//! 1. [`encode`] walks every function once, in CFG order from the entry block, and
-//!    writes the comparator's view of it as a token stream
-//!    ([`encode::FunctionEncoding`]) in the grammar of [`tokens`] (every tag named,
-//!    with why equal streams mean equal functions, and what is deliberately not
-//!    compared). Before that, `fingerprint` hashes the first few dozen
+//! The pipeline, stage by stage ([`analyze`] then the rewrite):
+//!
+//! 1. *Screen* ([`screen`]): `fingerprint` hashes the first few dozen
 //!    instructions of every function (its prefix key), then whole, with a much
-//!    cheaper walk, the functions whose prefix key another shares; both hashes
-//!    are functions of the encoding ([`hash`]), and only functions whose hash
-//!    another function shares are encoded.
-//! 2. [`compare`] defines the total order [`compare::FunctionComparator`] over
-//!    encodings.
-//! 3. [`partition`] drops functions with a unique hash, puts the rest in a
-//!    `BTreeMap` keyed by the comparator ([`tree`]; the pass does this bucket by
-//!    bucket as it encodes them), and refines the classes until calls between
-//!    module functions agree (GCC ipa-icf style optimistic refinement).
-//! 4. [`plan`] decides, per duplicate, whether it is erased, aliased or thunked.
-//! 5. [`rewrite`] rewrites the CLIF: redirected references, and [`thunks`].
+//!    cheaper walk than the encoding, the functions whose prefix key another
+//!    shares; both hashes are functions of the encoding ([`hash`]). Only the
+//!    functions whose hash another shares are encoded: [`encode`] walks a
+//!    function once, in CFG order from the entry block, and writes the
+//!    comparator's view of it as a token stream ([`encode::FunctionEncoding`]) in
+//!    the grammar of [`tokens`] (every tag named, with why equal streams mean
+//!    equal functions, and what is deliberately not compared). Each bucket of
+//!    equal hashes is grouped at once by the tree ([`tree`]). What the screening
+//!    leaves is an [`encoded::EncodedFunctions`].
+//! 2. *Partition* ([`partition`]): the groups are refined until calls between
+//!    module functions agree (GCC ipa-icf style optimistic refinement), ordering
+//!    functions with the comparator ([`compare::FunctionComparator`], a total
+//!    order over encodings).
+//! 3. *Resolve addresses*: the address uses the screening did not look for are
+//!    found in the functions that may name a member of a class.
+//! 4. *Plan* ([`plan`]): per duplicate, erased, aliased or thunked.
+//! 5. *Rewrite* ([`rewrite`]): redirected references, and [`thunks`].
 //!
 //! This file runs the whole pipeline ([`merge_functions`],
 //! [`merge_functions_in_place`]). Imports point downward only: `fingerprint` uses
-//! `hash`'s types, `hash` uses `encode`, `compare` uses both and `tree`,
+//! `hash`'s types, `hash` uses `encode`, `encoded` uses both, `compare` uses
+//! `encoded` and `tree`, `screen` uses `compare`, `encoded` and `fingerprint`,
 //! `partition` uses `compare` and `tree`, `plan` uses `partition`, `rewrite` uses
 //! `plan` and `thunks`; nothing here imports a folder above `ir`.
 
 pub mod compare;
 pub mod encode;
+pub mod encoded;
 pub mod fingerprint;
 pub mod hash;
 pub mod partition;
 pub mod plan;
 pub mod rewrite;
+pub mod screen;
 pub mod thunks;
 pub mod tokens;
 pub mod tree;
 
 use crate::ir::{FuncIndex, FunctionSet};
-use compare::EncodedFunctions;
 use cranelift_codegen::entity::SecondaryMap;
 use encode::WalkOptions;
+use encoded::EncodedFunctions;
 use hash::StructuralHash;
 use partition::{PartitionStats, partition};
 use plan::{MergeMode, MergePlan, plan};
@@ -146,30 +153,48 @@ pub fn merge_functions_in_place(
     module: &mut FunctionSet,
     options: &MergeOptions,
 ) -> (MergePlan, MergeStats) {
-    let (plan, mut stats, _, naming) = analyze(module, options);
+    let Analysis {
+        plan,
+        mut stats,
+        naming,
+        ..
+    } = analyze(module, options);
     let start = Instant::now();
     apply_in_place(module, &plan, naming.as_ref());
     stats.time_apply += start.elapsed();
     (plan, stats)
 }
 
-/// Encodes, partitions and plans: everything but the rewrite. Also returns,
-/// when it looked for address uses, which functions may name a member of a
-/// class (`FunctionSet::naming`): the only ones the rewrite can change.
-fn analyze(
-    module: &FunctionSet,
-    options: &MergeOptions,
-) -> (
-    MergePlan,
-    MergeStats,
-    Option<SimilarFingerprints>,
-    Option<SecondaryMap<FuncIndex, bool>>,
-) {
+/// What the analysis of a module found: everything the rewrite needs.
+struct Analysis {
+    /// What becomes of each duplicate.
+    plan: MergePlan,
+    /// Counters and timings so far.
+    stats: MergeStats,
+    /// The similar merge's fingerprints, when the options asked for them.
+    similar_fingerprints: Option<SimilarFingerprints>,
+    /// When address uses were looked for, which functions may name a member of
+    /// a class (`FunctionSet::naming`): the only ones the rewrite can change.
+    naming: Option<SecondaryMap<FuncIndex, bool>>,
+}
+
+/// The pipeline but the rewrite, stage by stage:
+///
+/// 1. *Screen* (`screen.rs`): hash every function cheaply, encode only those
+///    whose hash another shares, and group each bucket of equal hashes at once
+///    with callees read optimistically.
+/// 2. *Partition* (`partition.rs`): refine the groups until calls between
+///    module functions agree.
+/// 3. *Resolve addresses*: find the address uses the screening left out, in the
+///    functions that may name a member of a class.
+/// 4. *Plan* (`plan.rs`): erase, alias or thunk each duplicate.
+fn analyze(module: &FunctionSet, options: &MergeOptions) -> Analysis {
     let mut stats = MergeStats {
         functions: module.len(),
         ..MergeStats::default()
     };
 
+    // 1. Screen.
     let walk = WalkOptions {
         addresses_significant: options.mode == MergeMode::Safe,
         ..WalkOptions::default()
@@ -188,19 +213,23 @@ fn analyze(
     stats.time_hash = time_hash;
     stats.time_encode = time_encode;
 
+    // 2. Partition.
     let partition = partition(&functions);
     stats.partition = partition.stats.clone();
     stats.time_tree = partition.time_tree;
     stats.time_refine = partition.time_refine;
 
+    // 3. Resolve addresses. When address uses are left to find, one scan of the
+    // names serves them and the rewrite; otherwise the rewrite scans the names
+    // itself.
     let start = Instant::now();
     let classes = partition.merge_classes();
-    // When address uses are left to find, one scan of the names serves them
-    // and the rewrite; otherwise the rewrite scans the names itself.
     let naming = (!functions.unresolved.is_empty()).then(|| module.naming(&classes.concat()));
     if let Some(naming) = &naming {
         functions.resolve_address_taken(module, naming);
     }
+
+    // 4. Plan.
     let plan = plan(module, classes, &functions.address_taken, options.mode);
     stats.time_apply = start.elapsed();
     stats.instructions_merged = plan
@@ -208,12 +237,22 @@ fn analyze(
         .iter()
         .map(|d| functions.instructions(d.function))
         .sum();
-    (plan, stats, similar_fingerprints, naming)
+    Analysis {
+        plan,
+        stats,
+        similar_fingerprints,
+        naming,
+    }
 }
 
 /// Runs the pass over `module`.
 pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
-    let (plan, mut stats, similar_fingerprints, naming) = analyze(module, options);
+    let Analysis {
+        plan,
+        mut stats,
+        similar_fingerprints,
+        naming,
+    } = analyze(module, options);
     let start = Instant::now();
     let output = apply_among(module, &plan, naming.as_ref());
     stats.time_apply += start.elapsed();

@@ -23,7 +23,8 @@
 //!    not depend on the order of work. Self recursion, mutual recursion and transitive
 //!    chains of equal callees all end up merged.
 
-use super::compare::{CalleeView, ClassId, EncodedFunctions, FunctionComparator};
+use super::compare::{CalleeView, ClassId, FunctionComparator};
+use super::encoded::EncodedFunctions;
 use super::tree::group_equal;
 use crate::ir::{FuncIndex, parallel};
 use cranelift_codegen::entity::{EntityRef, PrimaryMap, SecondaryMap};

@@ -301,7 +301,7 @@ pub trait ModuleFunctions {
     fn linkage(&self, index: FuncIndex) -> Linkage;
 
     /// Whether module function `index` reads its return address, frame pointer
-    /// or stack pointer ([`reads_machine_state`](super::reads_machine_state)):
+    /// or stack pointer ([`reads_machine_state`](super::observable::reads_machine_state)):
     /// then no thunk may front it.
     fn reads_machine_state(&self, index: FuncIndex) -> bool;
 }
@@ -312,6 +312,6 @@ impl ModuleFunctions for FunctionSet {
     }
 
     fn reads_machine_state(&self, index: FuncIndex) -> bool {
-        super::reads_machine_state(&self.get(index).func)
+        super::observable::reads_machine_state(&self.get(index).func)
     }
 }

@@ -9,7 +9,7 @@
 //! compilation all ask [`target_match`]; the single-module plan, the
 //! whole-program plan and the similar merge all ask [`reads_machine_state`].
 
-use super::Linkage;
+use super::linkage::Linkage;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Inst, Opcode};
 use std::str::FromStr;

@@ -27,8 +27,8 @@
 
 use super::format::{DECISIONS_MAGIC, FormatError, from_bytes, to_bytes};
 use super::summary::{FunctionSummary, Summary, SymbolRef, Visibility, clif_name};
-use crate::identical::compare::EncodedFunctions;
 use crate::identical::encode::FunctionEncoding;
+use crate::identical::encoded::EncodedFunctions;
 use crate::identical::hash::StructuralHash;
 use crate::identical::partition::partition;
 use crate::ir::FuncIndex;

@@ -17,10 +17,10 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
-use crate::identical::compare::hash_and_encode;
 use crate::identical::encode::WalkOptions;
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
+use crate::identical::screen::hash_and_encode;
 use crate::identical::tokens::NAME_EXACT;
 use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::fnv::Fnv1a;
@@ -86,7 +86,7 @@ pub struct FunctionSummary {
     /// The walk could handle it; if not, it is never merged and has no tokens.
     pub supported: bool,
     /// It reads its return address, frame pointer or stack pointer
-    /// ([`crate::ir::reads_machine_state`]): no module may reach its code through
+    /// (`ir::reads_machine_state`): no module may reach its code through
     /// a thunk, so the program plan only removes members of its class.
     pub reads_machine_state: bool,
     /// Structural hash (the pass's; it skips references).
