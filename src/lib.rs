@@ -20,7 +20,7 @@
 //!
 //! Inside, the crate is layered (`ir` < `identical` < `similar` < `validate`,
 //! `separate` < `module` < `cli`): each folder of `src/` imports only the folders
-//! below it (see the README's "Architecture").
+//! below it (see "Architecture" in `docs/design.md`).
 
 #![deny(unsafe_code)]
 

@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [68, 75, 36, 179],
+        [69, 76, 37, 182],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -199,6 +199,7 @@ fn merges_in_filetests_agree_in_the_interpreter() {
         mutual_recursion.clif: 2 merged, 2 validated by 4 runs, 0 unvalidated
         preemptible_callers_kept.clif: 1 merged, 1 validated by 69 runs, 0 unvalidated
         preemptible_thunk.clif: 1 merged, 1 validated by 74 runs, 0 unvalidated
+        reads_frame_pointer_erased.clif: 1 merged, 0 validated by 0 runs, 1 unvalidated
         renamed_blocks.clif: 1 merged, 1 validated by 69 runs, 0 unvalidated
         renamed_values.clif: 1 merged, 1 validated by 74 runs, 0 unvalidated
         same_external_callee.clif: 1 merged, 1 validated by 69 runs, 0 unvalidated
@@ -322,6 +323,7 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         name_taken_by_alias.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_import.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_import_testcase.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
+        reads_stack_pointer_no_entry_point.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         shared_parameters.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         shared_parameters_partial_agreement.clif: 1 groups, 3 members, 3 validated by 222 runs, 0 unvalidated
         shared_parameters_types_differ.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated

@@ -2,8 +2,8 @@
 //! through the binary, plain and with `--similar --mode all`. Each file in
 //! `tests/hard/` is written after one kind of failure found by running clif-merge
 //! over all 1,278 files of Cranelift's own filetests (wasmtime v48.0.0,
-//! `cranelift/filetests/filetests/`; the README and each file name the upstream
-//! files of its kind): instructions that verify only with the input's ISA and flags,
+//! `cranelift/filetests/filetests/`; each file names the upstream files of its
+//! kind): instructions that verify only with the input's ISA and flags,
 //! similar functions that the target's backend cannot compile, and types
 //! Cranelift's printer cannot print back.
 //!

@@ -89,13 +89,12 @@ use clif_merge::testing::split_module;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Signature};
-use cranelift_codegen::settings::{self, Flags};
 use cranelift_codegen::verify_function;
 use cranelift_module::{Linkage, ModuleError};
 use oracle_native::{
     CSignature, DefineError, HarnessCall, ObjectSpec, Run, Scratch, compile_c, compile_object,
-    compile_object_spec, define_object, forwarding_function, generic_harness, link_and_run,
-    object_module, referenced_functions, referenced_symbols, require_cc, symbol_of,
+    compile_object_spec, define_object, forwarding_function, generic_harness, host_isa,
+    link_and_run, object_module, referenced_functions, referenced_symbols, require_cc, symbol_of,
 };
 use oracle_programs::{
     Body, BytesCode, Program, generate_address_program, generate_program, generate_similar_module,
@@ -186,10 +185,12 @@ fn single_seed() -> bool {
     std::env::var("ORACLE_SEED").is_ok()
 }
 
+/// Checks `functions` with the Cranelift verifier for the ISA they are compiled
+/// for (some instructions, such as `get_return_address`, need one).
 fn verify(functions: &Object) -> Result<(), String> {
-    let flags = Flags::new(settings::builder());
+    let isa = host_isa();
     for (func, _) in functions {
-        if let Err(e) = verify_function(func, &flags) {
+        if let Err(e) = verify_function(func, &*isa) {
             return Err(format!(
                 "{} fails the Cranelift verifier: {e}\n{}",
                 func.name,

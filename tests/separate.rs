@@ -34,7 +34,7 @@ use clif_merge::testing::{expand_inputs, load};
 use clif_merge::validate::validate_program;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use corpus_program::load_corpus_program;
-use cranelift_codegen::settings::{self, Flags};
+use cranelift_codegen::settings::{self, Configurable, Flags};
 use cranelift_codegen::verify_function;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -181,15 +181,24 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         );
     }
 
-    // Stage 3, then the parts together must behave like the original.
-    let flags = Flags::new(settings::builder());
+    // Stage 3, then the parts together must behave like the original. Verified
+    // for the host with frame pointers kept, as some filetests' instructions
+    // (`get_return_address`) need an ISA.
+    let mut flags = settings::builder();
+    flags
+        .set("preserve_frame_pointers", "true")
+        .expect("preserve_frame_pointers");
+    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
+        .expect("a Cranelift backend for the host")
+        .finish(Flags::new(flags))
+        .expect("host ISA");
     let mut program = FunctionSet::new();
     for (part, decisions) in parts.iter().zip(&plan.decisions) {
         let out = apply_decisions(part, &options, decisions)
             .expect("apply")
             .functions;
         for (_, def) in out.iter() {
-            if let Err(e) = verify_function(&def.func, &flags) {
+            if let Err(e) = verify_function(&def.func, &*isa) {
                 panic!("{name} K={k}: {} fails the verifier: {e}", def.func.name);
             }
             program
@@ -327,4 +336,59 @@ block0(v0: i32):
         corrupt[i] ^= 1;
         assert!(clif_merge::separate::ModuleDecisions::from_bytes(&corrupt).is_err());
     }
+}
+
+/// Functions that read their return address (or frame or stack pointer) are
+/// never made thunks across modules, nor promoted (a finish may keep the old
+/// name as a thunk); a member that can be removed still is.
+#[test]
+fn readers_of_machine_state_are_never_thunked_across_modules() {
+    let reader = |name: &str| {
+        format!(
+            "function %{name}(i64) -> i64 {{\nblock0(v0: i64):\n    v1 = get_return_address.i64\n    v2 = iadd v0, v1\n    return v2\n}}\n"
+        )
+    };
+    let module = |names: &[(&str, Linkage)]| -> FunctionSet {
+        let text = format!(
+            "set preserve_frame_pointers=true\ntarget x86_64\n{}",
+            names.iter().map(|(n, _)| reader(n)).collect::<String>()
+        );
+        let mut set = FunctionSet::new();
+        let functions = cranelift_reader::parse_test(&text, Default::default())
+            .expect("parses")
+            .functions;
+        for ((func, _), (_, linkage)) in functions.into_iter().zip(names) {
+            set.push(func, *linkage).expect("unique");
+        }
+        set
+    };
+    let options = MergeOptions::default();
+    let plan = |modules: &[(&str, FunctionSet)]| {
+        let summaries: Vec<Summary> = modules
+            .iter()
+            .map(|(name, set)| summarize(set, name, &options))
+            .collect();
+        plan_program(&summaries).expect("plans")
+    };
+    // Exported in two modules: the second would be a thunk.
+    let exported = plan(&[
+        ("a", module(&[("f", Linkage::Export)])),
+        ("b", module(&[("g", Linkage::Export)])),
+    ]);
+    assert_eq!(exported.classes.len(), 1, "{:?}", exported.classes);
+    assert_eq!(exported.counts().merged(), 0, "{:?}", exported.decisions);
+    // Local in two modules: the representative would be promoted.
+    let local = plan(&[
+        ("a", module(&[("f", Linkage::Local)])),
+        ("b", module(&[("g", Linkage::Local)])),
+    ]);
+    assert_eq!(local.counts().promoted, 0, "{:?}", local.decisions);
+    assert_eq!(local.counts().merged(), 0, "{:?}", local.decisions);
+    // Hidden in one module, local in another: the local one is removed.
+    let hidden = plan(&[
+        ("a", module(&[("f", Linkage::Hidden)])),
+        ("b", module(&[("g", Linkage::Local)])),
+    ]);
+    assert_eq!(hidden.counts().removed, 1, "{:?}", hidden.decisions);
+    assert_eq!(hidden.counts().thunked, 0, "{:?}", hidden.decisions);
 }

@@ -2,6 +2,7 @@
 //! parsing and verifying, linkage options.
 
 use super::error::{CliError, catch_panic, indent};
+use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::ir::{DefinitionError, FunctionSet, Linkage, SymbolName};
 use clap::ValueEnum;
@@ -372,34 +373,65 @@ fn header_lines(text: &str) -> String {
     out
 }
 
-/// Gives the functions named in `export`, `hidden` and `preemptible` that linkage.
-pub(crate) fn apply_linkage_lists(
-    module: &mut FunctionSet,
-    export: &[String],
-    hidden: &[String],
-    preemptible: &[String],
-) -> Result<(), CliError> {
-    let lists = [
-        (export, Linkage::Export),
-        (hidden, Linkage::Hidden),
-        (preemptible, Linkage::Preemptible),
-    ];
-    for (names, linkage) in lists {
-        for name in names {
-            let wanted = name.as_str();
-            let found = module.iter().find_map(|(i, d)| {
-                let spelled = d.func.name.to_string();
-                (spelled == wanted || spelled.strip_prefix('%') == Some(wanted)).then_some(i)
-            });
-            match found {
-                Some(index) => module.set_linkage(index, linkage),
-                None => {
-                    return Err(CliError::input(format!(
-                        "no function named `{name}` in the inputs (names are spelled as after `function`, e.g. `%foo` or `u0:12`)"
-                    )));
+/// The linkage and mode options, the same for the main command, `summarize` and
+/// `apply` (flattened into each).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModuleOptions {
+    /// Give function NAME export linkage (visible outside the module, to other
+    /// modules and to code outside the program). Repeatable. NAME as written after
+    /// `function`, e.g. `%foo` or `u0:12`.
+    #[arg(long = "export", value_name = "NAME")]
+    pub export: Vec<String>,
+
+    /// Give function NAME hidden linkage (visible in the linked object only: to the
+    /// program's other modules).
+    #[arg(long = "hidden", value_name = "NAME")]
+    pub hidden: Vec<String>,
+
+    /// Give function NAME preemptible linkage (may be replaced at link time; it is
+    /// never kept in place of another, only ever becomes a thunk, and is never
+    /// merged across modules).
+    #[arg(long = "preemptible", value_name = "NAME")]
+    pub preemptible: Vec<String>,
+
+    /// `safe`: a function whose address can be observed (taken with `func_addr`, or
+    /// visible outside while the kept one is too) keeps its own address, via a thunk.
+    /// `all`: addresses are not significant; such duplicates become aliases.
+    #[arg(long, value_enum, default_value = "safe")]
+    pub mode: ModeArg,
+}
+
+impl ModuleOptions {
+    /// The pass's options for this mode.
+    pub fn merge_options(&self) -> MergeOptions {
+        MergeOptions::default().with_mode(self.mode.into())
+    }
+
+    /// Gives the functions named in `--export`, `--hidden` and `--preemptible` that
+    /// linkage.
+    pub fn apply_linkage(&self, module: &mut FunctionSet) -> Result<(), CliError> {
+        let lists = [
+            (&self.export, Linkage::Export),
+            (&self.hidden, Linkage::Hidden),
+            (&self.preemptible, Linkage::Preemptible),
+        ];
+        for (names, linkage) in lists {
+            for name in names {
+                let wanted = name.as_str();
+                let found = module.iter().find_map(|(i, d)| {
+                    let spelled = d.func.name.to_string();
+                    (spelled == wanted || spelled.strip_prefix('%') == Some(wanted)).then_some(i)
+                });
+                match found {
+                    Some(index) => module.set_linkage(index, linkage),
+                    None => {
+                        return Err(CliError::input(format!(
+                            "no function named `{name}` in the inputs (names are spelled as after `function`, e.g. `%foo` or `u0:12`)"
+                        )));
+                    }
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
 }

@@ -3,13 +3,13 @@
 //! and prints the result.
 
 use super::error::CliError;
-use super::load::{InputTarget, LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load};
 use super::report::{
     check_printable, clif_text, json_report, similar_json, similar_stats_line, stats_text,
     validation_json,
 };
+use crate::identical::merge_functions;
 use crate::identical::rewrite::OutputEntry;
-use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::{FunctionSet, SymbolName};
 use crate::similar::{Pricing, SimilarOptions, SimilarPass};
 use crate::validate::{ValidationReport, ValidatorCrash, validate, validate_similar};
@@ -101,25 +101,9 @@ pub struct Args {
     #[arg(long)]
     pub stats: bool,
 
-    /// Give function NAME export linkage (visible outside the module). Repeatable.
-    /// NAME as written after `function`, e.g. `%foo` or `u0:12`.
-    #[arg(long = "export", value_name = "NAME")]
-    pub export: Vec<String>,
-
-    /// Give function NAME hidden linkage (visible in the linked object only).
-    #[arg(long = "hidden", value_name = "NAME")]
-    pub hidden: Vec<String>,
-
-    /// Give function NAME preemptible linkage (may be replaced at link time; it is
-    /// never kept in place of another and only ever becomes a thunk).
-    #[arg(long = "preemptible", value_name = "NAME")]
-    pub preemptible: Vec<String>,
-
-    /// `safe`: a function whose address can be observed (taken with `func_addr`, or
-    /// visible outside while the kept one is too) keeps its own address, via a thunk.
-    /// `all`: addresses are not significant; such duplicates become aliases.
-    #[arg(long, value_enum, default_value = "safe")]
-    pub mode: ModeArg,
+    /// Linkage and mode.
+    #[command(flatten)]
+    pub module: ModuleOptions,
 
     /// Check every merge in cranelift-interpreter: each duplicate and its replacement
     /// run on edge-value and 64 seeded random inputs and must agree. Prints
@@ -166,11 +150,6 @@ pub struct Args {
     pub size_pricing: SizePricing,
 }
 
-/// Sets the linkage of the functions named in the options.
-fn apply_linkage(module: &mut FunctionSet, args: &Args) -> Result<(), CliError> {
-    apply_linkage_lists(module, &args.export, &args.hidden, &args.preemptible)
-}
-
 /// Checks every function of the merged module with the Cranelift verifier, each
 /// with the target and flags of the file it came from (a merged body with those of
 /// its group's first member, whose body it is), as the input was verified.
@@ -215,9 +194,10 @@ fn crashed(crash: ValidatorCrash) -> CliError {
 pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let files = expand_inputs(&args.inputs)?;
     let mut loaded = load(&files)?;
-    apply_linkage(&mut loaded.functions, args)?;
-    let options = MergeOptions::default()
-        .with_mode(args.mode.into())
+    args.module.apply_linkage(&mut loaded.functions)?;
+    let options = args
+        .module
+        .merge_options()
         .with_similar_fingerprints(args.similar);
     let outcome = merge_functions(&loaded.functions, &options);
     let similar = args.similar.then(|| {

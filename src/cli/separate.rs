@@ -3,9 +3,8 @@
 //! `dump` (print a summary or decisions file). See [`crate::separate`].
 
 use super::error::CliError;
-use super::load::{InputTarget, LoadedModule, ModeArg, apply_linkage_lists, expand_inputs, load};
+use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load};
 use super::report::{check_printable, plan_json};
-use crate::identical::MergeOptions;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::SymbolName;
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
@@ -67,23 +66,6 @@ module; %g and %h are called across modules, hence hidden):
 Exit status: 0 on success, 2 on bad input (unreadable, truncated or corrupt files, \
 a summary or decisions file of another format version or of another build's \
 vocabulary, two modules defining one symbol, stale decisions), 3 on an internal error.";
-
-/// Linkage and mode options, the same for `summarize` and `apply`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ModuleOptions {
-    /// Give function NAME export linkage (visible to other modules). Repeatable.
-    #[arg(long = "export", value_name = "NAME")]
-    pub export: Vec<String>,
-    /// Give function NAME hidden linkage (visible to the program's other modules).
-    #[arg(long = "hidden", value_name = "NAME")]
-    pub hidden: Vec<String>,
-    /// Give function NAME preemptible linkage (never merged across modules).
-    #[arg(long = "preemptible", value_name = "NAME")]
-    pub preemptible: Vec<String>,
-    /// Whether function addresses are significant, as in the main command.
-    #[arg(long, value_enum, default_value = "safe")]
-    pub mode: ModeArg,
-}
 
 /// A stage of separate compilation: the subcommands of `clif-merge`.
 #[derive(Subcommand, Debug)]
@@ -158,19 +140,10 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 
-fn merge_options(options: &ModuleOptions) -> MergeOptions {
-    MergeOptions::default().with_mode(options.mode.into())
-}
-
 fn load_module(inputs: &[PathBuf], options: &ModuleOptions) -> Result<LoadedModule, CliError> {
     let files = expand_inputs(inputs)?;
     let mut loaded = load(&files)?;
-    apply_linkage_lists(
-        &mut loaded.functions,
-        &options.export,
-        &options.hidden,
-        &options.preemptible,
-    )?;
+    options.apply_linkage(&mut loaded.functions)?;
     Ok(loaded)
 }
 
@@ -239,7 +212,7 @@ fn summarize_command(
             .unwrap_or_else(|| "module".into()),
     };
     let start = Instant::now();
-    let summary = summarize(&loaded.functions, &name, &merge_options(options));
+    let summary = summarize(&loaded.functions, &name, &options.merge_options());
     let time = start.elapsed();
     let bytes = summary.to_bytes();
     write(output, &bytes)?;
@@ -329,7 +302,7 @@ fn apply_command(
 ) -> Result<(String, String), CliError> {
     let decisions = read_decisions(decisions)?;
     let loaded = load_module(inputs, options)?;
-    let applied = apply_decisions(&loaded.functions, &merge_options(options), &decisions)
+    let applied = apply_decisions(&loaded.functions, &options.merge_options(), &decisions)
         .map_err(|e| CliError::input(e.to_string()))?;
     let out = &applied.functions;
     // The decisions by the name their function has in the output (every one names

@@ -13,11 +13,12 @@
 //!   their function-local handle;
 //! * a reference to a function defined in the module (and not preemptible) is written
 //!   as its [`FuncIndex`], and its position is remembered: the comparator reads it
-//!   through the current equivalence classes, and the hash skips it. That holds for
-//!   calls always, but for *address* uses (`func_addr`, a symbol in a global value)
-//!   only when addresses are not significant ([`WalkOptions`]): when they are, two
-//!   equal functions may keep distinct addresses (one becomes a thunk), so an address
-//!   is only known equal to the address of the same symbol;
+//!   through the current equivalence classes, and the hash skips it. Whether a
+//!   reference compares so is [`target_match`]'s to say, the rule the machine-code
+//!   comparison asks too: calls always, *address* uses (`func_addr`, a symbol in a
+//!   global value) only when addresses are not significant ([`WalkOptions`]): when
+//!   they are, two equal functions may keep distinct addresses (one becomes a
+//!   thunk), so an address is only known equal to the address of the same symbol;
 //! * an instruction's controlling type is not written: it is the type of its first
 //!   result or of an operand, and both are (an operand's at its definition, which
 //!   each use names; a use before its definition makes the function unsupported);
@@ -36,7 +37,9 @@
 //! this walk, reading only what the walk writes as is.
 
 use super::tokens::*;
-use crate::ir::{FuncIndex, FunctionSet, Linkage, Reads, SymbolKey};
+use crate::ir::{
+    FuncIndex, FunctionSet, MergeMode, Reads, Reference, SymbolKey, TargetMatch, target_match,
+};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
     AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
@@ -339,6 +342,17 @@ pub struct WalkOptions {
     /// (`HoleSite::CalleeLoadOffset`) are written as `Hole`s (the walk first finds
     /// them: `CalleeLoads`). Otherwise every load offset is an ordinary token.
     pub callee_load_holes: bool,
+}
+
+impl WalkOptions {
+    /// The merge mode [`Self::addresses_significant`] stands for.
+    pub fn mode(&self) -> MergeMode {
+        if self.addresses_significant {
+            MergeMode::Safe
+        } else {
+            MergeMode::All
+        }
+    }
 }
 
 /// Runs `walk` over the given functions of `module` in parallel
@@ -719,9 +733,17 @@ impl<S: TokenSink> Walker<'_, S> {
         if takes_address && let Some(index) = defined {
             self.address_taken.push(index);
         }
-        let by_class = !(takes_address && self.options.addresses_significant);
+        let reference = if takes_address {
+            Reference::Address
+        } else {
+            Reference::Call
+        };
+        let mode = self.options.mode();
         match defined {
-            Some(index) if by_class && self.module.get(index).linkage != Linkage::Preemptible => {
+            Some(index)
+                if target_match(reference, self.module.get(index).linkage, mode)
+                    == TargetMatch::ByClass =>
+            {
                 self.push(NAME_MODULE);
                 self.out.push_callee(index.index() as u64);
             }
@@ -729,9 +751,7 @@ impl<S: TokenSink> Walker<'_, S> {
                 self.push(NAME_EXACT);
                 self.out.push_callee(index.index() as u64);
             }
-            // Preemptible functions may be replaced at link time, and significant
-            // addresses may differ between equal functions, so only the exact same
-            // name is known to be the same.
+            // Only the exact same name is known to be the same (`target_match`).
             _ => {
                 self.push(NAME_EXTERNAL);
                 self.symbol(key);

@@ -12,6 +12,11 @@
 //! * [`MergeAction::Thunk`]: its address must stay distinct (or it is preemptible):
 //!   a body that only transfers control to the kept function.
 //!
+//! A function that reads its return address, frame pointer or stack pointer
+//! ([`reads_machine_state`](crate::ir::reads_machine_state)) is never made a
+//! thunk: it would read them in the thunk's frame. Where it would be, it stays
+//! as it is.
+//!
 //! An address *matters* when it can be observed: taken in the module (`func_addr`,
 //! or a function pointer in data), or visible outside the module (any linkage but
 //! `Local`), where other code can take it. In `--mode safe` no two functions whose
@@ -19,31 +24,10 @@
 //! significant (like LLVM's `unnamed_addr`).
 
 use crate::ir::Linkage;
+pub use crate::ir::MergeMode;
 use crate::ir::{FuncIndex, ModuleFunctions};
 use cranelift_codegen::entity::SecondaryMap;
 use std::fmt;
-use std::str::FromStr;
-
-/// Whether function addresses are significant.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
-pub enum MergeMode {
-    /// Distinct functions whose addresses can be observed keep distinct addresses.
-    #[default]
-    Safe,
-    /// Addresses are not significant: duplicates that stay symbols become aliases.
-    All,
-}
-
-impl FromStr for MergeMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "safe" => Ok(Self::Safe),
-            "all" => Ok(Self::All),
-            _ => Err(format!("unknown mode `{s}` (expected `safe` or `all`)")),
-        }
-    }
-}
 
 /// What becomes of a duplicate.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -150,6 +134,9 @@ pub fn plan<M: ModuleFunctions + ?Sized>(
         };
         // The one function whose observable address the kept code carries.
         let mut address_owner = address_matters(kept).then_some(kept);
+        // Members are equal, so all or none read machine state: asked once, and
+        // only of a class that would get a thunk.
+        let mut reads_machine_state = None;
         for &f in class.iter().filter(|&&f| f != kept) {
             let action = if linkage(f) == Linkage::Preemptible {
                 MergeAction::Thunk
@@ -161,6 +148,13 @@ pub fn plan<M: ModuleFunctions + ?Sized>(
             } else {
                 MergeAction::Thunk
             };
+            if action == MergeAction::Thunk
+                && *reads_machine_state.get_or_insert_with(|| module.reads_machine_state(kept))
+            {
+                // A thunk's frame would change the return address (or frame or
+                // stack pointer) the kept code reads: the duplicate stays as it is.
+                continue;
+            }
             result.decisions.push(MergeDecision {
                 function: f,
                 into: kept,

@@ -292,17 +292,26 @@ impl FunctionSet {
     }
 }
 
-/// What the plan needs to know of a module's functions: their linkage. A
-/// [`FunctionSet`] knows it of its functions; a module that keeps only the
+/// What the plan needs to know of a module's functions: their linkage, and
+/// whether they read machine state. A [`FunctionSet`] knows it of its functions; a module that keeps only the
 /// compiled code of each function (`MergingModule`) knows it from its
 /// declarations.
 pub trait ModuleFunctions {
     /// The linkage of module function `index`.
     fn linkage(&self, index: FuncIndex) -> Linkage;
+
+    /// Whether module function `index` reads its return address, frame pointer
+    /// or stack pointer ([`reads_machine_state`](super::reads_machine_state)):
+    /// then no thunk may front it.
+    fn reads_machine_state(&self, index: FuncIndex) -> bool;
 }
 
 impl ModuleFunctions for FunctionSet {
     fn linkage(&self, index: FuncIndex) -> Linkage {
         self.get(index).linkage
+    }
+
+    fn reads_machine_state(&self, index: FuncIndex) -> bool {
+        super::reads_machine_state(&self.get(index).func)
     }
 }

@@ -3,6 +3,10 @@
 //! * [`function_set`]: [`FunctionSet`], the functions of one module with their
 //!   [`Linkage`] and a name index;
 //! * [`linkage`]: [`Linkage`], the pass's own copy of `cranelift_module::Linkage`;
+//! * [`observable`]: what a program can observe of where its code is: whether
+//!   addresses are significant ([`MergeMode`]), how a reference to a function
+//!   compares ([`target_match`]), and which functions no thunk may front
+//!   ([`reads_machine_state`]);
 //! * `fnv`: the one fixed hash of file checksums and printed digests (for
 //!   separate compilation and validation);
 //! * [`panics`]: the message of a caught panic ([`catch_panic`]);
@@ -21,6 +25,7 @@
 pub mod fnv;
 pub mod function_set;
 pub mod linkage;
+pub mod observable;
 pub mod panics;
 pub mod parallel;
 pub mod prefetch;
@@ -29,6 +34,7 @@ pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
 pub use linkage::Linkage;
+pub use observable::{MergeMode, Reference, TargetMatch, reads_machine_state, target_match};
 pub use panics::catch_panic;
 #[cfg(feature = "validate")]
 pub use panics::panic_message;

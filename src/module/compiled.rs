@@ -9,8 +9,10 @@
 //! Two functions are equal when their code bytes and alignment are the same, their
 //! relocations are the same (offset, kind, addend, and target), where a target that
 //! is a function of the module may be any function of the same class (the fixpoint
-//! below), and any other target (data, a libcall, a preemptible function, one the
-//! module does not define) must be the very same symbol, and the metadata a runtime
+//! below) when `target_match` says so (a direct call; an address only in mode
+//! all, where members of a class share one), and any other target (data, a
+//! libcall, a preemptible function, an address in safe mode, one the module does
+//! not define) must be the very same symbol, and the metadata a runtime
 //! may read from the compiled code is the same ([`Metadata`]: trap codes, call
 //! sites and their exception handlers, stack maps, patchable call sites). Equal
 //! machine code with equal relocations and metadata runs the same, whatever IR it
@@ -30,7 +32,9 @@
 //!    duplicate goes to the kept function, as does a direct call of a thunk.
 
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan, plan};
-use crate::ir::{FuncIndex, Linkage, ModuleFunctions};
+use crate::ir::{
+    FuncIndex, Linkage, ModuleFunctions, Reference, TargetMatch, reads_machine_state, target_match,
+};
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
@@ -52,12 +56,38 @@ pub(super) struct DeclaredFunctions<'a> {
     pub(super) declarations: &'a ModuleDeclarations,
     /// How many functions are declared (`FuncId`s below it are valid).
     pub(super) count: usize,
+    /// The functions whose IR read machine state when they were defined.
+    pub(super) reads_machine_state: SecondaryMap<FuncIndex, bool>,
+}
+
+impl<'a> DeclaredFunctions<'a> {
+    /// The declared functions of `declarations` (`count` of them), of which
+    /// `recorded` were compiled at define.
+    pub(super) fn new(
+        declarations: &'a ModuleDeclarations,
+        count: usize,
+        recorded: &[CompiledFunction],
+    ) -> Self {
+        let mut reads_machine_state = SecondaryMap::new();
+        for function in recorded.iter().filter(|f| f.reads_machine_state) {
+            reads_machine_state[FuncIndex::new(function.id.as_u32() as usize)] = true;
+        }
+        Self {
+            declarations,
+            count,
+            reads_machine_state,
+        }
+    }
 }
 
 impl ModuleFunctions for DeclaredFunctions<'_> {
     fn linkage(&self, index: FuncIndex) -> Linkage {
         let id = FuncId::from_u32(index.index() as u32);
         self.declarations.get_function_decl(id).linkage.into()
+    }
+
+    fn reads_machine_state(&self, index: FuncIndex) -> bool {
+        self.reads_machine_state[index]
     }
 }
 
@@ -73,6 +103,8 @@ pub(super) struct CompiledFunction {
     pub(super) relocs: Vec<ModuleReloc>,
     /// The metadata compiled with the code.
     metadata: Metadata,
+    /// Whether its IR reads machine state (no thunk may front it).
+    reads_machine_state: bool,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
 }
@@ -114,7 +146,7 @@ impl Metadata {
 
 /// A relocation target that is a function of the module (compared by class), with
 /// the offset into it for a `FunctionOffset`.
-fn function_target(target: &ModuleRelocTarget) -> Option<(FuncId, Option<u32>)> {
+pub(super) fn function_target(target: &ModuleRelocTarget) -> Option<(FuncId, Option<u32>)> {
     match *target {
         ModuleRelocTarget::User {
             namespace: 0,
@@ -191,6 +223,7 @@ pub(super) fn record(
         alignment,
         relocs,
         metadata,
+        reads_machine_state: reads_machine_state(&ctx.func),
         hash: hasher.finish(),
     })
 }
@@ -221,12 +254,13 @@ fn same_content(a: &CompiledFunction, b: &CompiledFunction) -> bool {
 pub(super) fn classes(
     recorded: &[CompiledFunction],
     names: &DeclaredFunctions<'_>,
+    mode: MergeMode,
 ) -> (Vec<Vec<FuncIndex>>, SecondaryMap<FuncIndex, bool>) {
     let mut address_taken: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
     for function in recorded {
         for reloc in &function.relocs {
             if let Some((target, _)) = function_target(&reloc.name)
-                && !is_direct_call(reloc.kind)
+                && reference_of(reloc, &function.code) == Reference::Address
             {
                 address_taken[FuncIndex::new(target.as_u32() as usize)] = true;
             }
@@ -263,16 +297,19 @@ pub(super) fn classes(
         }
     }
     // The fixpoint: split until every member's function targets are, position by
-    // position, in one class. A preemptible target counts by identity.
+    // position, in one class, or the same function where the reference must
+    // match exactly (`target_match`: an address in safe mode, a preemptible
+    // target).
     let key = |class: &[u32], i: usize| -> Vec<u32> {
         recorded[i]
             .relocs
             .iter()
-            .filter_map(|reloc| function_target(&reloc.name))
-            .map(|(target, _)| {
+            .filter_map(|reloc| Some((reloc, function_target(&reloc.name)?)))
+            .map(|(reloc, (target, _))| {
                 let f = FuncIndex::new(target.as_u32() as usize);
+                let reference = reference_of(reloc, &recorded[i].code);
                 let exact = target.as_u32() as usize >= names.count
-                    || names.linkage(f) == Linkage::Preemptible;
+                    || target_match(reference, names.linkage(f), mode) == TargetMatch::Exact;
                 if exact {
                     u32::MAX - target.as_u32()
                 } else {
@@ -325,31 +362,43 @@ pub(super) fn classes(
 }
 
 /// Phase 2 and the plan: what becomes of each recorded function.
-/// `address_taken_in_data` are the functions whose address a data object holds.
+/// `address_taken_elsewhere` are the functions whose address a data object or
+/// byte-defined code holds.
 pub(super) fn plan_recorded(
     recorded: &[CompiledFunction],
     names: &DeclaredFunctions<'_>,
-    address_taken_in_data: impl IntoIterator<Item = FuncId>,
+    address_taken_elsewhere: impl IntoIterator<Item = FuncId>,
     mode: MergeMode,
 ) -> MergePlan {
-    let (classes, mut address_taken) = classes(recorded, names);
-    for id in address_taken_in_data {
+    let (classes, mut address_taken) = classes(recorded, names, mode);
+    for id in address_taken_elsewhere {
         address_taken[FuncIndex::new(id.as_u32() as usize)] = true;
     }
     plan(names, classes, &address_taken, mode)
 }
 
-/// Whether `kind` is a direct call (or tail call) of its target: one that does
-/// not take the target's address, and that may go to a thunk's kept function.
-fn is_direct_call(kind: Reloc) -> bool {
-    matches!(
-        kind,
-        Reloc::X86CallPCRel4
-            | Reloc::X86CallPLTRel4
-            | Reloc::Arm64Call
-            | Reloc::RiscvCallPlt
-            | Reloc::S390xPLTRel32Dbl
-    )
+/// What `reloc` (a relocation of `code`) does with its target: a direct call (or
+/// tail call), or anything else, which takes its address. x86_64 relocates a
+/// `lea` of a near symbol with the same kind as a call (`X86CallPCRel4`), so
+/// there the opcode before the displacement tells: `call rel32` (`e8`) or
+/// `jmp rel32` (`e9`), where a `lea` has a ModRM byte that is neither.
+pub(super) fn reference_of(reloc: &ModuleReloc, code: &[u8]) -> Reference {
+    let opcode = || {
+        (reloc.offset as usize)
+            .checked_sub(1)
+            .and_then(|at| code.get(at))
+            .copied()
+    };
+    let call = match reloc.kind {
+        Reloc::X86CallPCRel4 | Reloc::X86CallPLTRel4 => matches!(opcode(), Some(0xe8 | 0xe9)),
+        Reloc::Arm64Call | Reloc::RiscvCallPlt | Reloc::S390xPLTRel32Dbl => true,
+        _ => false,
+    };
+    if call {
+        Reference::Call
+    } else {
+        Reference::Address
+    }
 }
 
 /// Where the relocations of kept code go instead: every reference to an erased or
@@ -381,12 +430,12 @@ impl Retargets {
         Self { all, calls }
     }
 
-    /// `relocs` with their targets retargeted.
-    pub(super) fn retargeted(&self, relocs: &[ModuleReloc]) -> Vec<ModuleReloc> {
+    /// `relocs` (of `code`) with their targets retargeted.
+    pub(super) fn retargeted(&self, relocs: &[ModuleReloc], code: &[u8]) -> Vec<ModuleReloc> {
         relocs
             .iter()
-            .map(|reloc| {
-                let mut reloc = reloc.clone();
+            .map(|original| {
+                let mut reloc = original.clone();
                 match &mut reloc.name {
                     ModuleRelocTarget::User {
                         namespace: 0,
@@ -394,7 +443,7 @@ impl Retargets {
                     } => {
                         if let Some(&kept) = self.all.get(index) {
                             *index = kept;
-                        } else if is_direct_call(reloc.kind)
+                        } else if reference_of(original, code) == Reference::Call
                             && let Some(&kept) = self.calls.get(index)
                         {
                             *index = kept;

@@ -2,7 +2,6 @@
 //! erased or aliased duplicate to the kept code.
 
 use super::merging::{MergeReport, MergingModule};
-use crate::identical::plan::MergeAction;
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, ModuleResult};
 use std::collections::HashMap;
@@ -15,10 +14,7 @@ impl MergingModule<JITModule> {
         module.finalize_definitions()?;
         let redirects = merged
             .map(|m| {
-                m.plan
-                    .decisions
-                    .iter()
-                    .filter(|d| d.action != MergeAction::Thunk)
+                m.codeless()
                     .map(|d| (m.id(d.function), m.id(d.into)))
                     .collect()
             })

@@ -1,16 +1,19 @@
 //! [`MergingModule`] itself: recording definitions, running the pass at finish,
 //! defining what stays in the inner module.
 
-use super::compiled::{CompiledFunction, DeclaredFunctions, Retargets, plan_recorded, record};
+use super::compiled::{
+    CompiledFunction, DeclaredFunctions, Retargets, function_target, plan_recorded, record,
+    reference_of,
+};
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use super::data::{DataMerging, fold};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{ThunkCode, code_size, define_thunk};
-use crate::identical::plan::{MergeAction, MergePlan};
+use crate::identical::plan::{MergeAction, MergeDecision, MergePlan};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOptions, MergeOutcome, merge_functions};
-use crate::ir::{FuncIndex, FunctionSet};
+use crate::ir::{FuncIndex, FunctionSet, Reference};
 #[cfg(feature = "separate")]
 use crate::separate::program::{DecisionAction, ModuleDecisions};
 #[cfg(feature = "separate")]
@@ -174,6 +177,15 @@ impl MergeReport {
     }
 }
 
+/// A function defined as machine code (`define_function_bytes`), held back until
+/// the plan is known.
+struct ByteFunction {
+    id: FuncId,
+    alignment: u64,
+    bytes: Vec<u8>,
+    relocs: Vec<ModuleReloc>,
+}
+
 /// A function definition recorded for the pass.
 struct RecordedFunction {
     id: FuncId,
@@ -195,10 +207,14 @@ pub struct MergingModule<M: Module> {
     declared_functions: usize,
     /// The thunks defined at finish.
     thunks: Vec<ThunkCode>,
-    address_taken_in_data: HashSet<FuncId>,
+    /// Functions whose address data or byte-defined code holds.
+    address_taken_elsewhere: HashSet<FuncId>,
     /// Data definitions, held back until the plan is known so that their function
     /// addresses can name the kept function where the duplicate has no code.
     data: Vec<(DataId, DataDescription)>,
+    /// Functions defined as machine code, held back like data: their relocations
+    /// name the kept function where a duplicate has no code.
+    bytes: Vec<ByteFunction>,
     /// Stage 3 of separate compilation: this module's decisions, if any.
     #[cfg(feature = "separate")]
     decisions: Option<ModuleDecisions>,
@@ -216,8 +232,9 @@ impl<M: Module> MergingModule<M> {
             defined: HashSet::new(),
             declared_functions,
             thunks: Vec::new(),
-            address_taken_in_data: HashSet::new(),
+            address_taken_elsewhere: HashSet::new(),
             data: Vec::new(),
+            bytes: Vec::new(),
             #[cfg(feature = "separate")]
             decisions: None,
         }
@@ -233,7 +250,7 @@ impl<M: Module> MergingModule<M> {
             let index = set
                 .push(r.func.clone(), linkage)
                 .map_err(|e| ModuleError::Backend(anyhow::Error::new(e)))?;
-            if self.address_taken_in_data.contains(&r.id) {
+            if self.address_taken_elsewhere.contains(&r.id) {
                 set.mark_address_taken(index);
             }
             ids.push(r.id);
@@ -341,14 +358,11 @@ impl<M: Module> MergingModule<M> {
         let recorded = std::mem::take(&mut self.compiled);
         let count = self.declared_functions;
         let (plan, retargets) = {
-            let names = DeclaredFunctions {
-                declarations: self.inner.declarations(),
-                count,
-            };
+            let names = DeclaredFunctions::new(self.inner.declarations(), count, &recorded);
             let plan = plan_recorded(
                 &recorded,
                 &names,
-                self.address_taken_in_data.iter().copied(),
+                self.address_taken_elsewhere.iter().copied(),
                 self.options.merge.mode,
             );
             let retargets = Retargets::new(&plan, &names);
@@ -361,7 +375,7 @@ impl<M: Module> MergingModule<M> {
         for function in recorded {
             let index = FuncIndex::new(function.id.as_u32() as usize);
             let Some(d) = decision_of[index] else {
-                let relocs = retargets.retargeted(&function.relocs);
+                let relocs = retargets.retargeted(&function.relocs, &function.code);
                 self.inner.define_function_bytes(
                     function.id,
                     function.alignment,
@@ -393,7 +407,7 @@ impl<M: Module> MergingModule<M> {
             data_aliases: Vec::new(),
             data_bytes_saved: 0,
         };
-        self.define_data_redirected(&mut merged, &[], allow_redirect)?;
+        self.define_held_back(&mut merged, &[], allow_redirect)?;
         let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
         let mut report = report_of(&names, &merged.plan);
         report.functions = defined;
@@ -529,7 +543,7 @@ impl<M: Module> MergingModule<M> {
             data_aliases: Vec::new(),
             data_bytes_saved: 0,
         };
-        self.define_data_redirected(&mut merged, &cross_module, allow_redirect)?;
+        self.define_held_back(&mut merged, &cross_module, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
         report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
         self.complete_report(&merged, &mut report);
@@ -644,20 +658,17 @@ impl<M: Module> MergingModule<M> {
         Ok((duplicate_bytes, thunk_bytes))
     }
 
-    /// Defines the held data objects. Function addresses in data: an erased or
-    /// aliased duplicate (or one a whole-program decision removed) has no code of
-    /// its own, so its address is the kept function's.
-    fn define_data_redirected(
+    /// Defines the held-back data objects and byte-defined functions. Function
+    /// references in them: an erased or aliased duplicate (or one a whole-program
+    /// decision removed) has no code of its own, so they name the kept function.
+    fn define_held_back(
         &mut self,
         merged: &mut Merged,
         cross_module: &[(FuncId, ResolvedDecision)],
         fold_data: bool,
     ) -> ModuleResult<()> {
         let redirects: HashMap<u32, u32> = merged
-            .plan
-            .decisions
-            .iter()
-            .filter(|d| d.action != MergeAction::Thunk)
+            .codeless()
             .map(|d| (merged.id(d.function).as_u32(), merged.id(d.into).as_u32()))
             .chain(
                 cross_module
@@ -668,6 +679,38 @@ impl<M: Module> MergingModule<M> {
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();
+        for function in std::mem::take(&mut self.bytes) {
+            let relocs: Vec<ModuleReloc> = function
+                .relocs
+                .into_iter()
+                .map(|mut reloc| {
+                    match &mut reloc.name {
+                        ModuleRelocTarget::User {
+                            namespace: 0,
+                            index,
+                        } => {
+                            if let Some(&kept) = redirects.get(index) {
+                                *index = kept;
+                            }
+                        }
+                        // The kept function's code is equal, so the offset holds.
+                        ModuleRelocTarget::FunctionOffset(id, _) => {
+                            if let Some(&kept) = redirects.get(&id.as_u32()) {
+                                *id = FuncId::from_u32(kept);
+                            }
+                        }
+                        _ => {}
+                    }
+                    reloc
+                })
+                .collect();
+            self.inner.define_function_bytes(
+                function.id,
+                function.alignment,
+                &function.bytes,
+                &relocs,
+            )?;
+        }
         let mut data = std::mem::take(&mut self.data);
         for (_, desc) in &mut data {
             for target in desc.function_decls.values_mut() {
@@ -781,13 +824,19 @@ impl Merged {
         self.ids[cranelift_codegen::entity::EntityRef::index(f)]
     }
 
-    /// The functions that got no code of their own, sorted.
-    fn without_code(&self) -> Vec<FuncId> {
-        let mut ids: Vec<FuncId> = self
-            .plan
+    /// The decisions of duplicates that get no code of their own (erased and
+    /// aliased ones: they share the kept function's code and address).
+    pub(super) fn codeless(&self) -> impl Iterator<Item = &MergeDecision> {
+        self.plan
             .decisions
             .iter()
             .filter(|d| d.action != MergeAction::Thunk)
+    }
+
+    /// The functions that got no code of their own, sorted.
+    fn without_code(&self) -> Vec<FuncId> {
+        let mut ids: Vec<FuncId> = self
+            .codeless()
             .map(|d| self.id(d.function))
             .chain(self.redirected.iter().copied())
             .chain(self.promoted.iter().map(|&(id, _)| id))
@@ -913,8 +962,39 @@ impl<M: Module> Module for MergingModule<M> {
         bytes: &[u8],
         relocs: &[ModuleReloc],
     ) -> ModuleResult<()> {
-        self.inner
-            .define_function_bytes(func_id, alignment, bytes, relocs)
+        if !self.options.enabled {
+            return self
+                .inner
+                .define_function_bytes(func_id, alignment, bytes, relocs);
+        }
+        let decl = self.inner.declarations().get_function_decl(func_id);
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(
+                decl.linkage_name(func_id).into_owned(),
+            ));
+        }
+        if !self.defined.insert(func_id) {
+            return Err(ModuleError::DuplicateDefinition(
+                decl.linkage_name(func_id).into_owned(),
+            ));
+        }
+        // The pass cannot compare or rewrite machine code it did not compile: a
+        // function it takes the address of keeps its own address, and every
+        // reference is retargeted at finish like the data's.
+        for reloc in relocs {
+            if let Some((target, _)) = function_target(&reloc.name)
+                && reference_of(reloc, bytes) == Reference::Address
+            {
+                self.address_taken_elsewhere.insert(target);
+            }
+        }
+        self.bytes.push(ByteFunction {
+            id: func_id,
+            alignment,
+            bytes: bytes.to_vec(),
+            relocs: relocs.to_vec(),
+        });
+        Ok(())
     }
 
     fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
@@ -924,7 +1004,8 @@ impl<M: Module> Module for MergingModule<M> {
                 index,
             } = target
             {
-                self.address_taken_in_data.insert(FuncId::from_u32(*index));
+                self.address_taken_elsewhere
+                    .insert(FuncId::from_u32(*index));
             }
         }
         let decl = self.inner.declarations().get_data_decl(data_id);

@@ -19,7 +19,9 @@
 //! holds counts as address-taken (data is defined at the end, with the address of an
 //! erased or aliased duplicate replaced by the kept function's, and identical
 //! read-only objects folded where [`DataMerging`] allows). `define_function_bytes` is
-//! forwarded untouched.
+//! recorded like data: the pass does not compare such code, every function address
+//! its relocations take counts as address-taken, and it is defined at the end with
+//! its references to an erased or aliased duplicate retargeted to the kept function.
 //!
 //! An erased or aliased duplicate gets no code. For an `ObjectModule`,
 //! [`MergingModule::finish_object`] then points its symbol at the kept function's

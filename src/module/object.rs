@@ -71,10 +71,7 @@ impl MergingModule<ObjectModule> {
             let (dup, kept) = (product.data_symbol(dup), product.data_symbol(kept));
             point_at(&mut product.object, dup, kept);
         }
-        for d in &merged.plan.decisions {
-            if d.action == MergeAction::Thunk {
-                continue;
-            }
+        for d in merged.codeless() {
             let kept = product.function_symbol(merged.id(d.into));
             let dup = product.function_symbol(merged.id(d.function));
             point_at(&mut product.object, dup, kept);

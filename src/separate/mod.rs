@@ -1,6 +1,7 @@
 //! Separate compilation: merging identical functions across modules compiled
 //! apart, in the three stages of GCC's WHOPR design
-//! (`../shared/design/gcc-ipa-summaries.rst`).
+//! (GCC Internals, "Using summary information in IPA passes",
+//! <https://gcc.gnu.org/onlinedocs/gccint/IPA.html>; `docs/separate.md`).
 //!
 //! 1. `summary`: a module's [`Summary`] ([`summarize`]), after its own merge (per
 //!    module, wherever it is compiled);

@@ -515,6 +515,17 @@ impl<'s> Program<'s> {
                     self.nodes[n].module != rep_module
                         && self.function(n).visibility != Visibility::Preemptible
                 });
+            // Members are equal, so all or none read machine state. Such a class
+            // gets no thunk and no promotion (a finish may keep the old name as a
+            // thunk): only removals.
+            let reads_machine_state = self.function(rep).reads_machine_state;
+            if reads_machine_state && promote {
+                let mut names: Vec<QualifiedName> =
+                    members.iter().map(|&n| self.name_of(n)).collect();
+                names.sort();
+                named.push(names);
+                continue;
+            }
             let to = if promote {
                 let name =
                     promoted_names.fresh(&self.function(rep).name, &self.order[rep_module].module);
@@ -533,6 +544,9 @@ impl<'s> Program<'s> {
                     continue;
                 }
                 let action = self.action(n, encoded, &standing_in);
+                if reads_machine_state && action == DecisionAction::Thunk {
+                    continue;
+                }
                 per_module[self.nodes[n].module].push(self.decision_for(
                     n,
                     action,

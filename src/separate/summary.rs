@@ -1,5 +1,6 @@
 //! Stage 1 of separate compilation: a module's *summary* (GCC's "generate summary",
-//! see `../shared/design/gcc-ipa-summaries.rst`).
+//! see GCC Internals, "Using summary information in IPA passes",
+//! <https://gcc.gnu.org/onlinedocs/gccint/IPA.html>).
 //!
 //! A summary holds, for every function a module defines after its own merge ran
 //! (the summary describes the result), what the comparator needs to decide equality
@@ -23,7 +24,9 @@ use crate::identical::rewrite::OutputEntry;
 use crate::identical::tokens::NAME_EXACT;
 use crate::identical::{MergeOptions, merge_functions};
 use crate::ir::fnv::Fnv1a;
-use crate::ir::{FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel};
+use crate::ir::{
+    FuncIndex, FunctionSet, Linkage, SymbolName, mentioned_names, parallel, reads_machine_state,
+};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{ExternalName, Function, Signature, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::CallConv;
@@ -82,6 +85,10 @@ pub struct FunctionSummary {
     pub same_as: Option<u32>,
     /// The walk could handle it; if not, it is never merged and has no tokens.
     pub supported: bool,
+    /// It reads its return address, frame pointer or stack pointer
+    /// ([`crate::ir::reads_machine_state`]): no module may reach its code through
+    /// a thunk, so the program plan only removes members of its class.
+    pub reads_machine_state: bool,
     /// Structural hash (the pass's; it skips references).
     pub hash: u64,
     /// Reachable instructions.
@@ -301,6 +308,7 @@ pub fn summarize_merged(
             address_taken: false,
             same_as: None,
             supported: false,
+            reads_machine_state: reads_machine_state(&def.func),
             hash: 0,
             instructions: 0,
             tokens: Vec::new(),
@@ -337,6 +345,7 @@ pub fn summarize_merged(
             address_taken: false,
             same_as: Some(intern(*kept)),
             supported: false,
+            reads_machine_state: false,
             hash: 0,
             instructions: 0,
             tokens: Vec::new(),

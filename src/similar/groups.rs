@@ -11,7 +11,7 @@ use crate::identical::encode::{
 };
 use crate::identical::fingerprint::{FingerprintScratch, hole_blind_fingerprint};
 use crate::identical::hash::StructuralHash;
-use crate::ir::{FuncIndex, FunctionSet, parallel};
+use crate::ir::{FuncIndex, FunctionSet, parallel, reads_machine_state};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Type, types};
 
@@ -149,7 +149,13 @@ pub(crate) fn find_groups(
         .chunk_by(|a, b| a.0 == b.0)
         .filter(|run| run.len() > 1)
         .collect();
-    let candidates: Vec<FuncIndex> = buckets.iter().flat_map(|b| b.iter().map(|e| e.1)).collect();
+    // A member becomes an entry point that calls the merged body, whose extra
+    // frame would change what a reader of machine state reads.
+    let candidates: Vec<FuncIndex> = buckets
+        .iter()
+        .flat_map(|b| b.iter().map(|e| e.1))
+        .filter(|&f| !reads_machine_state(&module.get(f).func))
+        .collect();
     let encoded = walk_in_parallel(module, &candidates, |func, scratch| {
         encode_function(func, module, walk, scratch).ok()
     });

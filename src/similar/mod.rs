@@ -74,7 +74,7 @@
 //! cheap. Compiling every candidate instead
 //! ([`Pricing::Compiled`], the only way on ISAs without a model) costs about half
 //! of the program's own compile time on the corpus; the model costs a few percent
-//! and saves within 0.05 percentage points as many bytes (README). What the model
+//! and saves within 0.05 percentage points as many bytes (`docs/similar.md`). What the model
 //! rejects is not compiled, so a small merge that would pay can stay unmade; what
 //! it accepts by a clear margin is made without compiling, so such a merge can
 //! (rarely) be one a compile would reject, or one the target cannot compile at all
@@ -128,7 +128,7 @@ use crate::identical::encode::FunctionEncoding;
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOutcome, SimilarFingerprints};
 use crate::ir::parallel;
-use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
+use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
 use cost::{NotCompiled, host_isa, size_of, verified_size_of};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
@@ -145,7 +145,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The default [`SimilarOptions::max_holes`]. Chosen from measurements on the
-/// corpus (see "Similar functions on the corpus" in the README): the code saved
+/// corpus (see "The default `--max-holes`" in `docs/similar.md`): the code saved
 /// grows with the limit up to 22 parameters and not beyond, and a higher limit
 /// never saves less; 32 leaves room above that while still bounding the number of
 /// arguments of a merged body.
@@ -201,7 +201,7 @@ pub enum Pricing {
 
 /// A merge predicted to save less than this share of its members' predicted size
 /// is confirmed by compiling under [`Pricing::Modeled`]. Chosen on the corpus
-/// (README, "Similar functions on the corpus"), with [`SMALL_GROUP`]: brotli, the
+/// (`docs/similar.md`, "Pricing"), with [`SMALL_GROUP`]: brotli, the
 /// program with the most similar code, spent 3.6% of its compile time (one thread,
 /// one series of runs on a busy machine) in the similar merge at 0.05 and 4.6% at
 /// 0.1 (5.4% at 0.2 without `SMALL_GROUP`), while the bytes saved on the corpus
@@ -211,7 +211,7 @@ pub const CLOSE_CALL: f64 = 0.05;
 /// A small aligned pair (members predicted at most [`SMALL_GROUP`] bytes) that the
 /// size model predicts not to pay is compiled to check only when the merge is
 /// predicted to grow the code by at most this factor. Chosen on the corpus
-/// (README, "Merging by alignment"): the model over-predicts small merged pairs
+/// (`docs/similar.md`, "Merging by alignment"): the model over-predicts small merged pairs
 /// (it under-predicts their members by 15% and over-predicts entry points), so
 /// many a pair predicted to grow by 10-40% shrinks when compiled; but each such
 /// pair saved 20 bytes on average for the compile of five functions (at 1.4,
@@ -221,8 +221,8 @@ pub const ALIGNED_GROWTH: f64 = 1.05;
 /// A merge of an aligned pair that the size model accepts only as a close call
 /// ([`CLOSE_CALL`] of the smaller member's predicted size) is compiled to confirm
 /// only when its members are predicted to take at most this many bytes; a larger
-/// one is not merged (compiling large pairs is what costs; README, "Merging by
-/// alignment").
+/// one is not merged (compiling large pairs is what costs; `docs/similar.md`,
+/// "Merging by alignment").
 pub const ALIGNED_CONFIRM: u64 = 8192;
 
 /// A group whose members are predicted to take at most this many bytes in all,
@@ -397,8 +397,8 @@ pub(crate) fn merge_similar_reserving(
         }
         let rest: Vec<FuncIndex> = module
             .iter()
+            .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
-            .filter(|&f| !merged[f])
             .collect();
         let pairs = align::find_aligned_pairs(module, &rest);
         let plans = parallel::map(&pairs, 1, |(first, alignment)| {

@@ -222,7 +222,7 @@ pub struct SizeModel {
 /// (brotli, mozjpeg, resvg, sqljs: 4,531 functions) and the 842 merged bodies
 /// and entry points of their similar groups merged by compiled sizes (5,373
 /// samples), each compiled by Cranelift 0.135 for x86_64. Mean absolute error
-/// 16.6–20.0% per function on each program (README).
+/// 16.6–20.0% per function on each program (`docs/similar.md`).
 const X86_64: [f64; FEATURES] = [
     24.855,  // Function
     -22.225, // Blocks
