@@ -7,7 +7,10 @@
 //! identifier), and a caller-supplied `rename` may change that further (for names
 //! a C file provides). Local functions get `Linkage::Local`, which
 //! `cranelift-object` emits as a symbol private to the object, so two objects may
-//! each have their own local `g`.
+//! each have their own local `g`. An object file may also hold data objects of
+//! function addresses and functions given as machine code ([`ObjectSpec`]), all
+//! defined through the `Module` trait ([`define_object`]), so that a wrapping module
+//! receives them exactly as the plain one does.
 
 #![allow(dead_code)]
 

@@ -18,6 +18,11 @@
 //! program's other modules, all of which clif-merge sees. So neither the C file nor
 //! the opaque module refers to a hidden function; they reach hidden (and local)
 //! functions through exported wrappers and through the CLIF code that calls them.
+//!
+//! The programs for the `MergingModule` arm ([`generate_address_program`]) are
+//! also object files: besides CLIF functions, a module holds data objects of
+//! function addresses and functions given as machine code
+//! ([`Program::module_object`]), shown as comments in its CLIF text.
 
 #![allow(dead_code)]
 
