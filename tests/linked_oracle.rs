@@ -1368,6 +1368,8 @@ fn merge_through_module(
                 message: format!("finish_object: {e:?}"),
                 compilation: matches!(e, ModuleError::Compilation(_)),
             })?;
+            // An object the wrapper finished but that cannot be written is broken,
+            // not a refusal.
             let bytes = product.emit().map_err(|e| DefineError {
                 message: format!("emitting the object: {e}"),
                 compilation: true,
