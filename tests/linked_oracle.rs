@@ -54,6 +54,27 @@
 //!    `return_call`s whose callee differs) and names the merge could collide with:
 //!    an import named `%F_merged` (or `u0:N`, one past the largest index) provided
 //!    by C, and a visible duplicate named so (an alias in mode all).
+//! 4. `generated_programs_link_and_run_alike_through_merging_module`: generated
+//!    programs of 2 or 3 modules where function addresses are everywhere
+//!    (`oracle_programs::generate_address_program`: twins, exact copies under other
+//!    names and linkages, whose addresses are taken by `func_addr`, by `symbol_value`
+//!    of the function's symbol, by data objects (exported and read by C, or local and
+//!    read by CLIF), and on x86_64 by machine code given with
+//!    `define_function_bytes` (`lea; ret`), mostly one kind per group of twins, so
+//!    that their getters differ only in whose address they return; machine code that
+//!    tail-jumps; address comparisons in CLIF; functions that compare or call the
+//!    address they are passed, from C or from CLIF). Each module goes through its
+//!    own `MergingModule<ObjectModule>` as a compiler drives it (declare with the
+//!    linkage, `define_function`, `define_data` with `write_function_addr`,
+//!    `define_function_bytes`, `finish_object`), in both compile modes
+//!    (`CompileMode::AtDefine`: compared by machine code; `AtFinish`: by IR) and
+//!    both merge modes; the unmerged build defines the same through a plain
+//!    `ObjectModule`. The C `main` is the one of test 1, which also calls through
+//!    the addresses the exported data objects hold, passes every address to the
+//!    functions that compare it (`addr-is` lines, compared in safe mode only) or call
+//!    it (`via` lines), and calls the machine-code jumps. An `Err` from the wrapper
+//!    is a refusal, unless Cranelift (its verifier included) rejected what the
+//!    wrapper gave it: that, a panic, a link failure or another output is a failure.
 //!
 //! An alias is lowered as a forwarding function with the alias's name that calls
 //! (or, for `tail`, tail-calls) the kept function: the simplest faithful lowering
@@ -65,7 +86,8 @@
 //!
 //! Environment: `ORACLE_SEED=N` runs only seed N of the generated programs and
 //! modules (and prints its CLIF and outputs), `ORACLE_PROGRAMS=N` sets how many
-//! programs run (default 200 multi-module programs and 160 single modules), and
+//! programs run (default 200 multi-module programs, 160 single modules, and 100
+//! programs through `MergingModule`, each built in 4 configurations), and
 //! `ORACLE_KEEP=1` keeps each program's directory (C source, objects, executables,
 //! outputs) under the temp dir. Without `cc` the tests fail under CI (`CI` set)
 //! and skip loudly otherwise.
@@ -82,6 +104,7 @@ mod oracle_native;
 mod oracle_programs;
 
 use clif_merge::OutputEntry;
+use clif_merge::module::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::testing::split_module;
@@ -89,13 +112,15 @@ use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, m
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Signature};
 use cranelift_codegen::verify_function;
-use cranelift_module::Linkage;
+use cranelift_module::{Linkage, ModuleError};
 use oracle_native::{
-    CSignature, HarnessCall, Run, Scratch, compile_c, compile_object, forwarding_function,
-    generic_harness, host_isa, link_and_run, referenced_functions, referenced_symbols, require_cc,
-    symbol_of,
+    CSignature, DefineError, HarnessCall, ObjectSpec, Run, Scratch, compile_c, compile_object,
+    compile_object_spec, define_object, forwarding_function, generic_harness, host_isa,
+    link_and_run, object_module, referenced_functions, referenced_symbols, require_cc, symbol_of,
 };
-use oracle_programs::{Program, generate_program, generate_similar_module};
+use oracle_programs::{
+    Body, BytesCode, Program, generate_address_program, generate_program, generate_similar_module,
+};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -487,6 +512,8 @@ struct Checked {
     builds: usize,
     changed: usize,
     groups: usize,
+    /// Per configuration of the wrapper: functions merged in each build.
+    by_config: Vec<(String, usize)>,
 }
 
 /// Builds program `program` unmerged and merged by `merge` (per mode; `shown` are
@@ -499,6 +526,7 @@ fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
         builds: 0,
         changed: 0,
         groups: 0,
+        by_config: Vec::new(),
     };
     let dir = Scratch::new(&format!("{kind}{seed}"));
     let c_source = program.c_main();
@@ -690,6 +718,7 @@ fn run_generated(
                     builds: 0,
                     changed: 0,
                     groups: 0,
+                    by_config: Vec::new(),
                 },
             }
         })
@@ -1284,4 +1313,367 @@ fn filetests_run_alike_after_similar_merging() {
         "{test}: nothing merged"
     );
     conclude(test, &tally, failures, start.elapsed());
+}
+
+// ---------------------------------------------------------------------------
+// The `MergingModule` arm: every module through the wrapper, as a compiler does.
+
+/// The wrapper's configurations: both compile modes in both merge modes.
+const MODULE_CONFIGS: [(CompileMode, MergeMode); 4] = [
+    (CompileMode::AtDefine, MergeMode::Safe),
+    (CompileMode::AtDefine, MergeMode::All),
+    (CompileMode::AtFinish, MergeMode::Safe),
+    (CompileMode::AtFinish, MergeMode::All),
+];
+
+fn config_name(compile: CompileMode, mode: MergeMode) -> String {
+    let compile = match compile {
+        CompileMode::AtDefine => "at-define",
+        CompileMode::AtFinish => "at-finish",
+    };
+    format!("{compile}-{}", mode_name(mode))
+}
+
+/// What the wrapper made of a program's modules.
+enum Wrapped {
+    /// The object files, how many functions were merged, and what it decided.
+    Built(Vec<Vec<u8>>, usize, String),
+    /// It refused (an error that is not Cranelift's): not a miscompile.
+    Refused(String),
+    /// It panicked, or Cranelift (the verifier included) rejected what it was given.
+    Broken(String),
+}
+
+/// Builds each of `objects` (module `names[i]`) through its own
+/// `MergingModule<ObjectModule>` with `options`: declared, defined (functions, data,
+/// machine code) and finished with `finish_object`, as a compiler would.
+fn merge_through_module(
+    objects: &[ObjectSpec],
+    names: &[String],
+    options: &ModuleMergeOptions,
+) -> Wrapped {
+    let rename = |s: &str| s.to_string();
+    let mut built = Vec::new();
+    let mut merged = 0;
+    let mut decided = String::new();
+    for (spec, name) in objects.iter().zip(names) {
+        let result = catch(|| -> Result<(Vec<u8>, MergeReport), DefineError> {
+            let inner = object_module().map_err(|message| DefineError {
+                message,
+                compilation: false,
+            })?;
+            let mut module = MergingModule::new(inner, options.clone());
+            define_object(&mut module, spec, &rename)?;
+            let (product, report) = module.finish_object().map_err(|e| DefineError {
+                message: format!("finish_object: {e:?}"),
+                compilation: matches!(e, ModuleError::Compilation(_)),
+            })?;
+            // An object the wrapper finished but that cannot be written is broken,
+            // not a refusal.
+            let bytes = product.emit().map_err(|e| DefineError {
+                message: format!("emitting the object: {e}"),
+                compilation: true,
+            })?;
+            Ok((bytes, report))
+        });
+        match result {
+            Err(panic) => return Wrapped::Broken(format!("module {name}: panicked: {panic}")),
+            Ok(Err(e)) if e.compilation => {
+                return Wrapped::Broken(format!("module {name}: {}", e.message));
+            }
+            Ok(Err(e)) => return Wrapped::Refused(format!("module {name}: {}", e.message)),
+            Ok(Ok((bytes, report))) => {
+                merged += report.merged();
+                for (dup, kept, action) in &report.actions {
+                    decided.push_str(&format!("{name}: {action} {dup} -> {kept}\n"));
+                }
+                built.push(bytes);
+            }
+        }
+    }
+    Wrapped::Built(built, merged, decided)
+}
+
+/// Writes `objects` to `dir` and links them with `c_object`; runs the executable.
+fn link_objects(
+    dir: &Scratch,
+    tag: &str,
+    objects: &[Vec<u8>],
+    c_object: &Path,
+) -> Result<Run, String> {
+    let mut paths = vec![c_object.to_path_buf()];
+    for (i, bytes) in objects.iter().enumerate() {
+        paths.push(dir.write(&format!("{tag}-{i}.o"), bytes));
+    }
+    // The programs run in milliseconds; a merged one still running after 10 s hangs.
+    link_and_run(dir, tag, &paths, Duration::from_secs(10))
+}
+
+/// Builds `program` unmerged (each module through a plain `ObjectModule`) and
+/// through the wrapper in every configuration, runs each, and compares.
+fn check_through_module(program: &Program) -> Checked {
+    let seed = program.seed;
+    let mut checked = Checked {
+        failures: Vec::new(),
+        refused: Vec::new(),
+        builds: 0,
+        changed: 0,
+        groups: 0,
+        by_config: Vec::new(),
+    };
+    let dir = Scratch::new(&format!("module{seed}"));
+    let c_source = program.c_main();
+    let c_object = compile_c(&dir, "main", &c_source)
+        .unwrap_or_else(|e| panic!("seed {seed}: the generated C does not compile: {e}"));
+    let objects: Vec<ObjectSpec> = (0..program.modules)
+        .map(|m| program.module_object(m))
+        .collect();
+    let names: Vec<String> = (0..program.modules).map(Program::module_name).collect();
+    let original_text: String = (0..program.modules)
+        .map(|m| format!(";; ---- module m{m} ----\n{}", program.module_clif(m)))
+        .collect();
+    let unmerged: Vec<Vec<u8>> = objects
+        .iter()
+        .map(|spec| compile_object_spec(spec, &|s| s.to_string()))
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| {
+            panic!("seed {seed}: the unmerged program does not compile: {e}\n{original_text}")
+        });
+    let base = link_objects(&dir, "unmerged", &unmerged, &c_object).unwrap_or_else(|e| {
+        panic!("seed {seed}: the unmerged program does not build: {e}\n{original_text}")
+    });
+    assert_eq!(
+        base.status, "exit 0",
+        "seed {seed}: the unmerged program fails\n{original_text}\n{}",
+        base.stdout
+    );
+    for (compile, mode) in MODULE_CONFIGS {
+        let config = config_name(compile, mode);
+        let options = ModuleMergeOptions::default()
+            .with_compile(compile)
+            .with_merge(MergeOptions::default().with_mode(mode));
+        let fail = |what: String, decided: &str, outputs: &str| Failure {
+            summary: format!("module seed {seed}, {config}: {what}"),
+            details: format!(
+                "seed {seed}, MergingModule {config}: {what}\n--- the modules (CLIF; linkage, \
+                 machine code and data in comments) ---\n{original_text}\n--- what the wrapper \
+                 decided ---\n{decided}\n--- C main ---\n{c_source}\n{outputs}"
+            ),
+        };
+        let (merged, decided) = match merge_through_module(&objects, &names, &options) {
+            Wrapped::Refused(why) => {
+                checked.refused.push(format!("{config}: {why}"));
+                continue;
+            }
+            Wrapped::Broken(why) => {
+                checked.failures.push(fail(why, "", ""));
+                continue;
+            }
+            Wrapped::Built(merged, changed, decided) => {
+                checked.changed += changed;
+                checked.by_config.push((config.clone(), changed));
+                (merged, decided)
+            }
+        };
+        checked.builds += 1;
+        let run = match link_objects(&dir, &format!("merged-{config}"), &merged, &c_object) {
+            Ok(run) => run,
+            Err(e) => {
+                checked.failures.push(fail(
+                    format!("the merged program does not build: {}", first_line(&e)),
+                    &decided,
+                    &format!(
+                        "--- error ---\n{e}\n--- output unmerged ---\n{}",
+                        base.stdout
+                    ),
+                ));
+                continue;
+            }
+        };
+        let addresses = mode == MergeMode::Safe;
+        let (a, b) = (
+            significant(&base.stdout, addresses),
+            significant(&run.stdout, addresses),
+        );
+        if a != b || base.status != run.status {
+            let what = if base.status != run.status {
+                format!(
+                    "the merged program ends with {} (unmerged: {})",
+                    run.status, base.status
+                )
+            } else {
+                format!(
+                    "the merged program prints something else: {}",
+                    first_differences(&a, &b)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                )
+            };
+            checked.failures.push(fail(
+                what,
+                &decided,
+                &format!(
+                    "--- differing lines ---\n{}--- output unmerged ({}) ---\n{}--- output merged ({}) ---\n{}",
+                    first_differences(&a, &b),
+                    base.status,
+                    base.stdout,
+                    run.status,
+                    run.stdout
+                ),
+            ));
+        } else if single_seed() {
+            println!(
+                "seed {seed}, {config}: same output\n{original_text}\n--- what the wrapper \
+                 decided ---\n{decided}\n--- output ---\n{}",
+                run.stdout
+            );
+        }
+    }
+    checked
+}
+
+#[test]
+fn generated_programs_link_and_run_alike_through_merging_module() {
+    let test = "generated_programs_link_and_run_alike_through_merging_module";
+    if !require_cc(test) {
+        return;
+    }
+    // The machine code given with `define_function_bytes` is x86_64's.
+    let machine_code = cfg!(target_arch = "x86_64");
+    if !machine_code {
+        eprintln!();
+        eprintln!("==================================================================");
+        eprintln!("  {test}: functions given as machine code (define_function_bytes)");
+        eprintln!("  are NOT generated: their bytes are x86_64 code, and this host is not");
+        eprintln!("==================================================================");
+        eprintln!();
+    }
+    let start = Instant::now();
+    let programs: Vec<Program> = seeds(100)
+        .into_iter()
+        .map(|seed| generate_address_program(seed, machine_code))
+        .collect();
+    // What the programs exercise, counted so that a generator that stopped making
+    // some of it fails here instead of checking less in silence.
+    let count = |what: &dyn Fn(&Body) -> bool| -> usize {
+        programs
+            .iter()
+            .flat_map(|p| &p.functions)
+            .filter(|f| what(&f.body))
+            .count()
+    };
+    let exercised = [
+        (
+            "func_addr getters",
+            count(&|b| matches!(b, Body::AddrOf(_))),
+        ),
+        (
+            "symbol_value getters",
+            count(&|b| matches!(b, Body::SymAddrOf(_))),
+        ),
+        (
+            "data getters",
+            count(&|b| matches!(b, Body::LoadAddr { .. })),
+        ),
+        (
+            "machine-code getters",
+            count(&|b| matches!(b, Body::Bytes(BytesCode::AddrRet, _))),
+        ),
+        (
+            "machine-code jumps",
+            count(&|b| matches!(b, Body::Bytes(BytesCode::Jump, _))),
+        ),
+        (
+            "address comparisons in CLIF",
+            count(&|b| matches!(b, Body::AddrEq(..) | Body::MixedEq(..))),
+        ),
+        (
+            "functions passed an address",
+            count(&|b| matches!(b, Body::IsAddr { .. } | Body::CallPtr { .. })),
+        ),
+        (
+            "addresses passed by CLIF",
+            count(&|b| matches!(b, Body::PassAddr { .. })),
+        ),
+        (
+            "data objects",
+            programs.iter().map(|p| p.data.len()).sum::<usize>(),
+        ),
+    ];
+    println!(
+        "{test}: the programs hold {}",
+        exercised
+            .iter()
+            .map(|(what, n)| format!("{n} {what}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !single_seed() {
+        for (what, n) in &exercised {
+            let machine = what.starts_with("machine-code");
+            assert!(
+                *n > 0 || (machine && !machine_code),
+                "{test}: the generated programs hold no {what}"
+            );
+        }
+    }
+    let tally = Tally::default();
+    let results: Vec<Checked> = programs
+        .par_iter()
+        .map(|program| {
+            let seed = program.seed;
+            catch(|| check_through_module(program)).unwrap_or_else(|panic| Checked {
+                failures: vec![Failure {
+                    summary: format!(
+                        "module seed {seed}: the check panicked: {}",
+                        first_line(&panic)
+                    ),
+                    details: panic,
+                }],
+                refused: Vec::new(),
+                builds: 0,
+                changed: 0,
+                groups: 0,
+                by_config: Vec::new(),
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    // Per configuration: builds, functions merged.
+    let mut configs: BTreeMap<String, (usize, usize)> = MODULE_CONFIGS
+        .iter()
+        .map(|&(compile, mode)| (config_name(compile, mode), (0, 0)))
+        .collect();
+    for r in results {
+        Tally::add(&tally.programs, 1);
+        Tally::add(&tally.builds, r.builds);
+        Tally::add(&tally.changed, r.changed);
+        Tally::add(&tally.refused, r.refused.len());
+        for (config, merged) in r.by_config {
+            let entry = configs.entry(config).or_default();
+            entry.0 += 1;
+            entry.1 += merged;
+        }
+        for why in r.refused {
+            *reasons.entry(why).or_default() += 1;
+        }
+        failures.extend(r.failures);
+    }
+    for (why, n) in &reasons {
+        println!("  refused {n}x: {why}");
+    }
+    for (config, (builds, merged)) in &configs {
+        println!("  {config}: {builds} builds, {merged} functions merged");
+    }
+    conclude(test, &tally, failures, start.elapsed());
+    // After the failures: a configuration that merged nothing checked nothing.
+    for (config, (_, merged)) in &configs {
+        assert!(
+            single_seed() || *merged > 0,
+            "{test}: nothing was merged in {config}: the oracle checked nothing there"
+        );
+    }
 }

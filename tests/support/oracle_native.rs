@@ -7,11 +7,15 @@
 //! identifier), and a caller-supplied `rename` may change that further (for names
 //! a C file provides). Local functions get `Linkage::Local`, which
 //! `cranelift-object` emits as a symbol private to the object, so two objects may
-//! each have their own local `g`.
+//! each have their own local `g`. An object file may also hold data objects of
+//! function addresses and functions given as machine code ([`ObjectSpec`]), all
+//! defined through the `Module` trait ([`define_object`]), so that a wrapping module
+//! receives them exactly as the plain one does.
 
 #![allow(dead_code)]
 
 use cranelift_codegen::Context;
+use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
     AbiParam, ExtFuncData, ExternalName, Function, GlobalValueData, InstBuilder, Signature, Type,
@@ -19,7 +23,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{DataDescription, FuncId, Linkage, Module, ModuleReloc, ModuleRelocTarget};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -106,6 +110,85 @@ pub fn referenced_symbols(func: &Function) -> Vec<String> {
         .collect()
 }
 
+/// A data object for [`define_object`]: one 8-byte function address per entry.
+#[derive(Clone, Debug)]
+pub struct DataSpec {
+    /// Its symbol (before `rename`).
+    pub symbol: String,
+    pub linkage: Linkage,
+    pub writable: bool,
+    /// The functions whose addresses it holds, in order, each with its signature
+    /// (to import one the object does not define).
+    pub entries: Vec<(String, Signature)>,
+}
+
+/// A relocation of a [`BytesSpec`]: at `offset`, of `kind`, to function `target`
+/// (with its signature, to import it), plus `addend`.
+#[derive(Clone, Debug)]
+pub struct BytesReloc {
+    pub offset: u32,
+    pub kind: Reloc,
+    pub addend: i64,
+    pub target: String,
+    pub signature: Signature,
+}
+
+/// A function given as machine code (`Module::define_function_bytes`).
+#[derive(Clone, Debug)]
+pub struct BytesSpec {
+    /// Its symbol (before `rename`).
+    pub symbol: String,
+    pub linkage: Linkage,
+    pub signature: Signature,
+    pub code: Vec<u8>,
+    pub relocs: Vec<BytesReloc>,
+}
+
+/// What one object file holds: CLIF functions (each with its linkage), data
+/// objects holding function addresses, and functions given as machine code.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectSpec {
+    pub functions: Vec<(Function, Linkage)>,
+    pub data: Vec<DataSpec>,
+    pub bytes: Vec<BytesSpec>,
+}
+
+/// Why [`define_object`] failed: the message, and whether the module reported a
+/// compilation error (Cranelift refusing or the verifier rejecting a function)
+/// rather than refusing otherwise.
+#[derive(Debug)]
+pub struct DefineError {
+    pub message: String,
+    pub compilation: bool,
+}
+
+impl DefineError {
+    fn other(message: String) -> Self {
+        Self {
+            message,
+            compilation: false,
+        }
+    }
+
+    fn module(what: String, e: &cranelift_module::ModuleError) -> Self {
+        Self {
+            message: format!("{what}: {e:?}"),
+            compilation: matches!(e, cranelift_module::ModuleError::Compilation(_)),
+        }
+    }
+}
+
+/// A `cranelift-object` module for the host ISA ([`host_isa`]).
+pub fn object_module() -> Result<ObjectModule, String> {
+    let builder = ObjectBuilder::new(
+        host_isa(),
+        "oracle",
+        cranelift_module::default_libcall_names(),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(ObjectModule::new(builder))
+}
+
 /// Compiles `functions` (each with its linkage) into one object file for the host.
 /// Names the functions refer to but do not define are imports; a name that no
 /// function is called or taken the address of under, and that only appears in a
@@ -116,23 +199,66 @@ pub fn compile_object(
     functions: &[(Function, Linkage)],
     rename: &dyn Fn(&str) -> String,
 ) -> Result<Vec<u8>, String> {
-    let isa = host_isa();
-    let builder = ObjectBuilder::new(isa, "oracle", cranelift_module::default_libcall_names())
-        .map_err(|e| e.to_string())?;
-    let mut module = ObjectModule::new(builder);
+    let spec = ObjectSpec {
+        functions: functions.to_vec(),
+        ..ObjectSpec::default()
+    };
+    compile_object_spec(&spec, rename)
+}
+
+/// [`compile_object`] for a whole [`ObjectSpec`]: through a plain `ObjectModule`.
+pub fn compile_object_spec(
+    spec: &ObjectSpec,
+    rename: &dyn Fn(&str) -> String,
+) -> Result<Vec<u8>, String> {
+    let mut module = object_module()?;
+    define_object(&mut module, spec, rename).map_err(|e| e.message)?;
+    let product = module.finish();
+    product.emit().map_err(|e| e.to_string())
+}
+
+/// Declares and defines everything of `spec` in `module`, as [`compile_object`]
+/// describes, through the `Module` trait only (so that any module, a wrapper
+/// included, receives what a compiler would give it). A `symbol` global value names
+/// a data object of `spec` if one has that name; data objects and machine-code
+/// functions import the functions they name but the object does not define.
+pub fn define_object<M: Module>(
+    module: &mut M,
+    spec: &ObjectSpec,
+    rename: &dyn Fn(&str) -> String,
+) -> Result<(), DefineError> {
+    let functions = &spec.functions;
     let mut defined: HashMap<String, FuncId> = HashMap::new();
-    for (func, linkage) in functions {
-        let symbol = symbol_of(&func.name);
+    let own = functions
+        .iter()
+        .map(|(func, linkage)| (symbol_of(&func.name), *linkage, &func.signature))
+        .chain(
+            spec.bytes
+                .iter()
+                .map(|b| (b.symbol.clone(), b.linkage, &b.signature)),
+        );
+    for (symbol, linkage, signature) in own {
         if defined.contains_key(&symbol) {
-            return Err(format!(
-                "`{symbol}` is defined twice in one object (two functions named {})",
-                func.name
-            ));
+            return Err(DefineError::other(format!(
+                "`{symbol}` is defined twice in one object"
+            )));
         }
         let id = module
-            .declare_function(&rename(&symbol), *linkage, &func.signature)
-            .map_err(|e| format!("declaring {}: {e}", func.name))?;
+            .declare_function(&rename(&symbol), linkage, signature)
+            .map_err(|e| DefineError::module(format!("declaring `{symbol}`"), &e))?;
         defined.insert(symbol, id);
+    }
+    let mut data: HashMap<String, cranelift_module::DataId> = HashMap::new();
+    for d in &spec.data {
+        let id = module
+            .declare_data(&rename(&d.symbol), d.linkage, d.writable, false)
+            .map_err(|e| DefineError::module(format!("declaring data `{}`", d.symbol), &e))?;
+        if data.insert(d.symbol.clone(), id).is_some() {
+            return Err(DefineError::other(format!(
+                "data `{}` is defined twice in one object",
+                d.symbol
+            )));
+        }
     }
     let function_names: BTreeSet<String> = functions
         .iter()
@@ -141,7 +267,6 @@ pub fn compile_object(
         .chain(defined.keys().cloned())
         .collect();
     let mut imported: HashMap<String, FuncId> = HashMap::new();
-    let mut data: HashMap<String, cranelift_module::DataId> = HashMap::new();
     for (func, linkage) in functions {
         let mut func = func.clone();
         let id = defined[&symbol_of(&func.name)];
@@ -155,22 +280,8 @@ pub fn compile_object(
             let Some(name) = external_symbol(&func, &data_.name) else {
                 continue;
             };
-            let target = match defined.get(&name) {
-                Some(&id) => id,
-                None => {
-                    let sig = func.dfg.signatures[data_.signature].clone();
-                    match imported.get(&name) {
-                        Some(&id) => id,
-                        None => {
-                            let id = module
-                                .declare_function(&rename(&name), Linkage::Import, &sig)
-                                .map_err(|e| format!("importing `{name}`: {e}"))?;
-                            imported.insert(name.clone(), id);
-                            id
-                        }
-                    }
-                }
-            };
+            let sig = func.dfg.signatures[data_.signature].clone();
+            let target = function_id(module, rename, &defined, &mut imported, &name, &sig)?;
             let user =
                 func.declare_imported_user_function(UserExternalName::new(0, target.as_u32()));
             func.dfg.ext_funcs[fref].name = ExternalName::User(user);
@@ -183,27 +294,23 @@ pub fn compile_object(
             let Some(symbol) = external_symbol(&func, name) else {
                 continue;
             };
-            let user = if function_names.contains(&symbol) {
+            let user = if let Some(&id) = data.get(&symbol) {
+                UserExternalName::new(1, id.as_u32())
+            } else if function_names.contains(&symbol) {
                 let target = match defined.get(&symbol).or(imported.get(&symbol)) {
                     Some(&id) => id,
                     None => {
-                        return Err(format!(
+                        return Err(DefineError::other(format!(
                             "`{symbol}` is only named in a global value and as a function elsewhere"
-                        ));
+                        )));
                     }
                 };
                 UserExternalName::new(0, target.as_u32())
             } else {
-                let id = match data.get(&symbol) {
-                    Some(&id) => id,
-                    None => {
-                        let id = module
-                            .declare_data(&rename(&symbol), Linkage::Import, true, false)
-                            .map_err(|e| format!("importing data `{symbol}`: {e}"))?;
-                        data.insert(symbol.clone(), id);
-                        id
-                    }
-                };
+                let id = module
+                    .declare_data(&rename(&symbol), Linkage::Import, true, false)
+                    .map_err(|e| DefineError::module(format!("importing data `{symbol}`"), &e))?;
+                data.insert(symbol.clone(), id);
                 UserExternalName::new(1, id.as_u32())
             };
             let user = func.declare_imported_user_function(user);
@@ -214,14 +321,69 @@ pub fn compile_object(
         let shown = format!("{}", func.display());
         let mut ctx = Context::for_function(func);
         module.define_function(id, &mut ctx).map_err(|e| {
-            format!(
-                "compiling {} ({linkage:?}): {e:?}\n{shown}",
-                symbol_of_id(&defined, id)
-            )
+            let mut error = DefineError::module(
+                format!("compiling {} ({linkage:?})", symbol_of_id(&defined, id)),
+                &e,
+            );
+            error.message.push_str(&format!("\n{shown}"));
+            error
         })?;
     }
-    let product = module.finish();
-    product.emit().map_err(|e| e.to_string())
+    for b in &spec.bytes {
+        let mut relocs = Vec::new();
+        for r in &b.relocs {
+            let target = function_id(
+                module,
+                rename,
+                &defined,
+                &mut imported,
+                &r.target,
+                &r.signature,
+            )?;
+            relocs.push(ModuleReloc {
+                offset: r.offset,
+                kind: r.kind,
+                name: ModuleRelocTarget::user(0, target.as_u32()),
+                addend: r.addend,
+            });
+        }
+        module
+            .define_function_bytes(defined[&b.symbol], 16, &b.code, &relocs)
+            .map_err(|e| DefineError::module(format!("defining `{}` as bytes", b.symbol), &e))?;
+    }
+    for d in &spec.data {
+        let mut desc = DataDescription::new();
+        desc.define(vec![0u8; 8 * d.entries.len()].into_boxed_slice());
+        for (k, (name, sig)) in d.entries.iter().enumerate() {
+            let target = function_id(module, rename, &defined, &mut imported, name, sig)?;
+            let fref = desc.import_function(ModuleRelocTarget::user(0, target.as_u32()));
+            desc.write_function_addr(8 * k as u32, fref);
+        }
+        module
+            .define_data(data[&d.symbol], &desc)
+            .map_err(|e| DefineError::module(format!("defining data `{}`", d.symbol), &e))?;
+    }
+    Ok(())
+}
+
+/// The function `name` of the object being defined: one it defines, one already
+/// imported, or a new import with signature `sig`.
+fn function_id<M: Module>(
+    module: &mut M,
+    rename: &dyn Fn(&str) -> String,
+    defined: &HashMap<String, FuncId>,
+    imported: &mut HashMap<String, FuncId>,
+    name: &str,
+    sig: &Signature,
+) -> Result<FuncId, DefineError> {
+    if let Some(&id) = defined.get(name).or(imported.get(name)) {
+        return Ok(id);
+    }
+    let id = module
+        .declare_function(&rename(name), Linkage::Import, sig)
+        .map_err(|e| DefineError::module(format!("importing `{name}`"), &e))?;
+    imported.insert(name.to_string(), id);
+    Ok(id)
 }
 
 fn symbol_of_id(defined: &HashMap<String, FuncId>, id: FuncId) -> String {

@@ -18,10 +18,19 @@
 //! program's other modules, all of which clif-merge sees. So neither the C file nor
 //! the opaque module refers to a hidden function; they reach hidden (and local)
 //! functions through exported wrappers and through the CLIF code that calls them.
+//!
+//! The programs for the `MergingModule` arm ([`generate_address_program`]) are
+//! also object files: besides CLIF functions, a module holds data objects of
+//! function addresses and functions given as machine code
+//! ([`Program::module_object`]), shown as comments in its CLIF text.
 
 #![allow(dead_code)]
 
+use crate::oracle_native::{BytesReloc, BytesSpec, DataSpec, ObjectSpec};
 use clif_merge::FunctionSet;
+use cranelift_codegen::binemit::Reloc;
+use cranelift_codegen::ir::{AbiParam, Function, Signature, types};
+use cranelift_codegen::isa::CallConv;
 use cranelift_module::Linkage;
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -104,21 +113,79 @@ pub enum Body {
     AddrOf(Target),
     /// `func_addr a == func_addr b`.
     AddrEq(Target, Target),
+    /// `symbol_value` of `target`'s symbol as an integer (`symbol colocated %f`
+    /// where `target` is a non-preemptible function of the same module).
+    SymAddrOf(Target),
+    /// The function address stored at entry `index` of data object `data`
+    /// ([`Program::data`], of the same module), read with `symbol_value` + `load`.
+    LoadAddr { data: usize, index: usize },
+    /// `symbol_value a == func_addr b`.
+    MixedEq(Target, Target),
+    /// `x == (symbol_value or func_addr) target`: C passes it addresses.
+    IsAddr { target: Target, symbol: bool },
+    /// `call_indirect x(add)`: calls the function whose address it is passed.
+    CallPtr { add: i64 },
+    /// `callee(func_addr arg) + x`: passes an address to a [`Body::CallPtr`] function.
+    PassAddr { callee: Target, arg: Target },
+    /// Machine code given with `define_function_bytes`, referring to `target`.
+    Bytes(BytesCode, Target),
+}
+
+/// The machine code of a [`Body::Bytes`] function (x86_64).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BytesCode {
+    /// `lea rax, [rip + target]; ret`: returns the target's address.
+    AddrRet,
+    /// `jmp target`: a tail jump, the arguments left as they are.
+    Jump,
+}
+
+impl BytesCode {
+    /// The code bytes and its one relocation: offset, kind and addend.
+    pub fn code(self) -> (Vec<u8>, u32, Reloc, i64) {
+        match self {
+            // The displacement is at byte 3, relative to the end of the `lea`.
+            BytesCode::AddrRet => (
+                vec![0x48, 0x8d, 0x05, 0, 0, 0, 0, 0xc3],
+                3,
+                Reloc::X86PCRel4,
+                -4,
+            ),
+            BytesCode::Jump => (vec![0xe9, 0, 0, 0, 0], 1, Reloc::X86CallPCRel4, -4),
+        }
+    }
+}
+
+/// A data object of a generated program: the addresses of functions, 8 bytes each.
+#[derive(Clone, Debug)]
+pub struct GenData {
+    pub module: usize,
+    pub symbol: String,
+    pub linkage: Linkage,
+    pub entries: Vec<Target>,
 }
 
 impl Body {
     /// The functions the body refers to, in declaration order.
     pub fn targets(&self) -> Vec<Target> {
         match self {
-            Body::Affine { .. } | Body::Loop { .. } | Body::Rec { .. } => vec![],
+            Body::Affine { .. }
+            | Body::Loop { .. }
+            | Body::Rec { .. }
+            | Body::LoadAddr { .. }
+            | Body::CallPtr { .. } => vec![],
             Body::Long { callee, .. } => callee.iter().copied().collect(),
             Body::Call { callee, .. }
             | Body::Indirect { callee, .. }
             | Body::TailCall { callee, .. }
             | Body::TailIndirect { callee, .. }
             | Body::Wrap(callee)
-            | Body::AddrOf(callee) => vec![*callee],
-            Body::Two { a, b, .. } | Body::AddrEq(a, b) => vec![*a, *b],
+            | Body::AddrOf(callee)
+            | Body::SymAddrOf(callee)
+            | Body::IsAddr { target: callee, .. }
+            | Body::Bytes(_, callee) => vec![*callee],
+            Body::Two { a, b, .. } | Body::AddrEq(a, b) | Body::MixedEq(a, b) => vec![*a, *b],
+            Body::PassAddr { callee, arg } => vec![*callee, *arg],
         }
     }
 
@@ -127,7 +194,11 @@ impl Body {
         let mut body = self.clone();
         let mut it = targets.iter().copied();
         match &mut body {
-            Body::Affine { .. } | Body::Loop { .. } | Body::Rec { .. } => {}
+            Body::Affine { .. }
+            | Body::Loop { .. }
+            | Body::Rec { .. }
+            | Body::LoadAddr { .. }
+            | Body::CallPtr { .. } => {}
             Body::Long { callee, .. } => {
                 if let Some(c) = callee {
                     *c = it.next().expect("target");
@@ -138,8 +209,14 @@ impl Body {
             | Body::TailCall { callee, .. }
             | Body::TailIndirect { callee, .. }
             | Body::Wrap(callee)
-            | Body::AddrOf(callee) => *callee = it.next().expect("target"),
-            Body::Two { a, b, .. } | Body::AddrEq(a, b) => {
+            | Body::AddrOf(callee)
+            | Body::SymAddrOf(callee)
+            | Body::IsAddr { target: callee, .. }
+            | Body::Bytes(_, callee) => *callee = it.next().expect("target"),
+            Body::Two { a, b, .. }
+            | Body::AddrEq(a, b)
+            | Body::MixedEq(a, b)
+            | Body::PassAddr { callee: a, arg: b } => {
                 *a = it.next().expect("target");
                 *b = it.next().expect("target");
             }
@@ -149,7 +226,19 @@ impl Body {
 
     /// Whether the body is one of the helpers only C calls.
     pub fn is_helper(&self) -> bool {
-        matches!(self, Body::Wrap(_) | Body::AddrOf(_) | Body::AddrEq(..))
+        matches!(
+            self,
+            Body::Wrap(_)
+                | Body::AddrOf(_)
+                | Body::AddrEq(..)
+                | Body::SymAddrOf(_)
+                | Body::LoadAddr { .. }
+                | Body::MixedEq(..)
+                | Body::IsAddr { .. }
+                | Body::CallPtr { .. }
+                | Body::PassAddr { .. }
+                | Body::Bytes(..)
+        )
     }
 
     /// The body with one constant changed (a near duplicate).
@@ -170,7 +259,7 @@ impl Body {
             Body::Indirect { add, .. }
             | Body::TailCall { add, .. }
             | Body::TailIndirect { add, .. } => *add += delta,
-            Body::Wrap(_) | Body::AddrOf(_) | Body::AddrEq(..) => {}
+            _ => {}
         }
         body
     }
@@ -216,6 +305,9 @@ pub struct Program {
     pub opaque: Option<usize>,
     pub functions: Vec<GenFn>,
     pub exts: Vec<Ext>,
+    /// Data objects holding function addresses (only [`generate_address_program`]
+    /// makes them).
+    pub data: Vec<GenData>,
 }
 
 /// Inputs the C `main` calls every function with.
@@ -275,6 +367,18 @@ impl Program {
         self.target(t).1
     }
 
+    /// Whether module `m` refers to `t` as `colocated` (in its own object, not
+    /// preemptible).
+    fn colocated(&self, m: usize, t: Target) -> bool {
+        match t {
+            Target::Fn(i) => {
+                let f = &self.functions[i];
+                f.module == m && f.linkage != Linkage::Preemptible
+            }
+            Target::Ext(_) => false,
+        }
+    }
+
     /// Function `i` as CLIF text.
     pub fn function_clif(&self, i: usize) -> String {
         let f = &self.functions[i];
@@ -291,6 +395,25 @@ impl Program {
         }
         if matches!(f.body, Body::Rec { .. }) {
             let _ = writeln!(out, "    fn0 = {}(i64) -> i64 {}", f.clif, conv(f.tail));
+        }
+        // Symbols read with `symbol_value`: a function (also declared above, which
+        // tells its signature) or a data object of the module.
+        let symbol = match f.body {
+            Body::SymAddrOf(t)
+            | Body::MixedEq(t, _)
+            | Body::IsAddr {
+                target: t,
+                symbol: true,
+            } => Some((self.target(t).0.to_string(), self.colocated(f.module, t))),
+            Body::LoadAddr { data, .. } => Some((format!("%{}", self.data[data].symbol), true)),
+            _ => None,
+        };
+        if let Some((name, colocated)) = symbol {
+            let colocated = if colocated { "colocated " } else { "" };
+            let _ = writeln!(out, "    gv0 = symbol {colocated}{name}");
+        }
+        if matches!(f.body, Body::CallPtr { .. }) {
+            let _ = writeln!(out, "    sig0 = (i64) -> i64 system_v");
         }
         let mut e = Emitter {
             text: String::new(),
@@ -426,6 +549,51 @@ impl Program {
                 let r = e.value(&format!("uextend.i64 {c}"));
                 e.line(&format!("return {r}"));
             }
+            Body::SymAddrOf(_) => {
+                let p = e.value("symbol_value.i64 gv0");
+                e.line(&format!("return {p}"));
+            }
+            Body::LoadAddr { index, .. } => {
+                let base = e.value("symbol_value.i64 gv0");
+                let p = e.value(&format!(
+                    "load.i64 notrap aligned readonly {base}+{}",
+                    8 * index
+                ));
+                e.line(&format!("return {p}"));
+            }
+            Body::MixedEq(..) => {
+                let a = e.value("symbol_value.i64 gv0");
+                let b = e.value("func_addr.i64 fn1");
+                let c = e.value(&format!("icmp eq {a}, {b}"));
+                let r = e.value(&format!("uextend.i64 {c}"));
+                e.line(&format!("return {r}"));
+            }
+            Body::IsAddr { symbol, .. } => {
+                let p = if *symbol {
+                    e.value("symbol_value.i64 gv0")
+                } else {
+                    e.value("func_addr.i64 fn0")
+                };
+                let c = e.value(&format!("icmp eq v0, {p}"));
+                let r = e.value(&format!("uextend.i64 {c}"));
+                e.line(&format!("return {r}"));
+            }
+            Body::CallPtr { add } => {
+                let a = e.value(&format!("iconst.i64 {add}"));
+                let r = e.value(&format!("call_indirect sig0, v0({a})"));
+                e.line(&format!("return {r}"));
+            }
+            Body::PassAddr { .. } => {
+                let p = e.value("func_addr.i64 fn1");
+                let r = e.value(&format!("call fn0({p})"));
+                let s = e.value(&format!("iadd {r}, v0"));
+                e.line(&format!("return {s}"));
+            }
+            Body::Bytes(code, t) => {
+                // Never parsed: `module_clif` shows it as a comment.
+                let _ = (code, t);
+                e.line("; machine code");
+            }
         }
         out.push_str(&e.text);
         out.push_str("}\n");
@@ -439,15 +607,130 @@ impl Program {
             .collect()
     }
 
-    /// Module `m` as CLIF text, each function preceded by its linkage.
+    /// Module `m` as CLIF text, each function preceded by its linkage; functions
+    /// given as machine code and data objects as comments.
     pub fn module_clif(&self, m: usize) -> String {
         let mut out = String::new();
         for i in self.module_functions(m) {
-            let _ = writeln!(out, "; {}", linkage_name(self.functions[i].linkage));
+            let f = &self.functions[i];
+            if let Body::Bytes(code, t) = f.body {
+                let what = match code {
+                    BytesCode::AddrRet => "lea rax, [rip + {}]; ret",
+                    BytesCode::Jump => "jmp {}",
+                };
+                let _ = writeln!(
+                    out,
+                    "; {} {} (machine code, define_function_bytes): {}\n",
+                    linkage_name(f.linkage),
+                    f.clif,
+                    what.replace("{}", self.target_symbol(t))
+                );
+                continue;
+            }
+            let _ = writeln!(out, "; {}", linkage_name(f.linkage));
             out.push_str(&self.function_clif(i));
             out.push('\n');
         }
+        for d in self.data.iter().filter(|d| d.module == m) {
+            let entries: Vec<String> = d
+                .entries
+                .iter()
+                .map(|&t| format!("&{}", self.target_symbol(t)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "; {} data %{} = [{}]",
+                linkage_name(d.linkage),
+                d.symbol,
+                entries.join(", ")
+            );
+        }
         out
+    }
+
+    /// The CLIF functions of module `m` (not those given as machine code), in
+    /// definition order.
+    fn clif_functions(&self, m: usize) -> Vec<usize> {
+        self.module_functions(m)
+            .into_iter()
+            .filter(|&i| !matches!(self.functions[i].body, Body::Bytes(..)))
+            .collect()
+    }
+
+    /// The CLIF functions of module `m`, parsed, with their linkage.
+    fn parsed_functions(&self, m: usize) -> Vec<(Function, Linkage)> {
+        let text = self.module_clif(m);
+        let parsed = cranelift_reader::parse_functions(&text)
+            .unwrap_or_else(|e| panic!("generated CLIF does not parse: {e}\n{text}"));
+        let indices = self.clif_functions(m);
+        assert_eq!(parsed.len(), indices.len(), "seed {}: {text}", self.seed);
+        parsed
+            .into_iter()
+            .zip(indices)
+            .map(|(func, i)| (func, self.functions[i].linkage))
+            .collect()
+    }
+
+    /// The signature of target `t`: every function is `(i64) -> i64`.
+    fn signature(&self, t: Target) -> Signature {
+        let call_conv = if self.target_tail(t) {
+            CallConv::Tail
+        } else {
+            CallConv::SystemV
+        };
+        let mut sig = Signature::new(call_conv);
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I64));
+        sig
+    }
+
+    /// Module `m` as an object file holds it: its CLIF functions, its functions
+    /// given as machine code, its data objects.
+    pub fn module_object(&self, m: usize) -> ObjectSpec {
+        let bytes = self
+            .module_functions(m)
+            .into_iter()
+            .filter_map(|i| {
+                let f = &self.functions[i];
+                let Body::Bytes(code, t) = f.body else {
+                    return None;
+                };
+                let (code, offset, kind, addend) = code.code();
+                Some(BytesSpec {
+                    symbol: f.symbol.clone(),
+                    linkage: f.linkage,
+                    signature: self.signature(Target::Fn(i)),
+                    code,
+                    relocs: vec![BytesReloc {
+                        offset,
+                        kind,
+                        addend,
+                        target: self.target_symbol(t).to_string(),
+                        signature: self.signature(t),
+                    }],
+                })
+            })
+            .collect();
+        let data = self
+            .data
+            .iter()
+            .filter(|d| d.module == m)
+            .map(|d| DataSpec {
+                symbol: d.symbol.clone(),
+                linkage: d.linkage,
+                writable: false,
+                entries: d
+                    .entries
+                    .iter()
+                    .map(|&t| (self.target_symbol(t).to_string(), self.signature(t)))
+                    .collect(),
+            })
+            .collect();
+        ObjectSpec {
+            functions: self.parsed_functions(m),
+            data,
+            bytes,
+        }
     }
 
     /// Module `m` as clif-merge sees it.
@@ -456,7 +739,7 @@ impl Program {
         let parsed = cranelift_reader::parse_functions(&text)
             .unwrap_or_else(|e| panic!("generated CLIF does not parse: {e}\n{text}"));
         let mut set = FunctionSet::new();
-        for (func, i) in parsed.into_iter().zip(self.module_functions(m)) {
+        for (func, i) in parsed.into_iter().zip(self.clif_functions(m)) {
             set.push(func, self.functions[i].linkage)
                 .unwrap_or_else(|e| panic!("seed {}: {e}", self.seed));
         }
@@ -468,10 +751,47 @@ impl Program {
         format!("m{m}")
     }
 
+    /// The function whose address function `i` returns, if it is a getter: a
+    /// `func_addr`, `symbol_value`, data or machine-code getter, or a wrapper of one.
+    pub fn getter_target(&self, i: usize) -> Option<Target> {
+        match self.functions[i].body {
+            Body::AddrOf(t) | Body::SymAddrOf(t) | Body::Bytes(BytesCode::AddrRet, t) => Some(t),
+            Body::LoadAddr { data, index } => Some(self.data[data].entries[index]),
+            Body::Wrap(Target::Fn(j)) => self.getter_target(j),
+            _ => None,
+        }
+    }
+
+    /// Whether calling `t` computes from the argument only: a `system_v` function
+    /// that is not a getter or comparison (whose results are addresses or depend on
+    /// them) nor one that calls or compares what it is passed.
+    fn computes(&self, t: Target) -> bool {
+        let Target::Fn(i) = t else {
+            return true;
+        };
+        !self.functions[i].tail
+            && self.getter_target(i).is_none()
+            && !matches!(
+                self.functions[i].body,
+                Body::AddrEq(..) | Body::MixedEq(..) | Body::IsAddr { .. } | Body::CallPtr { .. }
+            )
+    }
+
+    /// Whether the C `main` calls function `i` on [`INPUTS`]: a visible one that
+    /// [`Self::computes`].
+    fn called_on_inputs(&self, i: usize) -> bool {
+        matches!(
+            self.functions[i].linkage,
+            Linkage::Export | Linkage::Preemptible
+        ) && self.computes(Target::Fn(i))
+    }
+
     /// The C file: the functions CLIF imports from C, and a `main` that calls every
     /// visible `system_v` function on [`INPUTS`], calls through the addresses the
-    /// `AddrOf` helpers return, and prints which function addresses compare equal
-    /// (lines starting with `addr`: significant only where addresses are).
+    /// getters return and the exported data objects hold, prints which function
+    /// addresses compare equal (lines starting with `addr`: significant only where
+    /// addresses are), and passes every address to the functions that compare
+    /// (`addr-is` lines) or call (`via` lines) what they are passed.
     pub fn c_main(&self) -> String {
         let mut c = String::from("#include <stdio.h>\n#include <stdint.h>\n");
         c.push_str("typedef int64_t (*fn_t)(int64_t);\n");
@@ -480,6 +800,11 @@ impl Program {
         for f in &self.functions {
             if visible(f) {
                 let _ = writeln!(c, "extern int64_t {}(int64_t);", f.symbol);
+            }
+        }
+        for d in &self.data {
+            if d.linkage == Linkage::Export {
+                let _ = writeln!(c, "extern const int64_t {}[{}];", d.symbol, d.entries.len());
             }
         }
         for ext in &self.exts {
@@ -496,12 +821,9 @@ impl Program {
             "    static const int64_t xs[] = {{{}}};\n    const int n = (int)(sizeof xs / sizeof xs[0]);",
             inputs.join(", ")
         );
-        let callable: Vec<&GenFn> = self
-            .functions
-            .iter()
-            .filter(|f| {
-                visible(f) && !f.tail && !matches!(f.body, Body::AddrOf(_) | Body::AddrEq(..))
-            })
+        let callable: Vec<&GenFn> = (0..self.functions.len())
+            .filter(|&i| self.called_on_inputs(i))
+            .map(|i| &self.functions[i])
             .collect();
         c.push_str("    for (int i = 0; i < n; i++) {\n");
         for f in &callable {
@@ -512,27 +834,54 @@ impl Program {
             );
         }
         c.push_str("    }\n");
-        // Addresses: every visible function's, and every AddrOf helper's result.
-        let mut addrs: Vec<(String, String)> = Vec::new();
-        for f in &self.functions {
+        // Addresses: every visible function's, every visible getter's result and
+        // every entry of an exported data object; each with whether C calls
+        // through it (a function that computes).
+        let mut addrs: Vec<(String, String, bool)> = Vec::new();
+        for (i, f) in self.functions.iter().enumerate() {
             if visible(f) {
-                addrs.push((f.symbol.clone(), format!("(const void *){}", f.symbol)));
+                addrs.push((
+                    f.symbol.clone(),
+                    format!("(const void *){}", f.symbol),
+                    self.computes(Target::Fn(i)),
+                ));
             }
         }
-        for f in &self.functions {
-            if let Body::AddrOf(t) = f.body {
-                let _ = writeln!(c, "    int64_t ptr_{0} = {0}(0);", f.symbol);
-                if !self.target_tail(t) {
-                    let _ = writeln!(
-                        c,
-                        "    for (int i = 0; i < n; i++) printf(\"*{0}(%lld) = %lld\\n\", (long long)xs[i], (long long)((fn_t)ptr_{0})(xs[i]));",
-                        f.symbol
-                    );
-                }
+        for (i, f) in self.functions.iter().enumerate() {
+            let Some(t) = self.getter_target(i) else {
+                continue;
+            };
+            if !visible(f) {
+                continue;
+            }
+            let _ = writeln!(c, "    int64_t ptr_{0} = {0}(0);", f.symbol);
+            let name = format!("*{}", f.symbol);
+            let expr = format!("(const void *)ptr_{}", f.symbol);
+            addrs.push((name, expr, self.computes(t)));
+        }
+        for d in &self.data {
+            if d.linkage != Linkage::Export {
+                continue;
+            }
+            for (k, &t) in d.entries.iter().enumerate() {
                 addrs.push((
-                    format!("*{}", f.symbol),
-                    format!("(const void *)ptr_{}", f.symbol),
+                    format!("{}[{k}]", d.symbol),
+                    format!("(const void *){}[{k}]", d.symbol),
+                    self.computes(t),
                 ));
+            }
+        }
+        for (name, expr, through) in &addrs {
+            if *through
+                && !self
+                    .functions
+                    .iter()
+                    .any(|f| visible(f) && f.symbol == *name)
+            {
+                let _ = writeln!(
+                    c,
+                    "    for (int i = 0; i < n; i++) printf(\"{name}(%lld) = %lld\\n\", (long long)xs[i], (long long)((fn_t){expr})(xs[i]));",
+                );
             }
         }
         let _ = writeln!(
@@ -540,7 +889,7 @@ impl Program {
             "    const void *addrs[] = {{{}}};",
             addrs
                 .iter()
-                .map(|(_, e)| e.as_str())
+                .map(|(_, e, _)| e.as_str())
                 .chain(["0"])
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -550,7 +899,7 @@ impl Program {
             "    static const char *names[] = {{{}}};",
             addrs
                 .iter()
-                .map(|(n, _)| format!("\"{n}\""))
+                .map(|(n, _, _)| format!("\"{n}\""))
                 .chain(["\"\"".to_string()])
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -561,12 +910,36 @@ impl Program {
             addrs.len()
         );
         for f in &self.functions {
-            if let Body::AddrEq(..) = f.body {
+            if matches!(f.body, Body::AddrEq(..) | Body::MixedEq(..)) && visible(f) {
                 let _ = writeln!(
                     c,
                     "    printf(\"addr-cmp {0} = %lld\\n\", (long long){0}(0));",
                     f.symbol
                 );
+            }
+        }
+        for f in &self.functions {
+            if !visible(f) {
+                continue;
+            }
+            if let Body::IsAddr { .. } = f.body {
+                let _ = writeln!(
+                    c,
+                    "    for (int i = 0; i < {0}; i++) printf(\"addr-is {1}(%s) = %lld\\n\", names[i], (long long){1}((int64_t)addrs[i]));",
+                    addrs.len(),
+                    f.symbol
+                );
+            }
+            if let Body::CallPtr { .. } = f.body {
+                for (name, expr, through) in &addrs {
+                    if *through {
+                        let _ = writeln!(
+                            c,
+                            "    printf(\"via {0}({name}) = %lld\\n\", (long long){0}((int64_t){expr}));",
+                            f.symbol
+                        );
+                    }
+                }
             }
         }
         c.push_str("    return 0;\n}\n");
@@ -826,6 +1199,7 @@ pub fn generate_program(seed: u64) -> Program {
             opaque,
             functions: Vec::new(),
             exts: Vec::new(),
+            data: Vec::new(),
         },
         names: vec![HashSet::new(); modules],
         visible: HashSet::new(),
@@ -835,7 +1209,325 @@ pub fn generate_program(seed: u64) -> Program {
             g.function(m, 0);
         }
     }
-    // C functions: two leaves and one that calls a visible system_v leaf back.
+    add_exts(&mut g);
+    add_layers(&mut g, modules, |_, _, _| {});
+    add_helpers(&mut g, modules);
+    g.program
+}
+
+/// A program for the `MergingModule` arm of the oracle: [`generate_program`]'s kind
+/// of program (without an opaque module: every module goes through the wrapper)
+/// where function addresses are everywhere. Every module has *twins* (exact copies
+/// of one of its functions under other names and linkages), and for twins and
+/// other functions address getters of every kind: `func_addr`, `symbol_value` of
+/// the function's symbol, a data object holding the address (exported and read by
+/// C, or local and read by CLIF with `symbol_value` + `load`) and, with
+/// `machine_code` (x86_64 only), machine code given with `define_function_bytes`
+/// (`lea rax, [rip + f]; ret`). Twins' getters are mostly of one kind, so that
+/// they are identical but for whose address they return (`retf` and `retg`). Also:
+/// machine code that tail-jumps to a function, address comparisons in CLIF
+/// (`func_addr` against `symbol_value`), functions that compare their argument with
+/// an address or call it, and functions that pass an address to one that calls it.
+pub fn generate_address_program(seed: u64, machine_code: bool) -> Program {
+    let mut rng = Rng::new(seed ^ 0x4144_4452_4553_5345);
+    let modules = rng.range(2, 3);
+    let mut g = Gen {
+        rng,
+        program: Program {
+            seed,
+            modules,
+            opaque: None,
+            functions: Vec::new(),
+            exts: Vec::new(),
+            data: Vec::new(),
+        },
+        names: vec![HashSet::new(); modules],
+        visible: HashSet::new(),
+    };
+    for m in 0..modules {
+        for _ in 0..g.rng.range(2, 3) {
+            g.function(m, 0);
+        }
+        add_twins(&mut g, m, 0);
+    }
+    add_exts(&mut g);
+    add_layers(&mut g, modules, |g, m, layer| {
+        if layer == 1 && g.rng.chance(50) {
+            add_twins(g, m, layer);
+        }
+    });
+    add_helpers(&mut g, modules);
+    for m in 0..modules {
+        add_address_takers(&mut g, m, machine_code);
+    }
+    g.program
+}
+
+/// One or two functions of module `m` in `layer` get one or two exact copies
+/// (twins) under other names, with any linkage.
+fn add_twins(g: &mut Gen, m: usize, layer: usize) {
+    let sources: Vec<usize> = (0..g.program.functions.len())
+        .filter(|&i| {
+            let f = &g.program.functions[i];
+            f.module == m && f.layer == layer && !f.body.is_helper()
+        })
+        .collect();
+    if sources.is_empty() {
+        return;
+    }
+    for _ in 0..g.rng.range(1, 2) {
+        let source = g.program.functions[g.rng.pick(&sources)].clone();
+        for _ in 0..g.rng.range(1, 2) {
+            let linkage = match g.rng.below(100) {
+                0..40 => Linkage::Local,
+                40..60 => Linkage::Hidden,
+                60..92 => Linkage::Export,
+                _ => Linkage::Preemptible,
+            };
+            let avoid: Vec<String> = source
+                .body
+                .targets()
+                .into_iter()
+                .map(|t| g.program.target_symbol(t).to_string())
+                .collect();
+            let symbol = g.name(m, linkage, &avoid);
+            g.push(m, symbol, linkage, source.tail, source.body.clone(), layer);
+        }
+    }
+}
+
+/// How a getter takes a function's address.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Taken {
+    FuncAddr,
+    Symbol,
+    /// An exported data object C reads.
+    ExportedData,
+    /// A local data object a CLIF getter reads.
+    LocalData,
+    /// `lea` in machine code.
+    MachineCode,
+}
+
+/// A linkage for a getter or caller only C uses: mostly exported, else local or
+/// hidden behind an exported wrapper.
+fn helper_linkage(g: &mut Gen) -> Linkage {
+    match g.rng.below(100) {
+        0..55 => Linkage::Export,
+        55..85 => Linkage::Local,
+        _ => Linkage::Hidden,
+    }
+}
+
+/// Pushes helper `body` of module `m` named `{prefix}{m}_{N}` with `linkage`, and
+/// for a local or hidden one an exported wrapper C calls instead. Returns the
+/// helper.
+fn push_helper(
+    g: &mut Gen,
+    m: usize,
+    prefix: &str,
+    linkage: Linkage,
+    tail: bool,
+    body: Body,
+) -> usize {
+    let name = format!("{prefix}{m}_{}", g.program.functions.len());
+    let i = g.push(m, name, linkage, tail, body, 9);
+    if matches!(linkage, Linkage::Local | Linkage::Hidden) {
+        let name = format!("v{m}_{}", g.program.functions.len());
+        g.push(
+            m,
+            name,
+            Linkage::Export,
+            false,
+            Body::Wrap(Target::Fn(i)),
+            9,
+        );
+    }
+    i
+}
+
+/// A getter of module `m` returning `t`'s address, taken as `how`.
+fn add_getter(g: &mut Gen, m: usize, t: Target, how: Taken) {
+    let linkage = helper_linkage(g);
+    match how {
+        Taken::FuncAddr => {
+            push_helper(g, m, "q", linkage, false, Body::AddrOf(t));
+        }
+        Taken::Symbol => {
+            push_helper(g, m, "q", linkage, false, Body::SymAddrOf(t));
+        }
+        Taken::MachineCode => {
+            push_helper(
+                g,
+                m,
+                "b",
+                linkage,
+                false,
+                Body::Bytes(BytesCode::AddrRet, t),
+            );
+        }
+        Taken::ExportedData | Taken::LocalData => {
+            let data_linkage = if how == Taken::ExportedData {
+                Linkage::Export
+            } else {
+                Linkage::Local
+            };
+            let symbol = format!("t{m}_{}", g.program.data.len());
+            g.refer(m, t);
+            g.names[m].insert(symbol.clone());
+            g.program.data.push(GenData {
+                module: m,
+                symbol,
+                linkage: data_linkage,
+                entries: vec![t],
+            });
+            if how == Taken::LocalData {
+                let data = g.program.data.len() - 1;
+                push_helper(g, m, "q", linkage, false, Body::LoadAddr { data, index: 0 });
+            }
+        }
+    }
+}
+
+/// The address takers of module `m`: getters of every kind for each group of twins
+/// (mostly of one kind per group) and for one or two other functions, address
+/// comparisons of twins in CLIF, machine code that tail-jumps (with
+/// `machine_code`), a function comparing its argument with an address, and
+/// functions calling what they are passed, some passed an address by CLIF.
+fn add_address_takers(g: &mut Gen, m: usize, machine_code: bool) {
+    let count = g.program.functions.len();
+    let own: Vec<usize> = (0..count)
+        .filter(|&i| {
+            let f = &g.program.functions[i];
+            f.module == m && !f.body.is_helper()
+        })
+        .collect();
+    let mut subjects: Vec<Vec<Target>> = Vec::new();
+    for &i in &own {
+        let f = &g.program.functions[i];
+        let twin_of = subjects.iter().position(|group| {
+            let Target::Fn(j) = group[0] else {
+                return false;
+            };
+            let h = &g.program.functions[j];
+            h.body == f.body && h.tail == f.tail
+        });
+        match twin_of {
+            Some(k) => subjects[k].push(Target::Fn(i)),
+            None => subjects.push(vec![Target::Fn(i)]),
+        }
+    }
+    subjects.retain(|group| group.len() > 1);
+    let reachable: Vec<Target> = (0..count)
+        .map(Target::Fn)
+        .filter(|&t| matches!(t, Target::Fn(i) if !g.program.functions[i].body.is_helper()))
+        .chain((0..g.program.exts.len()).map(Target::Ext))
+        .filter(|&t| g.reachable(m, t))
+        .collect();
+    for _ in 0..g.rng.range(1, 2) {
+        subjects.push(vec![g.rng.pick(&reachable)]);
+    }
+    let kinds: &[Taken] = if machine_code {
+        &[
+            Taken::FuncAddr,
+            Taken::Symbol,
+            Taken::ExportedData,
+            Taken::LocalData,
+            Taken::MachineCode,
+        ]
+    } else {
+        &[
+            Taken::FuncAddr,
+            Taken::Symbol,
+            Taken::ExportedData,
+            Taken::LocalData,
+        ]
+    };
+    for group in subjects.clone() {
+        let base = g.rng.pick(kinds);
+        for &t in &group {
+            // Sometimes a twin's address is not taken at all.
+            if group.len() > 1 && g.rng.chance(15) {
+                continue;
+            }
+            let how = if g.rng.chance(65) {
+                base
+            } else {
+                g.rng.pick(kinds)
+            };
+            add_getter(g, m, t, how);
+        }
+        if group.len() > 1 && g.rng.chance(50) {
+            let body = if g.rng.chance(50) {
+                Body::MixedEq(group[0], group[1])
+            } else {
+                Body::AddrEq(group[1], group[0])
+            };
+            push_helper(g, m, "x", Linkage::Export, false, body);
+        }
+    }
+    let all: Vec<Target> = subjects.concat();
+    let callable: Vec<Target> = all
+        .iter()
+        .copied()
+        .chain(reachable.iter().copied())
+        .filter(|&t| !g.program.target_tail(t))
+        .collect();
+    if machine_code && g.rng.chance(70) {
+        for _ in 0..g.rng.range(1, 2) {
+            let t = if g.rng.chance(70) {
+                g.rng.pick(&all)
+            } else {
+                g.rng.pick(&reachable)
+            };
+            let tail = g.program.target_tail(t);
+            let linkage = if g.rng.chance(70) {
+                Linkage::Export
+            } else {
+                Linkage::Local
+            };
+            push_helper(g, m, "j", linkage, tail, Body::Bytes(BytesCode::Jump, t));
+        }
+    }
+    if g.rng.chance(60) {
+        let target = g.rng.pick(&all);
+        let symbol = g.rng.chance(50);
+        push_helper(
+            g,
+            m,
+            "ia",
+            Linkage::Export,
+            false,
+            Body::IsAddr { target, symbol },
+        );
+    }
+    if g.rng.chance(60) && !callable.is_empty() {
+        let add = g.rng.pick(&[3, 4]);
+        let copies = if g.rng.chance(30) { 2 } else { 1 };
+        for _ in 0..copies {
+            let linkage = if g.rng.chance(60) {
+                Linkage::Export
+            } else {
+                Linkage::Local
+            };
+            // Not through `push_helper`: C passes addresses to it, not inputs.
+            let name = format!("cp{m}_{}", g.program.functions.len());
+            let caller = g.push(m, name, linkage, false, Body::CallPtr { add }, 9);
+            for _ in 0..g.rng.range(0, 2) {
+                let arg = g.rng.pick(&callable);
+                let body = Body::PassAddr {
+                    callee: Target::Fn(caller),
+                    arg,
+                };
+                push_helper(g, m, "pa", Linkage::Export, false, body);
+            }
+        }
+    }
+}
+
+/// The C functions of a multi-module program: two leaves and one that calls a
+/// visible `system_v` leaf back.
+fn add_exts(g: &mut Gen) {
     let callback = (0..g.program.functions.len()).find(|&i| {
         let f = &g.program.functions[i];
         matches!(f.linkage, Linkage::Export | Linkage::Preemptible) && !f.tail
@@ -861,6 +1553,11 @@ pub fn generate_program(seed: u64) -> Program {
         c_body: "((uint64_t)x >> 3) - 77u".into(),
         calls: None,
     });
+}
+
+/// Layers 1 and 2 of a multi-module program: functions calling lower layers and
+/// C; `after` runs after each module's functions of a layer (module, layer).
+fn add_layers(g: &mut Gen, modules: usize, mut after: impl FnMut(&mut Gen, usize, usize)) {
     for layer in 1..3 {
         for m in 0..modules {
             let count = if layer == 1 {
@@ -871,10 +1568,9 @@ pub fn generate_program(seed: u64) -> Program {
             for _ in 0..count {
                 g.function(m, layer);
             }
+            after(g, m, layer);
         }
     }
-    add_helpers(&mut g, modules);
-    g.program
 }
 
 /// Exported wrappers (C cannot call local, hidden or `tail` functions), address
@@ -948,6 +1644,7 @@ pub fn generate_similar_module(seed: u64) -> Program {
             opaque: None,
             functions: Vec::new(),
             exts: Vec::new(),
+            data: Vec::new(),
         },
         names: vec![HashSet::new()],
         visible: HashSet::new(),
