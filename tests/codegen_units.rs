@@ -8,7 +8,8 @@
 //! are linked with `cc` against a C `main` and run, and so are the objects of a
 //! build without merging. Both must print the same; the merged build must hold
 //! each helper's code once (the linked executable's symbols, as `nm` lists them:
-//! one promoted helper instead of a local copy per unit) and less `.text`.
+//! one promoted helper, `NAME.cguN.promoted.HASH`, instead of a local copy per
+//! unit) and less `.text`.
 //!
 //! The plan's counts follow from the construction: the three helper classes have
 //! only local members, so each gets a promoted representative (3 promotions) and
@@ -30,7 +31,7 @@ mod define_support;
 mod native;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
-use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
+use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program, program_hash};
 use clif_merge::similar::SimilarOptions;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
@@ -212,8 +213,9 @@ struct Unit {
 }
 
 /// Compiles every unit on its own thread; with `merge`, through the three stages
-/// (the main thread plans in between). The units in order, and the plan's counts.
-fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), String> {
+/// (the main thread plans in between). The units in order, the plan's counts and
+/// its program hash (which marks promoted names; 0 without `merge`).
+fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u64), String> {
     std::thread::scope(|scope| {
         let (summary_tx, summary_rx) = channel::<Vec<u8>>();
         let mut decision_txs = Vec::new();
@@ -265,6 +267,7 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), 
             .collect();
         drop(summary_tx);
         let mut counts = PlanCounts::default();
+        let mut hash = 0;
         if merge {
             let summaries: Vec<Summary> = summary_rx
                 .iter()
@@ -272,6 +275,7 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), 
                 .collect::<Result<_, _>>()?;
             let plan = plan_program(&summaries).map_err(|e| e.to_string())?;
             counts = plan.counts();
+            hash = program_hash(&summaries);
             for decisions in &plan.decisions {
                 let unit: usize = decisions.module["cgu".len()..]
                     .parse()
@@ -289,18 +293,27 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts), 
                     .map_err(|_| "a codegen thread panicked".to_string())?
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((units, counts))
+        Ok((units, counts, hash))
     })
 }
 
-/// How many of the executable's defined symbols are named `name` or a promoted
-/// `name.MODULE.promoted`.
-fn copies(symbols: &str, name: &str) -> usize {
-    symbols
+/// How many of the executable's defined symbols (as `nm` lists them) are named
+/// `name`, a unit's own copy, and how many `name.cguN.promoted.HASH`, a promoted
+/// one (HASH the program hash `hash` in 16 hex digits).
+fn copies(symbols: &str, name: &str, hash: u64) -> (usize, usize) {
+    let promoted = |s: &str| {
+        s.strip_prefix(&format!("{name}.cgu"))
+            .and_then(|rest| rest.strip_suffix(&format!(".promoted.{hash:016x}")))
+            .is_some_and(|unit| !unit.is_empty() && unit.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let defined: Vec<&str> = symbols
         .lines()
         .filter_map(|line| line.split_whitespace().nth(2))
-        .filter(|s| *s == name || s.starts_with(&format!("{name}.")))
-        .count()
+        .collect();
+    (
+        defined.iter().filter(|s| **s == name).count(),
+        defined.iter().filter(|s| promoted(s)).count(),
+    )
 }
 
 #[test]
@@ -316,8 +329,8 @@ fn codegen_units_merge_similar_functions_the_decisions_leave() {
 }
 
 fn check_codegen_units(similar: bool) {
-    let (plain, _) = build_program(false, false).expect("plain build");
-    let (merged, counts) = build_program(true, similar).expect("merged build");
+    let (plain, _, _) = build_program(false, false).expect("plain build");
+    let (merged, counts, hash) = build_program(true, similar).expect("merged build");
     assert_eq!(
         counts,
         PlanCounts {
@@ -356,20 +369,20 @@ fn check_codegen_units(similar: bool) {
     );
     for helper in HELPERS {
         assert_eq!(
-            copies(&plain_run.symbols, helper),
-            UNITS,
+            copies(&plain_run.symbols, helper, hash),
+            (UNITS, 0),
             "{helper} unmerged"
         );
         assert_eq!(
-            copies(&merged_run.symbols, helper),
-            1,
-            "{helper} merged:\n{}",
+            copies(&merged_run.symbols, helper, hash),
+            (0, 1),
+            "{helper} merged: one promoted copy:\n{}",
             merged_run.symbols
         );
     }
     assert_eq!(
-        copies(&merged_run.symbols, "bias"),
-        UNITS,
+        copies(&merged_run.symbols, "bias", hash),
+        (UNITS, 0),
         "every bias stays"
     );
     let text = |objects: &[Vec<u8>]| -> u64 {

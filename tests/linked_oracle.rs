@@ -86,7 +86,7 @@
 //!
 //! Environment: `ORACLE_SEED=N` runs only seed N of the generated programs and
 //! modules (and prints its CLIF and outputs), `ORACLE_PROGRAMS=N` sets how many
-//! programs run (default 200 multi-module programs, 160 single modules, and 100
+//! programs run (default 200 multi-module programs, 160 single modules, and 300
 //! programs through `MergingModule`, each built in 4 configurations), and
 //! `ORACLE_KEEP=1` keeps each program's directory (C source, objects, executables,
 //! outputs) under the temp dir. Without `cc` the tests fail under CI (`CI` set)
@@ -105,7 +105,7 @@ mod oracle_programs;
 
 use clif_merge::OutputEntry;
 use clif_merge::module::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};
-use clif_merge::separate::{Summary, apply_decisions, plan_program, summarize};
+use clif_merge::separate::{Summary, apply_decisions, plan_program, program_hash, summarize};
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::testing::split_module;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
@@ -1551,7 +1551,7 @@ fn generated_programs_link_and_run_alike_through_merging_module() {
         eprintln!();
     }
     let start = Instant::now();
-    let programs: Vec<Program> = seeds(100)
+    let programs: Vec<Program> = seeds(300)
         .into_iter()
         .map(|seed| generate_address_program(seed, machine_code))
         .collect();
@@ -1675,5 +1675,136 @@ fn generated_programs_link_and_run_alike_through_merging_module() {
             single_seed() || *merged > 0,
             "{test}: nothing was merged in {config}: the oracle checked nothing there"
         );
+    }
+}
+
+/// A C archive member that defines a function of its own under the name the
+/// promotion of `a`'s local `%h_x` used to get, `h_x_a_promoted`, and calls it:
+/// `weak` as a C++ inline function is (the merged build's hidden definition used to
+/// win silently and take the member's calls), or a plain definition (the merged
+/// build used to fail to link: two definitions).
+fn outside_promoted_name_c(weak: bool) -> String {
+    let attribute = if weak { "__attribute__((weak)) " } else { "" };
+    format!(
+        "#include <stdint.h>
+{attribute}int64_t h_x_a_promoted(int64_t x) {{ return x + 1000; }}
+int64_t c_entry(int64_t x) {{ return h_x_a_promoted(x) * 2; }}
+"
+    )
+}
+
+/// Modules `a` and `b` each have a local `%h_x`, equal, called by an exported entry
+/// point: the plan promotes `a`'s and removes `b`'s. The program also links a static
+/// archive whose member (pulled in for `c_entry`) defines and calls its own
+/// `h_x_a_promoted`, a name no summary mentions. The merged program must print what
+/// the unmerged one does: the promoted name must be one no outside object spells.
+#[test]
+fn promoted_names_do_not_capture_an_archive_member_function() {
+    let test = "promoted_names_do_not_capture_an_archive_member_function";
+    if !require_cc(test) {
+        return;
+    }
+    let module = |m: &str, k: i64| -> (String, FunctionSet) {
+        let text = format!(
+            "function %h_x(i64) -> i64 system_v {{
+block0(v0: i64):
+    v1 = iconst.i64 7
+    v2 = imul v0, v1
+    v3 = iconst.i64 3
+    v4 = iadd v2, v3
+    return v4
+}}
+
+function %{m}_entry(i64) -> i64 system_v {{
+    fn0 = %h_x(i64) -> i64 system_v
+block0(v0: i64):
+    v1 = call fn0(v0)
+    v2 = iconst.i64 {k}
+    v3 = iadd v1, v2
+    return v3
+}}
+"
+        );
+        let mut set = FunctionSet::new();
+        for f in cranelift_reader::parse_functions(&text).expect("the module parses") {
+            let linkage = if f.name.to_string() == "%h_x" {
+                Linkage::Local
+            } else {
+                Linkage::Export
+            };
+            set.push(f, linkage).expect("unique names");
+        }
+        (m.to_string(), set)
+    };
+    let modules = [module("a", 1), module("b", 2)];
+    let main_c = "#include <stdio.h>
+#include <stdint.h>
+int64_t a_entry(int64_t);
+int64_t b_entry(int64_t);
+int64_t c_entry(int64_t);
+int main(void) {
+    int64_t xs[] = {0, 1, 5, -3};
+    for (int i = 0; i < 4; i++)
+        printf(\"a %lld b %lld c %lld\\n\", (long long)a_entry(xs[i]),
+               (long long)b_entry(xs[i]), (long long)c_entry(xs[i]));
+    return 0;
+}
+";
+    let originals: Vec<Object> = modules.iter().map(|(_, s)| as_object(s)).collect();
+    let same = |s: &str| s.to_string();
+    let timeout = Duration::from_secs(60);
+    for weak in [true, false] {
+        let dir = Scratch::new("promoted-name");
+        let main = compile_c(&dir, "main", main_c).expect("main compiles");
+        let member = compile_c(&dir, "member", &outside_promoted_name_c(weak))
+            .expect("the archive member compiles");
+        let archive = dir.path().join("libmember.a");
+        let ar = std::process::Command::new("ar")
+            .arg("rcs")
+            .arg(&archive)
+            .arg(&member)
+            .output()
+            .expect("`ar` runs");
+        assert!(
+            ar.status.success(),
+            "ar rcs: {}",
+            String::from_utf8_lossy(&ar.stderr)
+        );
+        // The archive after `main.o`, which needs its `c_entry`.
+        let extra = [main, archive];
+        let base = build_and_run(&dir, "unmerged", &originals, &same, &extra, false, timeout)
+            .expect("the unmerged program builds");
+        assert_eq!(base.status, "exit 0", "unmerged (weak: {weak})");
+        assert!(
+            base.stdout.starts_with("a 4 b 5 c 2000\n"),
+            "the member calls its own function:\n{}",
+            base.stdout
+        );
+        for mode in MODES {
+            let label = format!("weak: {weak}, {}", mode_name(mode));
+            let Merged::Built(objects, _, _, decided) = merge_separately(&modules, mode) else {
+                panic!("{label}: the separate merge did not build");
+            };
+            let merged = build_and_run(&dir, "merged", &objects, &same, &extra, false, timeout)
+                .unwrap_or_else(|e| panic!("{label}: the merged program does not build: {e}"));
+            assert_eq!(
+                (&merged.stdout, &merged.status),
+                (&base.stdout, &base.status),
+                "{label}: merging changed what the program does\n{decided}"
+            );
+            let options = MergeOptions::default().with_mode(mode);
+            let summaries: Vec<Summary> = modules
+                .iter()
+                .map(|(name, set)| summarize(set, name, &options))
+                .collect();
+            let promoted = format!(
+                "a: promote %h_x -> a::%h_x_a_promoted_{:016x}\n",
+                program_hash(&summaries)
+            );
+            assert!(
+                decided.contains(&promoted),
+                "{label}: `a`'s %h_x is promoted ({promoted}):\n{decided}"
+            );
+        }
     }
 }

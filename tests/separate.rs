@@ -28,12 +28,15 @@ mod generator;
 mod skip;
 
 use clif_merge::Linkage;
-use clif_merge::separate::{DecisionAction, Summary, apply_decisions, plan_program, summarize};
+use clif_merge::separate::{
+    DecisionAction, Summary, apply_decisions, plan_program, program_hash, summarize,
+};
 use clif_merge::testing::split_module;
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::validate::validate_program;
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use corpus_program::load_corpus_program;
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::settings::{self, Configurable, Flags};
 use cranelift_codegen::verify_function;
 use std::collections::{BTreeSet, HashMap};
@@ -391,4 +394,83 @@ fn readers_of_machine_state_are_never_thunked_across_modules() {
     ]);
     assert_eq!(hidden.counts().removed, 1, "{:?}", hidden.decisions);
     assert_eq!(hidden.counts().thunked, 0, "{:?}", hidden.decisions);
+}
+
+/// Module `m`: a local `%helper` multiplying by `mul`, and `%entry_N` (exported;
+/// N the bytes of `m` in hex) calling it and adding `k`.
+fn helper_module(m: &str, mul: i32, k: i32) -> Summary {
+    let entry: String = m.bytes().map(|b| format!("{b:02x}")).collect();
+    let mut module = parse(&format!(
+        "
+function %helper(i32) -> i32 {{
+block0(v0: i32):
+    v1 = iconst.i32 {mul}
+    v2 = imul v0, v1
+    return v2
+}}
+function %entry_{entry}(i32) -> i32 {{
+    fn0 = %helper(i32) -> i32
+block0(v0: i32):
+    v1 = call fn0(v0)
+    v2 = iconst.i32 {k}
+    v3 = iadd v1, v2
+    return v3
+}}
+"
+    ));
+    module.set_linkage(FuncIndex::new(1), Linkage::Export);
+    summarize(&module, m, &MergeOptions::default())
+}
+
+/// The names the plan of `summaries` promotes to, sorted.
+fn promoted_names(summaries: &[Summary]) -> Vec<String> {
+    let plan = plan_program(summaries).expect("plan");
+    let mut names: Vec<String> = plan
+        .decisions
+        .iter()
+        .flat_map(|m| &m.decisions)
+        .filter(|d| d.action == DecisionAction::Promote)
+        .map(|d| d.to.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A promoted name is `%NAME_MODULE_promoted_` and the program hash in 16 hex
+/// digits: the same whatever the order of the summaries, another when any summary
+/// changes (a constant of one function, a module's name); a second promotion to
+/// the same name gets `_2` appended.
+#[test]
+fn promoted_names_carry_the_program_hash() {
+    let program = [helper_module("p", 5, 2), helper_module("q", 5, 3)];
+    let hash = program_hash(&program);
+    assert_eq!(
+        promoted_names(&program),
+        [format!("%helper_p_promoted_{hash:016x}")]
+    );
+    let reversed = [program[1].clone(), program[0].clone()];
+    assert_eq!(program_hash(&reversed), hash, "the summaries' order");
+    assert_eq!(promoted_names(&reversed), promoted_names(&program));
+
+    let changed = [helper_module("p", 5, 2), helper_module("q", 5, 4)];
+    assert_ne!(program_hash(&changed), hash, "a constant of q");
+    assert_eq!(
+        promoted_names(&changed),
+        [format!(
+            "%helper_p_promoted_{:016x}",
+            program_hash(&changed)
+        )]
+    );
+    let renamed = [helper_module("p", 5, 2), helper_module("r", 5, 3)];
+    assert_ne!(program_hash(&renamed), hash, "a module's name");
+
+    // `p-1` and `p_1` spell one CLIF word: two classes promote `%helper` of each.
+    let clash = [
+        helper_module("p-1", 5, 2),
+        helper_module("p_1", 6, 2),
+        helper_module("q", 5, 3),
+        helper_module("r", 6, 3),
+    ];
+    let base = format!("%helper_p_1_promoted_{:016x}", program_hash(&clash));
+    assert_eq!(promoted_names(&clash), [base.clone(), format!("{base}_2")]);
 }

@@ -312,6 +312,19 @@ fn summarize_all(dir: &TempDir, modules: &[(PathBuf, Vec<&str>)]) -> Vec<PathBuf
         .collect()
 }
 
+/// The program hash that marks the names `plan` promotes, over the summary files
+/// `summaries`, as 16 hex digits (`clif-merge plan --help`).
+fn program_hash(summaries: &[PathBuf]) -> String {
+    let read: Vec<clif_merge::separate::Summary> = summaries
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path).expect("summary file");
+            clif_merge::separate::Summary::from_bytes(&bytes).expect("a summary")
+        })
+        .collect();
+    format!("{:016x}", clif_merge::separate::program_hash(&read))
+}
+
 /// Every function of the CLIF files directly in `module_dir`.
 fn parse_module(module_dir: &Path) -> Vec<Function> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(module_dir)
@@ -749,11 +762,12 @@ block0(v0: i32):
     ];
     let summaries = summarize_all(&dir, &modules);
     let report = json_report(&ok(plan(&summaries, &dir.join("d"), true)));
+    let promoted = format!("%helper_p_promoted_{}", program_hash(&summaries));
     assert_eq!(
         report["actions"],
         json!([
-            {"function": "p::%helper", "into": "p::%helper_p_promoted", "action": "promote"},
-            {"function": "q::%helper", "into": "p::%helper_p_promoted", "action": "redirect"},
+            {"function": "p::%helper", "into": format!("p::{promoted}"), "action": "promote"},
+            {"function": "q::%helper", "into": format!("p::{promoted}"), "action": "redirect"},
         ])
     );
     assert_eq!(
@@ -771,7 +785,7 @@ block0(v0: i32):
     }
     assert_eq!(
         names(&merged),
-        ["%helper_p_promoted", "%p_entry", "%q_entry"],
+        [promoted.as_str(), "%p_entry", "%q_entry"],
         "one helper left, under its promoted name"
     );
     for (m, (module, _)) in ["p", "q"].into_iter().zip(&modules) {
@@ -889,9 +903,10 @@ block0(v0: i32):
     let thunk = json!({"function": "r::%r", "into": "p::%p", "action": "thunk"});
     let expected = if local_callee {
         // The two local `%callee`s are equal too: one is promoted, one removed.
+        let promoted = format!("p::%callee_p_promoted_{}", program_hash(&summaries));
         json!([
-            {"function": "p::%callee", "into": "p::%callee_p_promoted", "action": "promote"},
-            {"function": "r::%callee", "into": "p::%callee_p_promoted", "action": "redirect"},
+            {"function": "p::%callee", "into": promoted, "action": "promote"},
+            {"function": "r::%callee", "into": promoted, "action": "redirect"},
             thunk,
         ])
     } else {
@@ -1103,6 +1118,15 @@ fn help_mentions_the_subcommands() {
     let run = ok(clif_merge(["summarize", "--help"]));
     for option in ["--output", "--module", "--export", "--mode"] {
         assert!(run.stdout.contains(option), "{option}:\n{}", run.stdout);
+    }
+    // `plan --help` states what a promoted name is kept apart from.
+    let run = ok(clif_merge(["plan", "--help"]));
+    for needle in [
+        "%NAME_MODULE_promoted_HASH",
+        "program hash",
+        "spells this program's hash",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle}:\n{}", run.stdout);
     }
     // A subcommand without its required arguments is a usage error.
     let run = clif_merge(["summarize"]);

@@ -38,10 +38,17 @@ Stage 2 of separate compilation, once for the whole program: reads every summary
 the classes of equal functions across modules (callees compared by symbol across \
 modules), keeps one representative per class (the strongest linkage, then the first by \
 module and definition order: the order of the summaries does not matter; a local one \
-is promoted to hidden under a new name, `%NAME_MODULE_promoted`, when members in other \
-modules go to it) and writes one decisions file per module. It reports how many \
+is promoted to hidden under a new name, `%NAME_MODULE_promoted_HASH`, when members in \
+other modules go to it) and writes one decisions file per module. It reports how many \
 duplicates were removed and thunked, how many representatives promoted and how many \
-references redirected across modules.";
+references redirected across modules.
+
+Promoted names: HASH is 16 hex digits of the program hash, a 64-bit FNV-1a over every \
+module's name and summary digest (the same in any order of the summaries, another \
+whenever any summary changes). A promoted name is none that a summarized module \
+defines, imports or mentions, nor another promoted name of the plan (`_2`, ... is \
+appended on a clash); a name from outside the program (a C file, an archive member, a \
+library) is one only if it spells this program's hash.";
 
 const APPLY_ABOUT: &str = "\
 Stage 3 of separate compilation, per module: runs the module's own merge again and \

@@ -24,7 +24,7 @@ pub(crate) mod vocabulary;
 pub use format::{FORMAT_VERSION, FormatError};
 pub use program::{
     CallRedirect, Decision, DecisionAction, ModuleDecisions, PlanCounts, PlanError, ProgramPlan,
-    QualifiedName, plan_program,
+    QualifiedName, plan_program, program_hash,
 };
 pub use summary::{
     ClifNames, FunctionSummary, Summary, SymbolNames, SymbolRef, Visibility, summarize,

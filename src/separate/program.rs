@@ -15,12 +15,13 @@
 //! given, and is the one a single run over the modules put together in that order
 //! would keep. A local representative of members in other modules is *promoted*
 //! ([`DecisionAction::Promote`]): its module gives it hidden linkage under a name
-//! no module of the program uses (ThinLTO's promotion of locals), so that the other
-//! modules can refer to it. Every other member that is not preemptible gets a
-//! [`Decision`] in its module's [`ModuleDecisions`]: a local or hidden function
-//! whose address is taken nowhere in the program is removed, and every reference
-//! to it, in every module, goes to the representative
-//! ([`DecisionAction::Redirect`]); any other becomes a thunk to it
+//! no module of the program uses, marked with the [`program_hash`], which a name
+//! outside the program would have to spell to be it (ThinLTO's promotion of
+//! locals, and its `.llvm.HASH`), so that the other modules can refer to it. Every
+//! other member that is not preemptible gets a [`Decision`] in its module's
+//! [`ModuleDecisions`]: a local or hidden function whose address is taken nowhere
+//! in the program is removed, and every reference to it, in every module, goes to
+//! the representative ([`DecisionAction::Redirect`]); any other becomes a thunk to it
 //! ([`DecisionAction::Thunk`]; an object file cannot alias a symbol it does not
 //! define), and its module's own calls go straight to the representative, as do
 //! the direct calls other modules make to it ([`CallRedirect`]).
@@ -32,6 +33,7 @@ use crate::identical::encoded::EncodedFunctions;
 use crate::identical::hash::StructuralHash;
 use crate::identical::partition::partition;
 use crate::ir::FuncIndex;
+use crate::ir::fnv::Fnv1a;
 use cranelift_codegen::entity::EntityRef;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -47,8 +49,9 @@ pub enum DecisionAction {
     /// Removed; every reference to it goes to the representative.
     Redirect,
     /// A local representative of functions in other modules: it keeps its body
-    /// under the decision's `to`, a name no module of the program uses, with hidden
-    /// linkage, and every reference to its old name goes to the new one.
+    /// under the decision's `to`, a name no module of the program uses, marked with
+    /// the [`program_hash`], with hidden linkage, and every reference to its old
+    /// name goes to the new one.
     Promote,
 }
 
@@ -261,7 +264,20 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
     let time_partition = start.elapsed();
 
     // Phase 3 of 4: a representative per class, a decision per other member.
-    let (mut per_module, classes) = program.decide(&partition.merge_classes(), &encoded);
+    // The digests once: they mark promoted names and go into every module's
+    // decisions.
+    let digests: Vec<u64> = program.order.iter().map(|s| s.digest()).collect();
+    let named_digests: Vec<(&str, u64)> = program
+        .order
+        .iter()
+        .zip(&digests)
+        .map(|(s, &d)| (s.module.as_str(), d))
+        .collect();
+    let (mut per_module, classes) = program.decide(
+        &partition.merge_classes(),
+        &encoded,
+        hash_of_digests(&named_digests),
+    );
 
     // Phase 4 of 4: decisions that would bind to a local of the applying module
     // are dropped, a function some module could not redirect its references to
@@ -275,13 +291,14 @@ pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
     let decisions = program
         .order
         .iter()
+        .zip(digests)
         .zip(per_module)
         .zip(calls)
-        .map(|((summary, mut decisions), calls)| {
+        .map(|(((summary, module_digest), mut decisions), calls)| {
             decisions.sort_by(|a, b| a.function.cmp(&b.function));
             ModuleDecisions {
                 module: summary.module.clone(),
-                module_digest: summary.digest(),
+                module_digest,
                 addresses_significant: summary.addresses_significant,
                 decisions,
                 calls,
@@ -465,12 +482,13 @@ impl<'s> Program<'s> {
 
     /// Per class (of the partition's `classes`), a representative and a decision
     /// for every other member, in the member's module (and a promotion for a local
-    /// representative of members in other modules); and the classes as names (the
-    /// representative first), sorted.
+    /// representative of members in other modules, its new name marked with
+    /// `program_hash`); and the classes as names (the representative first), sorted.
     fn decide(
         &self,
         classes: &[Vec<FuncIndex>],
         encoded: &EncodedFunctions,
+        program_hash: u64,
     ) -> (Vec<Vec<Decision>>, Vec<Vec<QualifiedName>>) {
         // Thunks and aliases of each module's own merge, by the function they
         // stand for.
@@ -483,7 +501,7 @@ impl<'s> Program<'s> {
                 }
             }
         }
-        let mut promoted_names = PromotedNames::new(&self.order);
+        let mut promoted_names = PromotedNames::new(&self.order, program_hash);
         let mut per_module: Vec<Vec<Decision>> = vec![Vec::new(); self.order.len()];
         let mut named = Vec::new();
         for class in classes {
@@ -793,19 +811,25 @@ fn keep_rank(visibility: Visibility) -> u8 {
     }
 }
 
-/// Names for promoted representatives: derived from the function's name and its
-/// module's, spelled as the function's own name is (a CLIF test-case name
-/// `%NAME_MODULE_promoted` for a CLIF name, `NAME.MODULE.promoted` for a linker
-/// name), and used by no module of the program (a number is appended until it is
-/// not).
+/// Names for promoted representatives: derived from the function's name, its
+/// module's and the [`program_hash`], spelled as the function's own name is (a CLIF
+/// test-case name `%NAME_MODULE_promoted_HASH` for a CLIF name,
+/// `NAME.MODULE.promoted.HASH` for a linker name, `HASH` the program hash as 16
+/// lowercase hex digits), and used by no module of the program (`_N` or `.N` is
+/// appended, N from 2, until it is not). The modules' names only rule out the
+/// program's own names: the hash is what keeps names outside the program (a C
+/// archive member's, a library's) away, as ThinLTO's `.llvm.HASH` does.
 struct PromotedNames<'s> {
     /// Every name a summary of the program uses, and the names given so far.
     taken: HashSet<std::borrow::Cow<'s, str>>,
+    /// The [`program_hash`], as 16 hex digits.
+    hash: String,
 }
 
 impl<'s> PromotedNames<'s> {
-    /// Names that clash with none of `summaries`' function and symbol names.
-    fn new(summaries: &[&'s Summary]) -> Self {
+    /// Names that clash with none of `summaries`' function and symbol names, marked
+    /// with `program_hash`.
+    fn new(summaries: &[&'s Summary], program_hash: u64) -> Self {
         let taken = summaries
             .iter()
             .flat_map(|s| {
@@ -814,11 +838,15 @@ impl<'s> PromotedNames<'s> {
             })
             .map(std::borrow::Cow::Borrowed)
             .collect();
-        Self { taken }
+        Self {
+            taken,
+            hash: format!("{program_hash:016x}"),
+        }
     }
 
     /// A new name for local function `name` of module `module`.
     fn fresh(&mut self, name: &str, module: &str) -> String {
+        let hash = &self.hash;
         let base = if clif_name(name).is_some() {
             // CLIF test-case names are `%[A-Za-z0-9_]*`.
             let word = |s: &str| -> String {
@@ -827,16 +855,16 @@ impl<'s> PromotedNames<'s> {
                     .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
                     .collect()
             };
-            format!("%{}_{}_promoted", word(name), word(module))
+            format!("%{}_{}_promoted_{hash}", word(name), word(module))
         } else {
-            format!("{name}.{module}.promoted")
+            format!("{name}.{module}.promoted.{hash}")
         };
         let mut candidate = base.clone();
         let mut counter = 1u64;
         while self.taken.contains(candidate.as_str()) {
             counter += 1;
             candidate = if base.starts_with('%') {
-                format!("{base}{counter}")
+                format!("{base}_{counter}")
             } else {
                 format!("{base}.{counter}")
             };
@@ -845,6 +873,35 @@ impl<'s> PromotedNames<'s> {
             .insert(std::borrow::Cow::Owned(candidate.clone()));
         candidate
     }
+}
+
+/// The hash of a whole program's summaries that marks its promoted names: 64-bit
+/// FNV-1a over every module's name and [`Summary::digest`], in
+/// module-name order, so it does not depend on the order the summaries are given
+/// and changes whenever any summary does. Fixed by this crate, as the digests are.
+pub fn program_hash(summaries: &[Summary]) -> u64 {
+    let mut order: Vec<(&str, u64)> = summaries
+        .iter()
+        .map(|s| (s.module.as_str(), s.digest()))
+        .collect();
+    order.sort_unstable();
+    hash_of_digests(&order)
+}
+
+/// [`program_hash`] of (module name, digest) pairs in module-name order.
+fn hash_of_digests(order: &[(&str, u64)]) -> u64 {
+    order
+        .iter()
+        .fold(
+            Fnv1a::new().word(order.len() as u64),
+            |h, (module, digest)| {
+                // The length first, so that no two lists of names spell one byte string.
+                h.word(module.len() as u64)
+                    .bytes(module.as_bytes())
+                    .word(*digest)
+            },
+        )
+        .finish()
 }
 
 /// The encoding of summarized function `f` with its references resolved: a
