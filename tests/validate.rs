@@ -539,3 +539,40 @@ block0(v0: {ty}, v1: i32):
         );
     }
 }
+
+/// A `stack_addr` outside its slot points wherever the frame layout puts it, which
+/// the sandbox does not share with the hardware: no run through it is conclusive,
+/// so the pair is unvalidated (the interpreter alone would trap on both sides and
+/// call that agreement).
+#[test]
+fn a_stack_address_outside_its_slot_is_not_validated() {
+    for offset in ["-8", "+8"] {
+        let function = |name: &str| {
+            format!(
+                "
+function %{name}(i64) -> i64 {{
+    ss0 = explicit_slot 8
+    ss1 = explicit_slot 8
+block0(v0: i64):
+    v1 = stack_addr.i64 ss1{offset}
+    store v0, v1
+    v2 = load.i64 v1
+    return v2
+}}"
+            )
+        };
+        let report = validate_forced_merge(&(function("f") + &function("g")), MergeAction::Erase);
+        assert_eq!(report.validated, 0, "ss1{offset}: {}", report.summary());
+        assert_eq!(
+            report.unvalidated.len(),
+            1,
+            "ss1{offset}: {}",
+            report.summary()
+        );
+        assert!(
+            report.mismatches.is_empty(),
+            "ss1{offset}: {}",
+            report.summary()
+        );
+    }
+}

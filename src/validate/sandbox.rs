@@ -17,7 +17,9 @@
 //!   bits (at 32 bits for an `i32` base). The interpreter zero-extends the offset
 //!   instead; the sandbox corrects each such address before it touches memory
 //!   ([`Access`]). Global values already add their offsets signed.
-//! - **Stack slots** live at [`STACK_BASE`], frame after frame.
+//! - **Stack slots** live at [`STACK_BASE`], frame after frame. A `stack_addr`
+//!   outside its slot makes the run inconclusive: where it points depends on a
+//!   frame layout the sandbox does not share with the hardware.
 //! - **Function addresses** of functions in the store are numbered in the order a
 //!   run first takes them, so the numbering depends only on what the code does, not
 //!   on names or positions (a merged module may have renamed, removed or aliased
@@ -349,8 +351,8 @@ pub struct Sandbox<'a> {
     /// The memory access of the instruction being stepped, if it has an offset.
     access: Cell<Option<Access>>,
     /// Why the step being run computed an address the sandbox cannot make the
-    /// hardware's: the run is then inconclusive (the interpreter would access
-    /// another address instead).
+    /// hardware's: the run is then inconclusive (the interpreter would trap or
+    /// access another address instead).
     unmodelled: Cell<Option<String>>,
 }
 
@@ -633,7 +635,14 @@ impl<'a> State<'a> for Sandbox<'a> {
     ) -> Result<Address, MemoryError> {
         let slots = &self.get_current_function().sized_stack_slots;
         let data = &slots[slot];
+        // The interpreter passes the `Offset32` zero-extended, so `ss0-8` arrives
+        // as `0xffff_fff8`: an address outside its slot depends on the frame
+        // layout, which the sandbox does not share with the hardware.
         if offset >= u64::from(data.size) {
+            self.unmodelled.set(Some(format!(
+                "stack_addr {slot}{:+} outside the slot ({} bytes)",
+                offset as u32 as i32, data.size
+            )));
             return Err(MemoryError::InvalidOffset {
                 offset,
                 max: u64::from(data.size),
