@@ -2,11 +2,14 @@
 //! honestly what it could not run.
 
 use clif_merge::Linkage;
+use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::testing::apply;
-use clif_merge::validate::{ValidationReport, validate};
+use clif_merge::validate::{ValidationReport, validate, validate_similar};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use clif_merge::{MergeAction, MergeDecision, MergePlan};
 use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::immediates::Imm64;
+use cranelift_codegen::ir::{InstructionData, Opcode};
 use std::process::Command;
 
 fn module(text: &str) -> FunctionSet {
@@ -185,7 +188,7 @@ block0(v0: i32):
 /// Pairs of functions that agree on everything the interpreter's own state could
 /// run (nothing: they all go through pointers, symbols or calls leaving the module)
 /// and differ in what the sandbox makes observable.
-const SANDBOX_TWINS: [(&str, &str); 6] = [
+const SANDBOX_TWINS: [(&str, &str); 8] = [
     (
         "load offset",
         "
@@ -198,6 +201,38 @@ function %g(i64) -> i32 {
 block0(v0: i64):
     v1 = load.i32 v0+4
     return v1
+}",
+    ),
+    (
+        "negative load offset (sign-extended, not zero-extended)",
+        "
+function %f(i64) -> i32 {
+block0(v0: i64):
+    v1 = uload16.i32 v0-4
+    return v1
+}
+function %g(i64) -> i32 {
+block0(v0: i64):
+    v1 = iconst.i64 0xffff_fffc
+    v2 = iadd v0, v1
+    v3 = uload16.i32 v2
+    return v3
+}",
+    ),
+    (
+        "negative store offset (sign-extended, not zero-extended)",
+        "
+function %f(i64, i32) {
+block0(v0: i64, v1: i32):
+    istore8 v1, v0-8
+    return
+}
+function %g(i64, i32) {
+block0(v0: i64, v1: i32):
+    v2 = iconst.i64 0xffff_fff8
+    v3 = iadd v0, v2
+    istore8 v1, v3
+    return
 }",
     ),
     (
@@ -341,4 +376,203 @@ block0(v0: i32):
     assert_eq!(report.validated, 0, "{}", report.summary());
     assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
     assert!(report.mismatches.is_empty());
+}
+
+/// wasmtime's call of an imported function (`imported_callee_differs.clif` in
+/// `filetests/similar`), with the callee's context and code pointer at negative
+/// offsets of `vmctx`: three functions that differ only in those offsets.
+fn callees_at_negative_vmctx_offsets() -> String {
+    [("f", -16, -32), ("g", -48, -64), ("h", -80, -96)]
+        .iter()
+        .map(|(name, context, code)| {
+            format!(
+                "
+function %{name}(i64 vmctx, i64, i32, i32) -> i32 tail {{
+    sig0 = (i64 vmctx, i64, i32, i32) -> i32 tail
+block0(v0: i64, v1: i64, v2: i32, v3: i32):
+    v4 = iconst.i32 17
+    v5 = imul v2, v4
+    v6 = iadd v5, v3
+    v7 = load.i64 notrap aligned readonly can_move v0{context}
+    v8 = load.i64 notrap aligned readonly can_move v0{code}
+    v9 = call_indirect sig0, v8(v7, v0, v6, v3)
+    v10 = bxor v9, v2
+    v11 = ishl v10, v3
+    v12 = isub v11, v5
+    v13 = band v12, v6
+    v14 = bor v13, v9
+    v15 = imul v14, v14
+    v16 = iadd v15, v10
+    v17 = bxor v16, v11
+    v18 = imul v17, v12
+    v19 = iadd v18, v13
+    v20 = rotl v19, v3
+    v21 = bxor v20, v14
+    return v21
+}}"
+            )
+        })
+        .collect()
+}
+
+/// The similar merge of `callees_at_negative_vmctx_offsets`, which must make the
+/// three functions one group whose entry points pass the offsets.
+fn similar_merge_of_negative_vmctx_callees() -> SimilarPass {
+    let set = module(&callees_at_negative_vmctx_offsets());
+    let outcome = merge_functions(&set, &MergeOptions::default());
+    let similar = SimilarPass::after(&set, &outcome.output, &SimilarOptions::default());
+    assert_eq!(similar.outcome.groups.len(), 1, "one group");
+    assert_eq!(similar.outcome.groups[0].members.len(), 3, "three members");
+    let entry = similar
+        .entry_point(similar.outcome.groups[0].members[1])
+        .expect("%g is an entry point");
+    let text = entry.display().to_string();
+    assert!(text.contains("iconst.i64 -48"), "{text}");
+    assert!(text.contains("iconst.i64 -64"), "{text}");
+    similar
+}
+
+/// A load at `v0-16` reads 16 bytes below `v0`, as on the hardware: the merged
+/// body's `iadd v0, -16` reads the same bytes, so the right merge validates.
+#[test]
+fn callee_loads_at_negative_vmctx_offsets_validate() {
+    let similar = similar_merge_of_negative_vmctx_callees();
+    let report =
+        validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+    assert_eq!(report.validated, 3, "{}", report.summary());
+    assert!(report.unvalidated.is_empty(), "{}", report.summary());
+    assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
+
+    let dir = tempfile::Builder::new()
+        .prefix("clif-merge-validate-")
+        .tempdir()
+        .expect("temp dir");
+    let file = dir.path().join("negative_vmctx.clif");
+    std::fs::write(&file, callees_at_negative_vmctx_offsets()).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+        .args(["--similar", "--validate"])
+        .arg(&file)
+        .output()
+        .expect("run clif-merge");
+    drop(dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("similar: validated: 3 pairs, 0 unvalidated, 0 mismatches"),
+        "{stderr}"
+    );
+}
+
+/// Entry points that pass their offsets zero-extended (`-48` as `0xffff_ffd0`, what
+/// a merge that forgot the sign would emit) read 4 GiB away from the originals'
+/// loads: every member is a mismatch. (An interpreter that zero-extends the
+/// originals' offsets too would see them agree.)
+#[test]
+fn callee_offsets_passed_zero_extended_are_caught() {
+    let mut similar = similar_merge_of_negative_vmctx_callees();
+    let members = similar.outcome.groups[0].members.clone();
+    for &member in &members {
+        let entry = similar
+            .outcome
+            .entry_points
+            .get_mut(member)
+            .expect("every member is an entry point");
+        let insts: Vec<_> = entry
+            .layout
+            .blocks()
+            .flat_map(|block| entry.layout.block_insts(block))
+            .collect();
+        let mut planted = 0;
+        for inst in insts {
+            if let InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } = &mut entry.dfg.insts[inst]
+                && imm.bits() < 0
+            {
+                *imm = Imm64::new(i64::from(imm.bits() as u32));
+                planted += 1;
+            }
+        }
+        assert_eq!(planted, 2, "{}", entry.display());
+    }
+    let report =
+        validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+    assert_eq!(report.mismatches.len(), 3, "{}", report.summary());
+    let caught: Vec<FuncIndex> = report.mismatches.iter().map(|m| m.function).collect();
+    assert_eq!(caught, members);
+}
+
+/// A negative offset and the same offset added to the base are one address, as
+/// on the hardware: wrapping at 64 bits for an `i64` base, at 32 bits for an `i32`
+/// one (a 32-bit target's pointers).
+#[test]
+fn negative_offsets_address_what_adding_them_addresses() {
+    for ty in ["i64", "i32"] {
+        let report = validate_forced_merge(
+            &format!(
+                "
+function %f({ty}, i32) -> i64 {{
+block0(v0: {ty}, v1: i32):
+    istore16 v1, v0-2
+    v2 = sload16.i64 v0-8
+    return v2
+}}
+function %g({ty}, i32) -> i64 {{
+block0(v0: {ty}, v1: i32):
+    v2 = iconst.{ty} -2
+    v3 = iadd v0, v2
+    istore16 v1, v3
+    v4 = iconst.{ty} -8
+    v5 = iadd v0, v4
+    v6 = sload16.i64 v5
+    return v6
+}}"
+            ),
+            MergeAction::Erase,
+        );
+        assert_eq!(report.validated, 1, "{ty}: {}", report.summary());
+        assert!(
+            report.mismatches.is_empty(),
+            "{ty}: {:?}",
+            report.mismatches
+        );
+    }
+}
+
+/// A `stack_addr` outside its slot points wherever the frame layout puts it, which
+/// the sandbox does not share with the hardware: no run through it is conclusive,
+/// so the pair is unvalidated (the interpreter alone would trap on both sides and
+/// call that agreement).
+#[test]
+fn a_stack_address_outside_its_slot_is_not_validated() {
+    for offset in ["-8", "+8"] {
+        let function = |name: &str| {
+            format!(
+                "
+function %{name}(i64) -> i64 {{
+    ss0 = explicit_slot 8
+    ss1 = explicit_slot 8
+block0(v0: i64):
+    v1 = stack_addr.i64 ss1{offset}
+    store v0, v1
+    v2 = load.i64 v1
+    return v2
+}}"
+            )
+        };
+        let report = validate_forced_merge(&(function("f") + &function("g")), MergeAction::Erase);
+        assert_eq!(report.validated, 0, "ss1{offset}: {}", report.summary());
+        assert_eq!(
+            report.unvalidated.len(),
+            1,
+            "ss1{offset}: {}",
+            report.summary()
+        );
+        assert!(
+            report.mismatches.is_empty(),
+            "ss1{offset}: {}",
+            report.summary()
+        );
+    }
 }

@@ -12,7 +12,14 @@
 //!   different address almost surely sees different data. Writes go into a sparse
 //!   overlay; what a run leaves in memory is part of its result. Alignment flags are
 //!   not checked (the hardware does not either).
-//! - **Stack slots** live at [`STACK_BASE`], frame after frame.
+//! - **Addresses** of `load`s and `store`s (of every width) are computed as the
+//!   hardware does: the base plus the sign-extended 32-bit offset, wrapping at 64
+//!   bits (at 32 bits for an `i32` base). The interpreter zero-extends the offset
+//!   instead; the sandbox corrects each such address before it touches memory
+//!   ([`Access`]). Global values already add their offsets signed.
+//! - **Stack slots** live at [`STACK_BASE`], frame after frame. A `stack_addr`
+//!   outside its slot makes the run inconclusive: where it points depends on a
+//!   frame layout the sandbox does not share with the hardware.
 //! - **Function addresses** of functions in the store are numbered in the order a
 //!   run first takes them, so the numbering depends only on what the code does, not
 //!   on names or positions (a merged module may have renamed, removed or aliased
@@ -285,6 +292,44 @@ pub enum Inconclusive {
     Unsupported(String),
 }
 
+/// The address a `load` or `store` about to run accesses: as the interpreter
+/// computes it, and as the hardware does.
+///
+/// `cranelift-interpreter` 0.135.8 zero-extends the `Offset32` of a load or store
+/// before adding it to the base (`calculate_addr` in its `step.rs` converts the
+/// immediate with `ValueConversionKind::ZeroExtend(types::I64)`), so `v0-16` would
+/// read `v0 + 0xffff_fff0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Access {
+    interpreted: u64,
+    hardware: u64,
+}
+
+impl Access {
+    /// The access of `inst` in `function` with the values of `frame`, or `None`
+    /// when `inst` is no load or store with an offset (atomics take a bare
+    /// address; `stack_addr` checks its offset against the slot instead).
+    fn of(function: &Function, inst: ir::Inst, frame: &Frame<'_>) -> Option<Self> {
+        let (base, offset) = match function.dfg.insts[inst] {
+            InstructionData::Load { arg, offset, .. } => (arg, i64::from(offset)),
+            InstructionData::Store { args, offset, .. } => (args[1], i64::from(offset)),
+            _ => return None,
+        };
+        let unsigned = u64::from(offset as u32);
+        Some(match *frame.get(base) {
+            DataValue::I64(base) => Self {
+                interpreted: (base as u64).wrapping_add(unsigned),
+                hardware: (base as u64).wrapping_add(offset as u64),
+            },
+            DataValue::I32(base) => Self {
+                interpreted: u64::from(base as u32) + unsigned,
+                hardware: u64::from((base as u32).wrapping_add(offset as u32)),
+            },
+            _ => return None,
+        })
+    }
+}
+
 /// The interpreter state of one run.
 pub struct Sandbox<'a> {
     world: &'a SandboxWorld<'a>,
@@ -303,6 +348,12 @@ pub struct Sandbox<'a> {
     indirect_signature: Cell<Option<&'a Signature>>,
     pinned_reg: DataValue,
     fuel: u64,
+    /// The memory access of the instruction being stepped, if it has an offset.
+    access: Cell<Option<Access>>,
+    /// Why the step being run computed an address the sandbox cannot make the
+    /// hardware's: the run is then inconclusive (the interpreter would trap or
+    /// access another address instead).
+    unmodelled: Cell<Option<String>>,
 }
 
 impl<'a> Sandbox<'a> {
@@ -320,6 +371,8 @@ impl<'a> Sandbox<'a> {
             indirect_signature: Cell::new(None),
             pinned_reg: DataValue::I64(0),
             fuel,
+            access: Cell::new(None),
+            unmodelled: Cell::new(None),
         }
     }
 
@@ -385,8 +438,13 @@ impl<'a> Sandbox<'a> {
                 self.indirect_signature
                     .set(Some(&function.dfg.signatures[sig_ref]));
             }
+            self.access
+                .set(Access::of(function, inst, self.current_frame()));
             let context = DfgInstructionContext::new(inst, &function.dfg);
             let flow = step(self, context).map_err(|e| Inconclusive::Unsupported(e.to_string()))?;
+            if let Some(why) = self.unmodelled.take() {
+                return Err(Inconclusive::Unsupported(why));
+            }
             match flow {
                 ControlFlow::Assign(values) => {
                     self.current_frame_mut()
@@ -468,6 +526,23 @@ impl<'a> Sandbox<'a> {
         } else {
             self.memory.insert(address, byte);
         }
+    }
+
+    /// The address a load or store at `address` (as the interpreter computed it)
+    /// accesses on the hardware.
+    fn hardware_address(&self, address: &Address) -> Result<u64, MemoryError> {
+        let address = raw(address)?;
+        Ok(match self.access.take() {
+            None => address,
+            Some(access) if access.interpreted == address => access.hardware,
+            Some(access) => {
+                self.unmodelled.set(Some(format!(
+                    "the interpreter accessed {address:#x} where the sandbox expected {:#x}",
+                    access.interpreted
+                )));
+                address
+            }
+        })
     }
 
     /// The stand-in for an outside callee with identity `id` and signature `sig`.
@@ -560,7 +635,14 @@ impl<'a> State<'a> for Sandbox<'a> {
     ) -> Result<Address, MemoryError> {
         let slots = &self.get_current_function().sized_stack_slots;
         let data = &slots[slot];
+        // The interpreter passes the `Offset32` zero-extended, so `ss0-8` arrives
+        // as `0xffff_fff8`: an address outside its slot depends on the frame
+        // layout, which the sandbox does not share with the hardware.
         if offset >= u64::from(data.size) {
+            self.unmodelled.set(Some(format!(
+                "stack_addr {slot}{:+} outside the slot ({} bytes)",
+                offset as u32 as i32, data.size
+            )));
             return Err(MemoryError::InvalidOffset {
                 offset,
                 max: u64::from(data.size),
@@ -581,7 +663,7 @@ impl<'a> State<'a> for Sandbox<'a> {
         ty: Type,
         mem_flags: MemFlagsData,
     ) -> Result<DataValue, MemoryError> {
-        let start = raw(&address)?;
+        let start = self.hardware_address(&address)?;
         if start == CALLEE_REGISTER && ty == types::I64 {
             return Ok(DataValue::I64(self.callee.get() as i64));
         }
@@ -600,7 +682,7 @@ impl<'a> State<'a> for Sandbox<'a> {
         v: DataValue,
         mem_flags: MemFlagsData,
     ) -> Result<(), MemoryError> {
-        let start = raw(&address)?;
+        let start = self.hardware_address(&address)?;
         let mut bytes = vec![0; v.ty().bytes() as usize];
         match mem_flags.endianness(ir::Endianness::Little) {
             ir::Endianness::Big => v.write_to_slice_be(&mut bytes),
