@@ -439,6 +439,43 @@ fn significant(out: &str, addresses: bool) -> Vec<&str> {
         .collect()
 }
 
+/// How the merged program's `run` differs from the unmerged one's `base` (the
+/// address lines only if `addresses`): a one-line summary and the details, or
+/// `None` when they agree.
+fn difference(base: &Run, run: &Run, addresses: bool) -> Option<(String, String)> {
+    let (a, b) = (
+        significant(&base.stdout, addresses),
+        significant(&run.stdout, addresses),
+    );
+    if a == b && base.status == run.status {
+        return None;
+    }
+    let what = if base.status != run.status {
+        format!(
+            "the merged program ends with {} (unmerged: {})",
+            run.status, base.status
+        )
+    } else {
+        format!(
+            "the merged program prints something else: {}",
+            first_differences(&a, &b)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+        )
+    };
+    let details = format!(
+        "--- differing lines ---\n{}--- output unmerged ({}) ---\n{}--- output merged ({}) ---\n{}",
+        first_differences(&a, &b),
+        base.status,
+        base.stdout,
+        run.status,
+        run.stdout
+    );
+    Some((what, details))
+}
+
 /// The first differing lines of two outputs.
 fn first_differences(a: &[&str], b: &[&str]) -> String {
     let mut out = String::new();
@@ -640,39 +677,8 @@ fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
                 continue;
             }
         };
-        let addresses = mode == MergeMode::Safe;
-        let (a, b) = (
-            significant(&base.stdout, addresses),
-            significant(&run.stdout, addresses),
-        );
-        if a != b || base.status != run.status {
-            let what = if base.status != run.status {
-                format!(
-                    "the merged program ends with {} (unmerged: {})",
-                    run.status, base.status
-                )
-            } else {
-                format!(
-                    "the merged program prints something else: {}",
-                    first_differences(&a, &b)
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                        .trim()
-                )
-            };
-            checked.failures.push(fail(
-                what,
-                &merged_text,
-                &format!(
-                    "--- differing lines ---\n{}--- output unmerged ({}) ---\n{}--- output merged ({}) ---\n{}",
-                    first_differences(&a, &b),
-                    base.status,
-                    base.stdout,
-                    run.status,
-                    run.stdout
-                ),
-            ));
+        if let Some((what, details)) = difference(&base, &run, mode == MergeMode::Safe) {
+            checked.failures.push(fail(what, &merged_text, &details));
         } else if single_seed() {
             println!(
                 "seed {seed}, mode {}: same output\n{original_text}\n--- after clif-merge ---\n{merged_text}\n--- output ---\n{}",
@@ -1490,39 +1496,8 @@ fn check_through_module(program: &Program) -> Checked {
                 continue;
             }
         };
-        let addresses = mode == MergeMode::Safe;
-        let (a, b) = (
-            significant(&base.stdout, addresses),
-            significant(&run.stdout, addresses),
-        );
-        if a != b || base.status != run.status {
-            let what = if base.status != run.status {
-                format!(
-                    "the merged program ends with {} (unmerged: {})",
-                    run.status, base.status
-                )
-            } else {
-                format!(
-                    "the merged program prints something else: {}",
-                    first_differences(&a, &b)
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                        .trim()
-                )
-            };
-            checked.failures.push(fail(
-                what,
-                &decided,
-                &format!(
-                    "--- differing lines ---\n{}--- output unmerged ({}) ---\n{}--- output merged ({}) ---\n{}",
-                    first_differences(&a, &b),
-                    base.status,
-                    base.stdout,
-                    run.status,
-                    run.stdout
-                ),
-            ));
+        if let Some((what, details)) = difference(&base, &run, mode == MergeMode::Safe) {
+            checked.failures.push(fail(what, &decided, &details));
         } else if single_seed() {
             println!(
                 "seed {seed}, {config}: same output\n{original_text}\n--- what the wrapper \

@@ -31,10 +31,9 @@ use cranelift_codegen::ir::{
     AbiParam, ExternalName, GlobalValueData, InstBuilder, Signature, UserExternalName,
 };
 use cranelift_frontend::FunctionBuilder;
-use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use define_support::define_function;
+use define_support::{define_function, merging_jit};
 
 /// The functions of the address program, by name.
 struct AddressProgram {
@@ -228,18 +227,6 @@ fn a_function_address_taken_in_code_keeps_naming_its_function() {
     }
 }
 
-/// A JIT for the host with `options`.
-fn jit(options: ModuleMergeOptions) -> MergingModule<JITModule> {
-    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
-        .expect("host ISA")
-        .finish(cranelift_codegen::settings::Flags::new(
-            cranelift_codegen::settings::builder(),
-        ))
-        .expect("ISA");
-    let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    MergingModule::new(JITModule::new(builder), options)
-}
-
 /// Calls finalized `() -> i64` code.
 fn call0(code: *const u8) -> i64 {
     // SAFETY: finalized `() -> i64` code in the host's calling convention.
@@ -257,7 +244,7 @@ fn call1(code: *const u8, x: i64) -> i64 {
 #[test]
 fn a_function_address_taken_in_code_keeps_naming_its_function_in_a_jit() {
     fn observe(options: ModuleMergeOptions) -> Vec<i64> {
-        let mut m = jit(options);
+        let mut m = merging_jit(options);
         let program = define_address_program(&mut m);
         let (jit, _): (MergedJit, _) = m.finish_jit().expect("finish");
         let code = |name: &str| jit.get_finalized_function(program.id(name));
@@ -404,7 +391,7 @@ fn an_address_only_byte_defined_code_takes_stays_distinct() {
 #[test]
 fn an_address_only_byte_defined_code_takes_stays_distinct_in_a_jit() {
     fn observe(options: ModuleMergeOptions) -> Vec<i64> {
-        let mut m = jit(options);
+        let mut m = merging_jit(options);
         let program = define_byte_program(&mut m);
         let (jit, _): (MergedJit, _) = m.finish_jit().expect("finish");
         let code = |name: &str| jit.get_finalized_function(program.id(name));

@@ -315,16 +315,8 @@ fn equal_code_with_unequal_targets_does_not_merge() {
 #[test]
 fn the_whole_trait_runs_alike_in_a_jit() {
     use clif_merge::module::MergedJit;
-    use cranelift_jit::{JITBuilder, JITModule};
     fn run(options: ModuleMergeOptions) -> Vec<i64> {
-        let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
-            .expect("host ISA")
-            .finish(cranelift_codegen::settings::Flags::new(
-                cranelift_codegen::settings::builder(),
-            ))
-            .expect("ISA");
-        let builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-        let mut m = MergingModule::new(JITModule::new(builder), options);
+        let mut m = define_support::merging_jit(options);
         let (_, ids) = define_program(&mut m, false);
         let (jit, _): (MergedJit, _) = m.finish_jit().expect("finish");
         let call = |code: *const u8, x: i64| -> i64 {

@@ -319,6 +319,23 @@ impl<M: Module> MergingModule<M> {
         Ok(ResolvedDecisions::none(set.len()))
     }
 
+    /// Checks that `func` may be defined (declared definable, not defined yet) and
+    /// marks it defined, with the errors the inner module would give.
+    fn mark_defined(&mut self, func: FuncId) -> ModuleResult<()> {
+        let decl = self.inner.declarations().get_function_decl(func);
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(
+                decl.linkage_name(func).into_owned(),
+            ));
+        }
+        if !self.defined.insert(func) {
+            return Err(ModuleError::DuplicateDefinition(
+                decl.linkage_name(func).into_owned(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The wrapped module.
     pub fn inner(&self) -> &M {
         &self.inner
@@ -922,17 +939,7 @@ impl<M: Module> Module for MergingModule<M> {
         ctx: &mut Context,
         ctrl_plane: &mut ControlPlane,
     ) -> ModuleResult<()> {
-        let decl = self.inner.declarations().get_function_decl(func);
-        if !decl.linkage.is_definable() {
-            return Err(ModuleError::InvalidImportDefinition(
-                decl.linkage_name(func).into_owned(),
-            ));
-        }
-        if !self.defined.insert(func) {
-            return Err(ModuleError::DuplicateDefinition(
-                decl.linkage_name(func).into_owned(),
-            ));
-        }
+        self.mark_defined(func)?;
         if !self.options.enabled {
             // Nothing to merge: the inner module compiles it now.
             return self
@@ -967,17 +974,7 @@ impl<M: Module> Module for MergingModule<M> {
                 .inner
                 .define_function_bytes(func_id, alignment, bytes, relocs);
         }
-        let decl = self.inner.declarations().get_function_decl(func_id);
-        if !decl.linkage.is_definable() {
-            return Err(ModuleError::InvalidImportDefinition(
-                decl.linkage_name(func_id).into_owned(),
-            ));
-        }
-        if !self.defined.insert(func_id) {
-            return Err(ModuleError::DuplicateDefinition(
-                decl.linkage_name(func_id).into_owned(),
-            ));
-        }
+        self.mark_defined(func_id)?;
         // The pass cannot compare or rewrite machine code it did not compile: a
         // function it takes the address of keeps its own address, and every
         // reference is retargeted at finish like the data's.

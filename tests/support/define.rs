@@ -67,3 +67,19 @@ pub fn call<M: Module>(
     let call = b.ins().call(callee, args);
     b.inst_results(call)[0]
 }
+
+/// A `MergingModule` over a JIT for the host (default flags) with `options`.
+#[cfg(feature = "jit")]
+pub fn merging_jit(
+    options: clif_merge::module::ModuleMergeOptions,
+) -> clif_merge::module::MergingModule<cranelift_jit::JITModule> {
+    let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())
+        .expect("host ISA")
+        .finish(cranelift_codegen::settings::Flags::new(
+            cranelift_codegen::settings::builder(),
+        ))
+        .expect("ISA");
+    let builder =
+        cranelift_jit::JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    clif_merge::module::MergingModule::new(cranelift_jit::JITModule::new(builder), options)
+}
