@@ -86,7 +86,7 @@ pub struct FunctionSummary {
     /// The walk could handle it; if not, it is never merged and has no tokens.
     pub supported: bool,
     /// It reads its return address, frame pointer or stack pointer
-    /// ([`crate::ir::reads_machine_state`]): no module may reach its code through
+    /// (`ir::reads_machine_state`): no module may reach its code through
     /// a thunk, so the program plan only removes members of its class.
     pub reads_machine_state: bool,
     /// Structural hash (the pass's; it skips references).
