@@ -6,6 +6,64 @@
 //! (classes of equal functions, and per duplicate a [`MergeAction`]: erase, alias or
 //! thunk) and the rewritten functions ([`OutputEntry`]).
 //!
+//! ```
+//! use clif_merge::{FunctionSet, Linkage, MergeAction, MergeOptions, merge_functions};
+//!
+//! // A module: two equal local functions and an exported caller. (A compiler pushes
+//! // the `Function`s it built; here cranelift-reader parses them from CLIF text.)
+//! let clif = "
+//! function %square(i32) -> i32 {
+//! block0(v0: i32):
+//!     v1 = imul v0, v0
+//!     return v1
+//! }
+//!
+//! function %square_again(i32) -> i32 {
+//! block0(v10: i32):
+//!     v11 = imul v10, v10
+//!     return v11
+//! }
+//!
+//! function %sum_of_squares(i32, i32) -> i32 {
+//!     fn0 = %square(i32) -> i32
+//!     fn1 = %square_again(i32) -> i32
+//! block0(v0: i32, v1: i32):
+//!     v2 = call fn0(v0)
+//!     v3 = call fn1(v1)
+//!     v4 = iadd v2, v3
+//!     return v4
+//! }
+//! ";
+//! let mut module = FunctionSet::new();
+//! for func in cranelift_reader::parse_functions(clif)? {
+//!     let linkage = if func.name.to_string() == "%sum_of_squares" {
+//!         Linkage::Export
+//!     } else {
+//!         Linkage::Local
+//!     };
+//!     module.push(func, linkage)?;
+//! }
+//!
+//! let outcome = merge_functions(&module, &MergeOptions::default());
+//!
+//! // One class of equal functions; the duplicate, local and never address-taken, is
+//! // erased and its caller calls the kept function instead.
+//! assert_eq!(outcome.plan.classes.len(), 1);
+//! let decision = outcome.plan.decisions[0];
+//! assert_eq!(module.display_name(decision.function), "%square_again");
+//! assert_eq!(module.display_name(decision.into), "%square");
+//! assert_eq!(decision.action, MergeAction::Erase);
+//! let merged: Vec<String> = outcome
+//!     .output
+//!     .iter()
+//!     .filter_map(|entry| entry.body())
+//!     .map(|func| func.display().to_string())
+//!     .collect();
+//! assert_eq!(merged.len(), 2); // %square and %sum_of_squares
+//! assert!(!merged[1].contains("%square_again"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The rest is optional:
 //!
 //! * [`similar`]: merging functions that differ only in a few constants or callees

@@ -149,6 +149,56 @@ pub struct MergeOutcome<'a> {
 /// Afterwards, functions the plan erased or aliased still have their old bodies and
 /// are to be skipped; thunked duplicates have their thunks; everything else has its
 /// references redirected. Returns the plan and the counters.
+///
+/// ```
+/// use clif_merge::{FunctionSet, Linkage, MergeAction, MergeOptions, merge_functions_in_place};
+///
+/// let clif = "
+/// function %add_one(i64) -> i64 {
+/// block0(v0: i64):
+///     v1 = iconst.i64 1
+///     v2 = iadd v0, v1
+///     return v2
+/// }
+///
+/// function %increment(i64) -> i64 {
+/// block0(v0: i64):
+///     v1 = iconst.i64 1
+///     v2 = iadd v0, v1
+///     return v2
+/// }
+///
+/// function %twice(i64) -> i64 {
+///     fn0 = %add_one(i64) -> i64
+///     fn1 = %increment(i64) -> i64
+/// block0(v0: i64):
+///     v1 = call fn0(v0)
+///     v2 = call fn1(v1)
+///     return v2
+/// }
+/// ";
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(clif)? {
+///     module.push(func, Linkage::Local)?;
+/// }
+///
+/// let (plan, stats) = merge_functions_in_place(&mut module, &MergeOptions::default());
+/// assert_eq!(plan.decisions.len(), 1);
+/// assert_eq!(stats.instructions_merged, 3);
+///
+/// // Emit what stays: skip the functions the plan erased or aliased.
+/// let decisions = plan.decision_map();
+/// let emitted: Vec<String> = module
+///     .iter()
+///     .filter(|(f, _)| decisions[*f].is_none_or(|d| d.action == MergeAction::Thunk))
+///     .map(|(f, _)| module.display_name(f))
+///     .collect();
+/// assert_eq!(emitted, ["%add_one", "%twice"]);
+/// // `%twice`, rewritten in place, calls `%add_one` twice.
+/// let (_, twice) = module.iter().last().unwrap();
+/// assert!(!twice.func.display().to_string().contains("%increment"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn merge_functions_in_place(
     module: &mut FunctionSet,
     options: &MergeOptions,
@@ -246,6 +296,45 @@ fn analyze(module: &FunctionSet, options: &MergeOptions) -> Analysis {
 }
 
 /// Runs the pass over `module`.
+///
+/// `module` is not changed: the result borrows every function the rewrite left as
+/// it was ([`OutputEntry::Function`]).
+///
+/// ```
+/// use clif_merge::{FunctionSet, Linkage, MergeAction, MergeMode, MergeOptions, merge_functions};
+///
+/// // Two exported functions with the same body: other modules may compare their
+/// // addresses, so by default neither can be erased.
+/// let clif = "
+/// function %api_v1(i32) -> i32 {
+/// block0(v0: i32):
+///     v1 = iconst.i32 7
+///     v2 = imul v0, v1
+///     return v2
+/// }
+///
+/// function %api_v2(i32) -> i32 {
+/// block0(v0: i32):
+///     v1 = iconst.i32 7
+///     v2 = imul v0, v1
+///     return v2
+/// }
+/// ";
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(clif)? {
+///     module.push(func, Linkage::Export)?;
+/// }
+///
+/// // Safe mode (the default): the duplicate keeps an address of its own, a thunk.
+/// let safe = merge_functions(&module, &MergeOptions::default());
+/// assert_eq!(safe.plan.decisions[0].action, MergeAction::Thunk);
+///
+/// // Addresses not significant: the duplicate becomes a second name for the code.
+/// let all = merge_functions(&module, &MergeOptions::default().with_mode(MergeMode::All));
+/// assert_eq!(all.plan.decisions[0].action, MergeAction::Alias);
+/// assert_eq!(all.stats.functions, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn merge_functions<'a>(module: &'a FunctionSet, options: &MergeOptions) -> MergeOutcome<'a> {
     let Analysis {
         plan,

@@ -193,6 +193,10 @@ struct RecordedFunction {
 }
 
 /// A `Module` that merges identical functions before compiling them.
+///
+/// [`MergingModule::new`] wraps the inner module; `finish_object` or `finish_jit`
+/// (features `object` and `jit`) run the pass and finish it. The
+/// [module documentation](crate::module) has an example.
 pub struct MergingModule<M: Module> {
     inner: M,
     options: ModuleMergeOptions,

@@ -1,11 +1,60 @@
 //! [`MergingModule`]: function merging for any `cranelift_module::Module`.
 //!
-//! Wrap the module a compiler already uses and keep using the `Module` trait:
+//! Wrap the module a compiler already uses and keep using the `Module` trait. Here an
+//! `ObjectModule` for the host (feature `object`) gets two exported functions with
+//! the same body:
 //!
-//! ```ignore
-//! let mut module = MergingModule::new(ObjectModule::new(builder), ModuleMergeOptions::default());
-//! // ... declare and define functions and data exactly as before ...
+//! ```
+//! # #[cfg(feature = "object")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use clif_merge::MergeAction;
+//! use clif_merge::module::{MergingModule, ModuleMergeOptions};
+//! use cranelift_codegen::ir::{AbiParam, InstBuilder, UserFuncName, types::I64};
+//! use cranelift_codegen::settings;
+//! use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+//! use cranelift_module::{Linkage, Module, default_libcall_names};
+//! use cranelift_object::{ObjectBuilder, ObjectModule};
+//!
+//! let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
+//!     .finish(settings::Flags::new(settings::builder()))?;
+//! let inner = ObjectModule::new(ObjectBuilder::new(isa, "example", default_libcall_names())?);
+//! let mut module = MergingModule::new(inner, ModuleMergeOptions::default());
+//!
+//! // Declared and defined exactly as without the wrapper.
+//! let mut ctx = module.make_context();
+//! let mut builder_ctx = FunctionBuilderContext::new();
+//! for name in ["triple", "times_three"] {
+//!     ctx.func.signature.params.push(AbiParam::new(I64));
+//!     ctx.func.signature.returns.push(AbiParam::new(I64));
+//!     let id = module.declare_function(name, Linkage::Export, &ctx.func.signature)?;
+//!     ctx.func.name = UserFuncName::user(0, id.as_u32());
+//!     let mut builder = FunctionBuilder::new(&mut ctx.func, &mut builder_ctx);
+//!     let block = builder.create_block();
+//!     builder.append_block_params_for_function_params(block);
+//!     builder.switch_to_block(block);
+//!     builder.seal_block(block);
+//!     let x = builder.block_params(block)[0];
+//!     let three = builder.ins().iconst(I64, 3);
+//!     let product = builder.ins().imul(x, three);
+//!     builder.ins().return_(&[product]);
+//!     builder.finalize(module.target_config());
+//!     module.define_function(id, &mut ctx)?;
+//!     module.clear_context(&mut ctx);
+//! }
+//!
+//! // The pass runs at finish.
 //! let (product, report) = module.finish_object()?;
+//! assert_eq!(report.functions, 2);
+//! assert_eq!(
+//!     report.actions,
+//!     [("times_three".to_string(), "triple".to_string(), MergeAction::Thunk)]
+//! );
+//! let object_file: Vec<u8> = product.emit()?;
+//! assert!(!object_file.is_empty());
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "object"))]
+//! # fn main() {}
 //! ```
 //!
 //! Declarations go to the inner module at once, so every `FuncId` and `DataId` stays

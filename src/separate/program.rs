@@ -251,6 +251,45 @@ struct Node {
 
 /// Plans the whole program. The result does not depend on the order of
 /// `summaries`.
+///
+/// ```
+/// use clif_merge::separate::{DecisionAction, plan_program, summarize};
+/// use clif_merge::{FunctionSet, Linkage, MergeOptions};
+///
+/// // Module `a` exports `%triple_a`, module `b` exports `%triple_b`, the same code.
+/// let module = |name: &str| -> Result<FunctionSet, Box<dyn std::error::Error>> {
+///     let clif = format!(
+///         "function %{name}(i64) -> i64 {{
+/// block0(v0: i64):
+///     v1 = iconst.i64 3
+///     v2 = imul v0, v1
+///     return v2
+/// }}"
+///     );
+///     let mut module = FunctionSet::new();
+///     for func in cranelift_reader::parse_functions(&clif)? {
+///         module.push(func, Linkage::Export)?;
+///     }
+///     Ok(module)
+/// };
+/// let options = MergeOptions::default();
+/// let summaries = [
+///     summarize(&module("triple_b")?, "b", &options),
+///     summarize(&module("triple_a")?, "a", &options),
+/// ];
+///
+/// let plan = plan_program(&summaries)?;
+/// assert_eq!(plan.classes.len(), 1);
+/// // Per module in name order: `a` keeps its code; `b`'s exported copy keeps its
+/// // own address, as a thunk to `a`'s.
+/// assert_eq!(plan.decisions[0].module, "a");
+/// assert!(plan.decisions[0].decisions.is_empty());
+/// let decision = &plan.decisions[1].decisions[0];
+/// assert_eq!(decision.function, "%triple_b");
+/// assert_eq!(decision.action, DecisionAction::Thunk);
+/// assert_eq!((decision.to_module.as_str(), decision.to.as_str()), ("a", "%triple_a"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn plan_program(summaries: &[Summary]) -> Result<ProgramPlan, PlanError> {
     // Phase 1 of 4: one node per summarized function, every reference resolved.
     let start = Instant::now();

@@ -248,6 +248,32 @@ fn with_stubs(module: &FunctionSet) -> (FunctionSet, usize) {
 
 /// Summarizes `module` (named `module_name`), after running its own merge with
 /// `options`, naming symbols as CLIF text does ([`ClifNames`]).
+///
+/// ```
+/// use clif_merge::separate::{Summary, Visibility, summarize};
+/// use clif_merge::{FunctionSet, Linkage, MergeOptions};
+///
+/// let clif = "
+/// function %triple(i64) -> i64 {
+/// block0(v0: i64):
+///     v1 = iconst.i64 3
+///     v2 = imul v0, v1
+///     return v2
+/// }
+/// ";
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(clif)? {
+///     module.push(func, Linkage::Export)?;
+/// }
+///
+/// let summary = summarize(&module, "a", &MergeOptions::default());
+/// assert_eq!(summary.module, "a");
+/// assert_eq!(summary.functions[0].name, "%triple");
+/// assert_eq!(summary.functions[0].visibility, Visibility::Export);
+/// // Summaries travel as files between the stages.
+/// assert_eq!(Summary::from_bytes(&summary.to_bytes())?, summary);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn summarize(module: &FunctionSet, module_name: &str, options: &MergeOptions) -> Summary {
     summarize_with(module, module_name, options, &ClifNames)
 }

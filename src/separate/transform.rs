@@ -106,6 +106,47 @@ pub struct AppliedModule {
 /// Applies `decisions` to `module` (CLIF naming): returns the module's functions
 /// after its own merge and the decisions, in definition order, and the aliases its
 /// own merge made.
+///
+/// The decisions are those [`plan_program`](super::plan_program) made for this
+/// module, from summaries of every module made with the same `options`; the
+/// [module example](super) runs all three stages. Here modules `a` and `b` export
+/// the same function, and `b`'s becomes a thunk to `a`'s:
+///
+/// ```
+/// use clif_merge::separate::{TransformError, apply_decisions, plan_program, summarize};
+/// use clif_merge::{FunctionSet, Linkage, MergeMode, MergeOptions};
+///
+/// let module = |name: &str| -> Result<FunctionSet, Box<dyn std::error::Error>> {
+///     let clif = format!(
+///         "function %{name}(i64) -> i64 {{
+/// block0(v0: i64):
+///     v1 = iconst.i64 7
+///     v2 = iadd v0, v1
+///     return v2
+/// }}"
+///     );
+///     let mut module = FunctionSet::new();
+///     for func in cranelift_reader::parse_functions(&clif)? {
+///         module.push(func, Linkage::Export)?;
+///     }
+///     Ok(module)
+/// };
+/// let (a, b) = (module("add_seven_a")?, module("add_seven_b")?);
+/// let options = MergeOptions::default();
+/// let plan = plan_program(&[summarize(&a, "a", &options), summarize(&b, "b", &options)])?;
+///
+/// let applied = apply_decisions(&b, &options, &plan.decisions[1])?;
+/// // `%add_seven_b` keeps its name and address; its body calls `%add_seven_a`.
+/// let (index, thunk) = applied.functions.iter().next().unwrap();
+/// assert_eq!(applied.functions.display_name(index), "%add_seven_b");
+/// assert!(thunk.func.display().to_string().contains("%add_seven_a"));
+///
+/// // Decisions are refused where they do not fit: here, planned in another mode.
+/// let all = MergeOptions::default().with_mode(MergeMode::All);
+/// let refused = apply_decisions(&b, &all, &plan.decisions[1]);
+/// assert_eq!(refused.err(), Some(TransformError::ModeMismatch));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn apply_decisions(
     module: &FunctionSet,
     options: &MergeOptions,

@@ -334,6 +334,56 @@ impl SimilarOutcome {
 
 /// Finds the groups of similar functions in `module` and builds their merged bodies
 /// and entry points, measuring sizes on the host ISA.
+///
+/// ```
+/// use clif_merge::similar::{SimilarOptions, merge_similar};
+/// use clif_merge::{FunctionSet, Linkage};
+///
+/// // Two functions equal but for one constant.
+/// let function = |name: &str, constant: i32| {
+///     format!(
+///         "function %{name}(i32, i32) -> i32 {{
+/// block0(v0: i32, v1: i32):
+///     v2 = iconst.i32 {constant}
+///     v3 = imul v0, v2
+///     v4 = iadd v3, v1
+///     v5 = bxor v4, v0
+///     v6 = ishl v5, v1
+///     v7 = isub v6, v3
+///     v8 = band v7, v4
+///     v9 = bor v8, v5
+///     v10 = imul v9, v9
+///     v11 = iadd v10, v6
+///     v12 = bxor v11, v7
+///     v13 = imul v12, v8
+///     v14 = iadd v13, v9
+///     v15 = rotl v14, v1
+///     v16 = bxor v15, v10
+///     return v16
+/// }}
+/// "
+///     )
+/// };
+/// let clif = function("f", 17) + &function("g", 23);
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(&clif)? {
+///     module.push(func, Linkage::Local)?;
+/// }
+///
+/// let outcome = merge_similar(&module, &SimilarOptions::default());
+///
+/// // One merged body taking the constant as a parameter, and `%f` and `%g` become
+/// // entry points that call it with 17 and 23.
+/// assert_eq!(outcome.groups.len(), 1);
+/// let group = &outcome.groups[0];
+/// assert_eq!(group.parameters.len(), 1);
+/// assert_eq!(group.parameters[0].values, [17, 23]);
+/// assert!(group.size_after < group.size_before);
+/// let (f, g) = (group.members[0], group.members[1]);
+/// assert!(outcome.entry_points.get(f).is_some() && outcome.entry_points.get(g).is_some());
+/// println!("{}", outcome.merged_bodies[0].display());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarOutcome {
     let isa = host_isa();
     merge_similar_for(module, options, isa.as_deref())
@@ -342,6 +392,56 @@ pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarO
 /// Like [`merge_similar`], for code compiled by `isa` (sizes are measured on it, and
 /// entry points use `return_call` only where it compiles: the `tail` convention,
 /// with frame pointers kept). Without an ISA, sizes are instruction counts.
+///
+/// ```
+/// use clif_merge::similar::{SimilarOptions, SizeBasis, merge_similar_for};
+/// use clif_merge::{FunctionSet, Linkage};
+///
+/// // Two functions equal but for one constant.
+/// let function = |name: &str, constant: i32| {
+///     format!(
+///         "function %{name}(i32, i32) -> i32 {{
+/// block0(v0: i32, v1: i32):
+///     v2 = iconst.i32 {constant}
+///     v3 = imul v0, v2
+///     v4 = iadd v3, v1
+///     v5 = bxor v4, v0
+///     v6 = ishl v5, v1
+///     v7 = isub v6, v3
+///     v8 = band v7, v4
+///     v9 = bor v8, v5
+///     v10 = imul v9, v9
+///     v11 = iadd v10, v6
+///     v12 = bxor v11, v7
+///     v13 = imul v12, v8
+///     v14 = iadd v13, v9
+///     v15 = rotl v14, v1
+///     v16 = bxor v15, v10
+///     return v16
+/// }}
+/// "
+///     )
+/// };
+/// let clif = function("f", 17) + &function("g", 23);
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(&clif)? {
+///     module.push(func, Linkage::Local)?;
+/// }
+///
+/// // No ISA: a merge pays when it takes fewer instructions.
+/// let outcome = merge_similar_for(&module, &SimilarOptions::default(), None);
+/// let group = &outcome.groups[0];
+/// assert_eq!(group.size_basis, SizeBasis::Instructions);
+/// assert!(group.size_after < group.size_before);
+///
+/// // Asking for more than the group saves leaves it alone, with the reason.
+/// let saved = group.size_before - group.size_after;
+/// let options = SimilarOptions::default().with_min_saved(saved + 1);
+/// let outcome = merge_similar_for(&module, &options, None);
+/// assert!(outcome.groups.is_empty());
+/// assert_eq!(outcome.rejected.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn merge_similar_for(
     module: &FunctionSet,
     options: &SimilarOptions,
@@ -801,6 +901,63 @@ impl Planner<'_> {
 
 /// The similar-function merge run on the output of the identical-function merge:
 /// the module it saw (the bodies that stayed, with their linkage) and what it did.
+///
+/// The two passes in sequence, as the command line's `--similar` and
+/// `MergingModule` run them:
+///
+/// ```
+/// use clif_merge::similar::{SimilarOptions, SimilarPass};
+/// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
+///
+/// let function = |name: &str, constant: i32| {
+///     format!(
+///         "function %{name}(i32, i32) -> i32 {{
+/// block0(v0: i32, v1: i32):
+///     v2 = iconst.i32 {constant}
+///     v3 = imul v0, v2
+///     v4 = iadd v3, v1
+///     v5 = bxor v4, v0
+///     v6 = ishl v5, v1
+///     v7 = isub v6, v3
+///     v8 = band v7, v4
+///     v9 = bor v8, v5
+///     v10 = imul v9, v9
+///     v11 = iadd v10, v6
+///     v12 = bxor v11, v7
+///     v13 = imul v12, v8
+///     v14 = iadd v13, v9
+///     v15 = rotl v14, v1
+///     v16 = bxor v15, v10
+///     return v16
+/// }}
+/// "
+///     )
+/// };
+/// // `%f` and `%f_copy` are identical; `%g` is similar to both.
+/// let clif = function("f", 17) + &function("f_copy", 17) + &function("g", 23);
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(&clif)? {
+///     module.push(func, Linkage::Local)?;
+/// }
+///
+/// // The identical merge, taking the similar merge's first look on the way.
+/// let options = MergeOptions::default().with_similar_fingerprints(true);
+/// let outcome = merge_functions(&module, &options);
+/// assert_eq!(outcome.plan.decisions.len(), 1); // %f_copy into %f
+///
+/// // The similar merge on what stayed, sized for the host ISA.
+/// let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
+///     .finish(cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder()))?;
+/// let similar =
+///     SimilarPass::after_merge_for(&module, &outcome, &SimilarOptions::default(), Some(&*isa));
+/// let reports = similar.group_reports();
+/// assert_eq!(reports.len(), 1);
+/// assert_eq!(reports[0].members, ["%f", "%g"]);
+///
+/// // The final module: %f and %g as entry points, then the merged body.
+/// assert_eq!(similar.functions().len(), 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct SimilarPass {
     /// The functions the similar merge ran on: every body of the first pass's output,
     /// in output order.
@@ -814,7 +971,50 @@ pub struct SimilarPass {
 
 impl SimilarPass {
     /// Runs the similar merge over the bodies of `output`, the result of merging
-    /// identical functions of `module`.
+    /// identical functions of `module`, measuring sizes on the host ISA.
+    ///
+    /// ```
+    /// use clif_merge::similar::{SimilarOptions, SimilarPass};
+    /// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
+    ///
+    /// // Two functions equal but for one constant.
+    /// let function = |name: &str, constant: i32| {
+    ///     format!(
+    ///         "function %{name}(i32, i32) -> i32 {{
+    /// block0(v0: i32, v1: i32):
+    ///     v2 = iconst.i32 {constant}
+    ///     v3 = imul v0, v2
+    ///     v4 = iadd v3, v1
+    ///     v5 = bxor v4, v0
+    ///     v6 = ishl v5, v1
+    ///     v7 = isub v6, v3
+    ///     v8 = band v7, v4
+    ///     v9 = bor v8, v5
+    ///     v10 = imul v9, v9
+    ///     v11 = iadd v10, v6
+    ///     v12 = bxor v11, v7
+    ///     v13 = imul v12, v8
+    ///     v14 = iadd v13, v9
+    ///     v15 = rotl v14, v1
+    ///     v16 = bxor v15, v10
+    ///     return v16
+    /// }}
+    /// "
+    ///     )
+    /// };
+    /// let clif = function("f", 17) + &function("g", 23);
+    /// let mut module = FunctionSet::new();
+    /// for func in cranelift_reader::parse_functions(&clif)? {
+    ///     module.push(func, Linkage::Local)?;
+    /// }
+    ///
+    /// let outcome = merge_functions(&module, &MergeOptions::default());
+    /// let similar = SimilarPass::after(&module, &outcome.output, &SimilarOptions::default());
+    /// let f = module.iter().next().unwrap().0;
+    /// assert!(similar.entry_point(f).is_some());
+    /// assert_eq!(similar.group_of(f).unwrap().members.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn after(
         module: &FunctionSet,
         output: &[OutputEntry<'_>],

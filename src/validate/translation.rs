@@ -142,6 +142,39 @@ impl fmt::Display for UnvalidatedReason {
 ///
 /// Runs on a thread with a large stack: the interpreter recurses on the host stack
 /// for every CLIF call.
+///
+/// ```
+/// use clif_merge::validate::validate;
+/// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
+///
+/// let clif = "
+/// function %clamp_a(i32) -> i32 {
+/// block0(v0: i32):
+///     v1 = iconst.i32 100
+///     v2 = smin v0, v1
+///     return v2
+/// }
+///
+/// function %clamp_b(i32) -> i32 {
+/// block0(v0: i32):
+///     v1 = iconst.i32 100
+///     v2 = smin v0, v1
+///     return v2
+/// }
+/// ";
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(clif)? {
+///     module.push(func, Linkage::Export)?;
+/// }
+/// let outcome = merge_functions(&module, &MergeOptions::default());
+///
+/// // `%clamp_b` (now a thunk) and the original `%clamp_b` agree on every input run.
+/// let report = validate(&module, &outcome.plan, &outcome.output)?;
+/// assert_eq!(report.validated, 1);
+/// assert!(report.mismatches.is_empty() && report.unvalidated.is_empty());
+/// println!("{}", report.summary());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn validate(
     module: &FunctionSet,
     plan: &MergePlan,
@@ -244,6 +277,43 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// Checks the similar-function merge: every member of every group, run in the
 /// original module, against its entry point (which calls the merged body) run in
 /// the merged module. Runs on a thread with a large stack, like [`validate`].
+///
+/// ```
+/// use clif_merge::similar::{SimilarOptions, merge_similar_for};
+/// use clif_merge::validate::validate_similar;
+/// use clif_merge::{FunctionSet, Linkage};
+///
+/// // Equal but for one constant (sizes in instructions: no ISA).
+/// let function = |name: &str, constant: i64| {
+///     format!(
+///         "function %{name}(i64, i64) -> i64 {{
+/// block0(v0: i64, v1: i64):
+///     v2 = iconst.i64 {constant}
+///     v3 = imul v0, v2
+///     v4 = iadd v3, v1
+///     v5 = bxor v4, v0
+///     v6 = imul v5, v3
+///     v7 = isub v6, v4
+///     v8 = band v7, v5
+///     v9 = bor v8, v6
+///     v10 = imul v9, v9
+///     return v10
+/// }}
+/// "
+///     )
+/// };
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(&(function("f", 3) + &function("g", 5)))? {
+///     module.push(func, Linkage::Export)?;
+/// }
+/// let outcome = merge_similar_for(&module, &SimilarOptions::default(), None);
+/// assert_eq!(outcome.groups.len(), 1);
+///
+/// let report = validate_similar(&module, &outcome)?;
+/// assert_eq!(report.validated, 2); // each member against its entry point
+/// assert!(report.mismatches.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn validate_similar(
     module: &FunctionSet,
     outcome: &SimilarOutcome,
@@ -276,6 +346,66 @@ pub fn validate_similar(
 /// body differs in `transformed` (a thunk, or calls redirected) is run in both and
 /// must agree. A function removed from `transformed` is checked through its
 /// callers. Runs on a thread with a large stack, like [`validate`].
+///
+/// ```
+/// use clif_merge::validate::validate_program;
+/// use clif_merge::{FunctionSet, Linkage};
+///
+/// let parse = |clif: &str| -> Result<FunctionSet, Box<dyn std::error::Error>> {
+///     let mut module = FunctionSet::new();
+///     for func in cranelift_reader::parse_functions(clif)? {
+///         module.push(func, Linkage::Export)?;
+///     }
+///     Ok(module)
+/// };
+/// let double = "function %double(i64) -> i64 {
+/// block0(v0: i64):
+///     v1 = iadd v0, v0
+///     return v1
+/// }
+/// ";
+/// let original = parse(&format!(
+///     "{double}
+/// function %twice(i64) -> i64 {{
+/// block0(v0: i64):
+///     v1 = iadd v0, v0
+///     return v1
+/// }}"
+/// ))?;
+/// // `%twice` made a thunk to `%double`, as a whole-program decision would.
+/// let transformed = parse(&format!(
+///     "{double}
+/// function %twice(i64) -> i64 {{
+///     fn0 = %double(i64) -> i64
+/// block0(v0: i64):
+///     v1 = call fn0(v0)
+///     return v1
+/// }}"
+/// ))?;
+///
+/// let report = validate_program(&original, &transformed)?;
+/// assert_eq!(report.validated, 1);
+/// assert!(report.mismatches.is_empty());
+///
+/// // A wrong transformation is caught: `%twice` sent to a function that differs.
+/// let wrong = parse(
+///     "function %twice(i64) -> i64 {
+///     fn0 = %square(i64) -> i64
+/// block0(v0: i64):
+///     v1 = call fn0(v0)
+///     return v1
+/// }
+///
+/// function %square(i64) -> i64 {
+/// block0(v0: i64):
+///     v1 = imul v0, v0
+///     return v1
+/// }",
+/// )?;
+/// let report = validate_program(&original, &wrong)?;
+/// assert_eq!(report.mismatches.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn validate_program(
     original: &FunctionSet,
     transformed: &FunctionSet,
