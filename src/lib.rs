@@ -114,8 +114,7 @@ pub mod testing {
     pub use crate::identical::encode::{FunctionEncoding, WalkOptions, encode_function};
     pub use crate::identical::encoded::EncodedFunctions;
     pub use crate::identical::fingerprint::{
-        FingerprintScratch, first_look, hash_function, hash_function_with_operands,
-        hole_blind_fingerprint, table_key,
+        Chains, Fingerprint, FingerprintScratch, Operands, table_key,
     };
     pub use crate::identical::hash::StructuralHash;
     pub use crate::identical::partition::{Partition, partition};

@@ -22,11 +22,11 @@ mod skip;
 use clif_merge::OutputEntry;
 use clif_merge::similar::size_model::SizeFeatures;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::testing::entry_point_features;
 use clif_merge::testing::{
-    EncodedFunctions, FingerprintScratch, WalkOptions, first_look, partition,
+    EncodedFunctions, Fingerprint, FingerprintScratch, WalkOptions, partition,
 };
 use clif_merge::testing::{clif_text, json_report, similar_json};
-use clif_merge::testing::{entry_point_features, hole_blind_fingerprint};
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{
     FuncIndex, FunctionSet, MergeMode, MergeOptions, merge_functions, merge_functions_in_place,
@@ -198,17 +198,13 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
             let f = FuncIndex::new(i);
             let func = &module.get(f).func;
             if let Some(callee_loads) = hole_blind {
-                alone.push(hole_blind_fingerprint(
-                    func,
-                    module,
-                    callee_loads,
-                    &mut scratch,
-                ));
+                let walk = Fingerprint::hole_blind(callee_loads);
+                alone.push(walk.walk(func, module, &mut scratch).hashed.hash);
             }
             assert_eq!(full.supported[f], lazy.supported[f], "{name}: {f:?}");
-            let look = first_look(func, module, &mut scratch);
+            let (look, _) = Fingerprint::EXACT.first_look(func, module, &mut scratch);
             if look.whole {
-                let whole_walk = clif_merge::testing::hash_function(func, module, &mut scratch);
+                let whole_walk = Fingerprint::EXACT.walk(func, module, &mut scratch).hashed;
                 assert_eq!(
                     look.hashed.address_taken, whole_walk.address_taken,
                     "{name}: address uses of {f:?}"

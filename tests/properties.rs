@@ -13,8 +13,8 @@
 
 use clif_merge::Linkage;
 use clif_merge::testing::{
-    CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
-    hash_function_with_operands, table_key,
+    CalleeView, EncodedFunctions, Fingerprint, FingerprintScratch, FunctionComparator, Operands,
+    WalkOptions, table_key,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::data_value::DataValue;
@@ -427,13 +427,19 @@ proptest! {
         let prefix_keys: Vec<_> = (0..3)
             .map(|i| {
                 let func = &set.get(FuncIndex::new(i)).func;
-                first_look(func, &set, &mut FingerprintScratch::default())
+                Fingerprint::EXACT
+                    .first_look(func, &set, &mut FingerprintScratch::default())
+                    .0
             })
             .collect();
         let operand_hashes: Vec<_> = (0..3)
             .map(|i| {
                 let func = &set.get(FuncIndex::new(i)).func;
-                hash_function_with_operands(func, &set, &mut FingerprintScratch::default()).hash
+                Fingerprint::EXACT
+                    .with_operands(Operands::Hashed)
+                    .walk(func, &set, &mut FingerprintScratch::default())
+                    .hashed
+                    .hash
             })
             .collect();
         for i in 0..3 {

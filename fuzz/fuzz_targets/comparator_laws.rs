@@ -8,8 +8,8 @@
 use arbitrary::{Result, Unstructured};
 use clif_merge::Linkage;
 use clif_merge::testing::{
-    CalleeView, EncodedFunctions, FingerprintScratch, FunctionComparator, WalkOptions, first_look,
-    hash_function_with_operands, table_key,
+    CalleeView, EncodedFunctions, Fingerprint, FingerprintScratch, FunctionComparator, Operands,
+    WalkOptions, table_key,
 };
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::EntityRef;
@@ -136,13 +136,19 @@ fuzz_target!(|data: &[u8]| {
     let cmp = FunctionComparator::new(&encoded, CalleeView::Optimistic);
     let prefix_key = |i: usize| {
         let func = &module.get(FuncIndex::new(i)).func;
-        first_look(func, &module, &mut FingerprintScratch::default())
+        Fingerprint::EXACT
+            .first_look(func, &module, &mut FingerprintScratch::default())
+            .0
             .hashed
             .hash
     };
     let operand_hash = |i: usize| {
         let func = &module.get(FuncIndex::new(i)).func;
-        hash_function_with_operands(func, &module, &mut FingerprintScratch::default()).hash
+        Fingerprint::EXACT
+            .with_operands(Operands::Hashed)
+            .walk(func, &module, &mut FingerprintScratch::default())
+            .hashed
+            .hash
     };
     let m: Vec<Vec<Ordering>> = (0..3)
         .map(|i| {

@@ -6,14 +6,15 @@
 //! the comparator (`encode.rs`). Two walks here keep no per-value state and write
 //! no token stream.
 //!
-//! **Prefix.** [`first_look`], the pass's look at every function, hashes only the
+//! **Prefix.** The first look ([`Fingerprint::first_look`]), the pass's look at
+//! every function, hashes only the
 //! beginning of its encoding: the signature, then the first
 //! [`PREFIX_INSTRUCTIONS`] reachable instructions in the encoding's order (blocks
 //! in order of discovery from the entry, each with its parameter count, its
 //! instructions in layout order and its end), each instruction's word being the
 //! walk's below. Equal encodings have equal prefixes, so equal prefix keys; and
 //! most functions of real programs already differ in their first few dozen
-//! instructions, so the pass walks whole (with [`hash_function`]) only the
+//! instructions, so the pass walks whole ([`Fingerprint::walk`]) only the
 //! functions whose prefix key another shares, and of those only the ones whose
 //! [`table_key`] (a sum over the instruction table, read in index order without
 //! the layout: about a nanosecond per instruction) another of them shares too.
@@ -28,8 +29,8 @@
 //! candidates from brotli 121 to 44 and resvg 112 to 12; one round alone gave
 //! 65 and 60).
 //! With the similar merge's fingerprints asked for, one look takes both prefix
-//! keys ([`first_look_and_hole_blind`]: the hole-blind one is to
-//! [`hole_blind_fingerprint`] what the prefix key is to [`hash_function`]), and
+//! keys ([`Fingerprint::first_look`] with [`Chains::Both`]: the hole-blind one is to
+//! the hole-blind fingerprint ([`Chains::HoleBlind`]) what the prefix key is to the whole walk ([`Fingerprint::walk`])), and
 //! one whole walk takes both fingerprints of a function whose key of either kind
 //! another shares.
 //! The functions whose address a function too long for its prefix takes are
@@ -37,7 +38,7 @@
 //! is walked whole if it names a member of a class
 //! (`EncodedFunctions::resolve_address_taken`).
 //!
-//! **The whole walk.** [`hash_function`] computes a fingerprint of the whole
+//! **The whole walk.** [`Fingerprint::walk`] computes a fingerprint of the whole
 //! function, its reachable instruction count and the functions whose address it
 //! takes, in one pass over the layout:
 //!
@@ -63,7 +64,7 @@
 //!    within a block, but the order of blocks only up to the CFG walk, and a sum
 //!    does not depend on it.
 //!
-//! **Holes.** [`hole_blind_fingerprint`] is the same walk for the similar-function
+//! **Holes.** The hole-blind fingerprint ([`Chains::HoleBlind`]) is the same walk for the similar-function
 //! merge, whose functions are alike when their encodings are equal but for
 //! *holes* (`encode.rs`): the immediates of `iconst`, `f32const` and `f64const`,
 //! and the offsets of callee loads. It leaves those immediates out, and the offset
@@ -73,7 +74,7 @@
 //! functions in a bucket). Everything else it hashes is written as is in the
 //! encoding with holes too, so equal streams with the holes blanked have equal
 //! hole-blind fingerprints (`tests/corpus.rs` checks it on every corpus function).
-//! [`hash_function_hole_blind_and_callees`] takes both fingerprints in one walk,
+//! [`Fingerprint::both`] takes both fingerprints in one walk,
 //! in two chains that differ only in the words of possible holes, for the
 //! identical merge to hand the similar merge that follows it (`tests/parallel.rs`
 //! checks the buckets they make against the walk on its own).
@@ -130,7 +131,7 @@ pub struct FingerprintScratch {
     successors: Vec<Block>,
     reach: Vec<Block>,
     address_uses: Vec<(Block, FuncIndex)>,
-    /// With calls recorded ([`hash_function_and_callees`]): each direct call's
+    /// With calls recorded ([`Fingerprint::walk`] with [`Fingerprint::callees`]): each direct call's
     /// block and import.
     calls: Vec<(Block, FuncRef)>,
     /// Content hash per memory-flags handle.
@@ -243,31 +244,181 @@ impl Hasher for WordHasher {
     }
 }
 
-/// Hashes `func` (see the module docs): its fingerprint, the module functions whose
-/// address its reachable code takes (sorted, without repeats), and its number of
-/// reachable instructions. Never fails on a function the comparator can encode.
-pub fn hash_function(
-    func: &Function,
-    module: &FunctionSet,
-    scratch: &mut FingerprintScratch,
-) -> HashedFunction {
-    let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
-    walk.walk();
-    walk.combine()
+/// What a hashing look or walk computes and reads: the one configuration of
+/// every fingerprint of this file. Every look and walk is deterministic and
+/// never fails on a function the comparator can encode.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Which fingerprints.
+    pub chains: Chains,
+    /// What the pass's fingerprint reads of operands (the hole-blind one never
+    /// reads them).
+    pub operands: Operands,
+    /// Whether the walk also lists the module functions that the reachable
+    /// direct calls (`call`, `return_call`, `try_call`) call, once per call,
+    /// sorted: what `with_callees` refines the hash with.
+    pub callees: bool,
 }
 
-/// [`hash_function`] with `Operands::Hashed`: the hash of a pass whose one
-/// whole walk is all it looks at before encoding (in a module of short
-/// functions, where prefixes do not pay).
-pub fn hash_function_with_operands(
-    func: &Function,
-    module: &FunctionSet,
-    scratch: &mut FingerprintScratch,
-) -> HashedFunction {
-    let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
-    walk.operands = Operands::Hashed;
-    walk.walk();
-    walk.combine()
+/// Which fingerprints a [`Fingerprint`] look or walk computes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Chains {
+    /// The pass's fingerprint.
+    Exact,
+    /// The similar merge's bucket key alone: the pass's fingerprint with the
+    /// immediates that may become parameters left out (see "Holes" in the
+    /// module docs), and with `callee_load_offsets` (the walk's
+    /// `WalkOptions::callee_load_holes`) the offset of every plain `load` from
+    /// an entry-block parameter too.
+    HoleBlind {
+        /// Whether callee-load offsets are left out.
+        callee_load_offsets: bool,
+    },
+    /// Both in one walk: for a pass that merges identical functions and then
+    /// similar ones, the second pass's look at a function costs a second chain
+    /// of multiplies in the first pass's walk instead of a walk of its own.
+    Both {
+        /// Whether callee-load offsets are left out of the hole-blind one.
+        callee_load_offsets: bool,
+    },
+}
+
+/// What a [`Fingerprint::walk`] finds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprinted {
+    /// The fingerprint ([`Chains::HoleBlind`]: the hole-blind one), the module
+    /// functions whose address the reachable code takes (sorted, without
+    /// repeats) and the number of reachable instructions.
+    pub hashed: HashedFunction,
+    /// With [`Chains::Both`]: the hole-blind fingerprint.
+    pub hole_blind: Option<StructuralHash>,
+    /// With [`Fingerprint::callees`]: the callees of the direct calls.
+    pub callees: Vec<FuncIndex>,
+}
+
+impl Fingerprint {
+    /// The pass's fingerprint alone, operands skipped, no callees.
+    pub const EXACT: Self = Self {
+        chains: Chains::Exact,
+        operands: Operands::Skipped,
+        callees: false,
+    };
+
+    /// The similar merge's bucket key alone ([`Chains::HoleBlind`]).
+    pub fn hole_blind(callee_load_offsets: bool) -> Self {
+        Self {
+            chains: Chains::HoleBlind {
+                callee_load_offsets,
+            },
+            ..Self::EXACT
+        }
+    }
+
+    /// Both fingerprints in one walk ([`Chains::Both`]).
+    pub fn both(callee_load_offsets: bool) -> Self {
+        Self {
+            chains: Chains::Both {
+                callee_load_offsets,
+            },
+            ..Self::EXACT
+        }
+    }
+
+    /// This configuration reading `operands`.
+    pub fn with_operands(self, operands: Operands) -> Self {
+        Self { operands, ..self }
+    }
+
+    /// This configuration listing the callees of direct calls.
+    pub fn with_callees(self) -> Self {
+        Self {
+            callees: true,
+            ..self
+        }
+    }
+
+    /// Hashes the whole of `func` (see the module docs).
+    pub fn walk(
+        self,
+        func: &Function,
+        module: &FunctionSet,
+        scratch: &mut FingerprintScratch,
+    ) -> Fingerprinted {
+        match self.chains {
+            Chains::Exact => self.walk_with::<EXACT>(func, module, false, scratch),
+            Chains::HoleBlind {
+                callee_load_offsets,
+            } => self.walk_with::<HOLE_BLIND>(func, module, callee_load_offsets, scratch),
+            Chains::Both {
+                callee_load_offsets,
+            } => self.walk_with::<BOTH>(func, module, callee_load_offsets, scratch),
+        }
+    }
+
+    /// [`Self::walk`] with the chains `CHAINS`.
+    fn walk_with<const CHAINS: ChainSet>(
+        self,
+        func: &Function,
+        module: &FunctionSet,
+        callee_load_offsets: bool,
+        scratch: &mut FingerprintScratch,
+    ) -> Fingerprinted {
+        let mut walk = HashWalk::<CHAINS>::new(func, module, callee_load_offsets, scratch);
+        walk.record_calls = self.callees;
+        walk.operands = self.operands;
+        walk.walk();
+        let hole_blind = (CHAINS == BOTH)
+            .then(|| StructuralHash(walk.combined(|s, block| s.hole_blind_blocks[block])));
+        let hashed = walk.combine();
+        let callees = if self.callees {
+            walk.callees()
+        } else {
+            Vec::new()
+        };
+        Fingerprinted {
+            hashed,
+            hole_blind,
+            callees,
+        }
+    }
+
+    /// The pass's first look at `func` (see "Prefix" in the module docs): a hash
+    /// of the function's first `PREFIX_INSTRUCTIONS` reachable instructions in
+    /// the encoding's order, its *prefix key*, and with [`Chains::Both`] the
+    /// hole-blind prefix key, what the prefix key is for the hole-blind
+    /// fingerprint. When the whole function fits in the prefix, the key is a hash
+    /// of its whole encoding, and the address uses and the instruction count are
+    /// exact. Otherwise the address uses are only the stack limit's (the others
+    /// are found when they matter: `EncodedFunctions::resolve_address_taken`),
+    /// and the count is the length of the function's instruction table, which is
+    /// the same for a function whose every instruction is in a reachable block.
+    ///
+    /// Equal encodings have equal prefix keys, and either both fit in the prefix
+    /// or neither does: only functions that do not, and whose prefix key another
+    /// function shares, need a whole walk. Operands and callees are not read.
+    pub fn first_look(
+        self,
+        func: &Function,
+        module: &FunctionSet,
+        scratch: &mut FingerprintScratch,
+    ) -> (FirstLook, Option<StructuralHash>) {
+        match self.chains {
+            Chains::Exact => {
+                let (look, _) = HashWalk::<EXACT>::new(func, module, false, scratch).first_look();
+                (look, None)
+            }
+            Chains::HoleBlind { .. } => {
+                unreachable!("the hole-blind prefix key is only taken beside the exact one")
+            }
+            Chains::Both {
+                callee_load_offsets,
+            } => {
+                let (look, blind) =
+                    HashWalk::<BOTH>::new(func, module, callee_load_offsets, scratch).first_look();
+                (look, Some(blind))
+            }
+        }
+    }
 }
 
 /// What the first chain of a whole walk reads of an instruction's operands.
@@ -285,42 +436,8 @@ pub enum Operands {
     Hashed,
 }
 
-/// [`hash_function`], and the module functions that `func`'s reachable direct
-/// calls (`call`, `return_call`, `try_call`) call, once per call, sorted: what
-/// [`with_callees`] refines the hash with.
-pub fn hash_function_and_callees(
-    func: &Function,
-    module: &FunctionSet,
-    scratch: &mut FingerprintScratch,
-) -> (HashedFunction, Vec<FuncIndex>) {
-    let mut walk = HashWalk::<EXACT>::new(func, module, false, scratch);
-    walk.record_calls = true;
-    walk.walk();
-    (walk.combine(), walk.callees())
-}
-
-/// [`hash_function_and_callees`] and [`hole_blind_fingerprint`] in one walk: for
-/// a pass that merges identical functions and then similar ones, the second
-/// pass's look at a function costs a second chain of multiplies in the first
-/// pass's walk instead of a walk of its own. With [`Operands::Hashed`], the
-/// first fingerprint reads operands (the hole-blind one never does).
-pub fn hash_function_hole_blind_and_callees(
-    func: &Function,
-    module: &FunctionSet,
-    callee_load_offsets: bool,
-    operands: Operands,
-    scratch: &mut FingerprintScratch,
-) -> (HashedFunction, StructuralHash, Vec<FuncIndex>) {
-    let mut walk = HashWalk::<BOTH>::new(func, module, callee_load_offsets, scratch);
-    walk.record_calls = true;
-    walk.operands = operands;
-    walk.walk();
-    let hole_blind = walk.combined(|s, block| s.hole_blind_blocks[block]);
-    (walk.combine(), StructuralHash(hole_blind), walk.callees())
-}
-
 /// `hash` refined by the hashes of the module functions its function calls
-/// (`callees`, once per call, from [`hash_function_and_callees`]), each read from
+/// (`callees`, once per call, from [`Fingerprint::walk`] with [`Fingerprint::callees`]), each read from
 /// `hashes`, in which functions of one class must have equal hashes (the pass's
 /// first round, prefix keys or whole walks, or a round of this refinement over
 /// it: `EncodedFunctions::refine_by_callees`). Two functions in one class call,
@@ -345,49 +462,13 @@ pub fn with_callees(
 /// Sets apart a callee's hash in [`with_callees`].
 const CALLEE: u64 = 0xca11_ee00_ca11_ee00;
 
-/// How many reachable instructions [`first_look`] reads: enough to set apart most
+/// How many reachable instructions the first look ([`Fingerprint::first_look`]) reads: enough to set apart most
 /// functions of real programs. On the corpus programs, 16, 24, 32 and 48 cost
 /// about the same (fewer read, more walked whole); 8 walks 19–33% of the
 /// instructions whole, and 128 reads 16–41% in prefixes.
 pub const PREFIX_INSTRUCTIONS: u32 = 24;
 
-/// The pass's first look at `func` (see "Prefix" in the module docs): a hash of
-/// the function's first `PREFIX_INSTRUCTIONS` reachable instructions in the
-/// encoding's order, its *prefix key*. When the whole function fits in the
-/// prefix, the key is a hash of its whole encoding, and the address uses and the
-/// instruction count are exact. Otherwise the address uses are only the stack
-/// limit's (the others are found when they matter:
-/// `EncodedFunctions::resolve_address_taken`), and the count is the length of the
-/// function's instruction table, which is the same for a function whose every
-/// instruction is in a reachable block.
-///
-/// Equal encodings have equal prefix keys, and either both fit in the prefix or
-/// neither does: only functions that do not, and whose prefix key another
-/// function shares, need `hash_function`.
-pub fn first_look(
-    func: &Function,
-    module: &FunctionSet,
-    scratch: &mut FingerprintScratch,
-) -> FirstLook {
-    HashWalk::<EXACT>::new(func, module, false, scratch)
-        .first_look()
-        .0
-}
-
-/// [`first_look`] and the hole-blind prefix key, for [`hole_blind_fingerprint`]
-/// what the prefix key is for [`hash_function`]: equal streams with the holes
-/// blanked have equal hole-blind prefix keys, and either both fit in the prefix
-/// (then the key is a hash of the whole blanked stream) or neither does.
-pub fn first_look_and_hole_blind(
-    func: &Function,
-    module: &FunctionSet,
-    callee_load_offsets: bool,
-    scratch: &mut FingerprintScratch,
-) -> (FirstLook, StructuralHash) {
-    HashWalk::<BOTH>::new(func, module, callee_load_offsets, scratch).first_look()
-}
-
-/// What [`first_look`] finds.
+/// What the first look ([`Fingerprint::first_look`]) finds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FirstLook {
     /// The prefix key, the address uses and the instruction count.
@@ -397,34 +478,18 @@ pub struct FirstLook {
     pub whole: bool,
 }
 
-/// The bucket key of the similar-function merge: [`hash_function`]'s fingerprint
-/// with the immediates that may become parameters left out (see "Holes" in the
-/// module docs). With `callee_load_offsets` (the walk's
-/// `WalkOptions::callee_load_holes`), the offset of every plain `load` from an
-/// entry-block parameter is left out too.
-pub fn hole_blind_fingerprint(
-    func: &Function,
-    module: &FunctionSet,
-    callee_load_offsets: bool,
-    scratch: &mut FingerprintScratch,
-) -> StructuralHash {
-    let mut walk = HashWalk::<HOLE_BLIND>::new(func, module, callee_load_offsets, scratch);
-    walk.walk();
-    StructuralHash(walk.combined(|s, block| s.blocks[block].hash))
-}
-
-/// The chains a [`HashWalk`] computes: the fingerprint ([`EXACT`]), the
-/// hole-blind one ([`HOLE_BLIND`]), or both ([`BOTH`]).
-type Chains = u8;
-/// [`hash_function`]'s chain only.
-const EXACT: Chains = 0;
-/// [`hole_blind_fingerprint`]'s chain only (in [`BlockSummary::hash`]).
-const HOLE_BLIND: Chains = 1;
-/// Both, the hole-blind one in [`FingerprintScratch::hole_blind_blocks`].
-const BOTH: Chains = 2;
+/// The chains a [`HashWalk`] computes, as a constant its code is specialized
+/// for ([`Chains`] as a number: const generics take no enums on stable Rust).
+type ChainSet = u8;
+/// [`Chains::Exact`].
+const EXACT: ChainSet = 0;
+/// [`Chains::HoleBlind`] (in [`BlockSummary::hash`]).
+const HOLE_BLIND: ChainSet = 1;
+/// [`Chains::Both`], the hole-blind one in [`FingerprintScratch::hole_blind_blocks`].
+const BOTH: ChainSet = 2;
 
 /// The hashing walk over one function, computing the chains `CHAINS` says.
-struct HashWalk<'a, const CHAINS: Chains> {
+struct HashWalk<'a, const CHAINS: ChainSet> {
     func: &'a Function,
     module: &'a FunctionSet,
     scratch: &'a mut FingerprintScratch,
@@ -441,7 +506,7 @@ struct HashWalk<'a, const CHAINS: Chains> {
     values: usize,
 }
 
-impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
+impl<'a, const CHAINS: ChainSet> HashWalk<'a, CHAINS> {
     /// A walk over `func`, not yet run (`blank_load_offsets` only matters with a
     /// hole-blind chain).
     fn new(
@@ -542,7 +607,7 @@ impl<'a, const CHAINS: Chains> HashWalk<'a, CHAINS> {
         }
     }
 
-    /// [`first_look`] with the chains `CHAINS` says (the hole-blind prefix key is
+    /// the first look ([`Fingerprint::first_look`]) with the chains `CHAINS` says (the hole-blind prefix key is
     /// meaningful only with [`BOTH`]).
     fn first_look(&mut self) -> (FirstLook, StructuralHash) {
         let func = self.func;
@@ -1048,7 +1113,7 @@ fn table_word(data: &InstructionData) -> u64 {
     }
 }
 
-/// Both keys of a function longer than its prefix in one: [`first_look`]'s and
+/// Both keys of a function longer than its prefix in one: the first look ([`Fingerprint::first_look`])'s and
 /// [`table_key`]'s.
 pub fn prefix_and_table_key(prefix: StructuralHash, table: StructuralHash) -> StructuralHash {
     StructuralHash(avalanche(mix(prefix.0, table.0)))
@@ -1067,7 +1132,7 @@ pub fn has_address_instructions(func: &Function) -> bool {
     })
 }
 
-/// Whether `data` may hold a hole ([`hole_blind_fingerprint`]): an `iconst`,
+/// Whether `data` may hold a hole (the hole-blind fingerprint ([`Chains::HoleBlind`])): an `iconst`,
 /// `f32const` or `f64const`, or a plain `load` (whose offset is one when it loads
 /// from an entry-block parameter). Every other instruction has the same word in
 /// both chains.

@@ -6,11 +6,11 @@
 //! * `fingerprint::first_look`, the pass's first look at every function: a hash
 //!   of the beginning of its encoding (its *prefix key*), so that only functions
 //!   whose prefix key another shares are hashed whole;
-//! * `fingerprint::hash_function`, the whole function's hash,
+//! * `fingerprint::Fingerprint::walk`, the whole function's hash,
 //!   whose result is a function of the encoding (so `compare(f, g) == Equal`
 //!   implies `hash(f) == hash(g)` whatever the classes are, and a function whose
 //!   hash no other function shares can be left out of the tree);
-//! * `fingerprint::hole_blind_fingerprint`, the similar merge's bucket key: the
+//! * `fingerprint::Chains::HoleBlind`, the similar merge's bucket key: the
 //!   same walk leaving out the immediates that may become parameters (constants,
 //!   and with `WalkOptions::callee_load_holes` the offsets of loads that may be
 //!   callee loads), so that streams equal once their holes are blanked share it.

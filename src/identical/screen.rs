@@ -11,10 +11,8 @@ use super::encode::{
 };
 use super::encoded::{EncodedFunctions, OptimisticGroups, buckets};
 use super::fingerprint::{
-    FingerprintScratch, Operands, PREFIX_INSTRUCTIONS, first_look, first_look_and_hole_blind,
-    has_address_instructions, hash_function, hash_function_and_callees,
-    hash_function_hole_blind_and_callees, hash_function_with_operands, prefix_and_table_key,
-    table_key, with_callees,
+    Fingerprint, FingerprintScratch, Operands, PREFIX_INSTRUCTIONS, has_address_instructions,
+    prefix_and_table_key, table_key, with_callees,
 };
 use super::hash::{HashedFunction, StructuralHash};
 use super::tree::group_equal;
@@ -123,8 +121,8 @@ impl EncodedFunctions {
     }
 
     /// What the pass uses: takes a first look at every function
-    /// ([`first_look`]: a hash of a prefix of its encoding), hashes whole, with a
-    /// walk that stores nothing ([`hash_function`]), only the functions longer
+    /// ([`Fingerprint::first_look`]: a hash of a prefix of its encoding), hashes whole, with a
+    /// walk that stores nothing ([`Fingerprint::walk`]), only the functions longer
     /// than the prefix whose prefix key another function shares, then encodes
     /// only the functions whose hash another function shares (the only ones the
     /// comparator is asked about). A function's hash is its walk's if it was
@@ -136,7 +134,7 @@ impl EncodedFunctions {
     /// how operands are defined too ([`Operands::Hashed`]: that walk is all the
     /// pass looks at before encoding), and not refined. Address uses are the same as
     /// [`Self::from_module`]'s, and so are the counts of the functions walked
-    /// whole (the others count their instruction table: [`first_look`]). The
+    /// whole (the others count their instruction table: [`Fingerprint::first_look`]). The
     /// hashing walks do not look at value uses, so a function using a value
     /// before its definition (which the verifier rejects) is only found
     /// unsupported here if it is a candidate. With `hole_blind` (whether
@@ -145,7 +143,7 @@ impl EncodedFunctions {
     /// prefix key of a function, or its whole walk's fingerprint when its
     /// hole-blind prefix key another shares (in a module of short functions,
     /// every function's whole walk's, as
-    /// [`hole_blind_fingerprint`](super::fingerprint::hole_blind_fingerprint)
+    /// the hole-blind walk ([`Fingerprint::hole_blind`])
     /// computes it). The candidates are encoded bucket by bucket, and each
     /// bucket is grouped by the tree at once ([`Self::optimistic_groups`]),
     /// after which only its members' callee tokens are kept. Returns the time
@@ -183,7 +181,10 @@ impl EncodedFunctions {
             Reads::Body,
             16,
             FingerprintScratch::default,
-            |s, func| hash_function_with_operands(func, module, s),
+            |s, func| {
+                let walk = Fingerprint::EXACT.with_operands(Operands::Hashed);
+                walk.walk(func, module, s).hashed
+            },
         );
         for (&f, h) in all.iter().zip(hashed) {
             self.record(f, h.hash, &h.address_taken, h.instructions);
@@ -199,7 +200,7 @@ impl EncodedFunctions {
             Reads::Prefix(PREFIX_INSTRUCTIONS),
             16,
             FingerprintScratch::default,
-            |s, func| first_look(func, module, s),
+            |s, func| Fingerprint::EXACT.first_look(func, module, s).0,
         );
         for (&f, look) in all.iter().zip(&looked) {
             let h = &look.hashed;
@@ -250,10 +251,7 @@ impl EncodedFunctions {
             Reads::Body,
             16,
             FingerprintScratch::default,
-            |s, func| {
-                let operands = Operands::Hashed;
-                hash_function_hole_blind_and_callees(func, module, callee_loads, operands, s)
-            },
+            |s, func| walk_both(func, module, callee_loads, Operands::Hashed, s),
         );
         for (&f, (h, blind, _)) in all.iter().zip(&walked) {
             self.record(f, h.hash, &h.address_taken, h.instructions);
@@ -283,7 +281,13 @@ impl EncodedFunctions {
             Reads::Prefix(PREFIX_INSTRUCTIONS),
             16,
             FingerprintScratch::default,
-            |s, func| first_look_and_hole_blind(func, module, callee_loads, s),
+            |s, func| {
+                let (look, blind) = Fingerprint::both(callee_loads).first_look(func, module, s);
+                (
+                    look,
+                    blind.expect("both chains give the hole-blind prefix key"),
+                )
+            },
         );
         for (&f, (look, blind)) in all.iter().zip(&looked) {
             let h = &look.hashed;
@@ -305,10 +309,7 @@ impl EncodedFunctions {
             Reads::Body,
             16,
             FingerprintScratch::default,
-            |s, func| {
-                let operands = Operands::Skipped;
-                hash_function_hole_blind_and_callees(func, module, callee_loads, operands, s)
-            },
+            |s, func| walk_both(func, module, callee_loads, Operands::Skipped, s),
         );
         for (&f, (h, blind, _)) in shared.iter().zip(&walked) {
             let exact = exact_shared.binary_search(&f).is_ok();
@@ -406,7 +407,7 @@ impl EncodedFunctions {
         self.unsupported.sort_by_key(|(f, _)| *f);
     }
 
-    /// Walks `functions` whole ([`hash_function_and_callees`]), records what the
+    /// Walks `functions` whole ([`Fingerprint::walk`] with [`Fingerprint::callees`]), records what the
     /// walks find, then refines their hashes by their callees'
     /// ([`Self::refine_by_callees`]).
     fn walk_and_refine(&mut self, module: &FunctionSet, functions: &[FuncIndex]) {
@@ -415,7 +416,10 @@ impl EncodedFunctions {
             Reads::Body,
             16,
             FingerprintScratch::default,
-            |s, func| hash_function_and_callees(func, module, s),
+            |s, func| {
+                let walked = Fingerprint::EXACT.with_callees().walk(func, module, s);
+                (walked.hashed, walked.callees)
+            },
         );
         for (&f, (h, _)) in functions.iter().zip(&walked) {
             self.record(f, h.hash, &h.address_taken, h.instructions);
@@ -524,7 +528,7 @@ impl EncodedFunctions {
             Reads::Body,
             16,
             FingerprintScratch::default,
-            |s, func| hash_function(func, module, s),
+            |s, func| Fingerprint::EXACT.walk(func, module, s).hashed,
         );
         for h in walked {
             for &target in &h.address_taken {
@@ -534,7 +538,7 @@ impl EncodedFunctions {
     }
 }
 
-/// Whether first looks at prefixes ([`first_look`]) are worth taking in `module`:
+/// Whether first looks at prefixes ([`Fingerprint::first_look`]) are worth taking in `module`:
 /// whether at least two thirds of its instructions lie beyond the functions'
 /// first `PREFIX_INSTRUCTIONS` (by the length of their instruction tables). A
 /// prefix saves walking the rest of a function whose prefix key no other shares,
@@ -554,7 +558,7 @@ fn prefixes_pay(module: &FunctionSet) -> bool {
     3 * beyond >= 2 * total
 }
 
-/// Hashes ([`hash_function`]) and encodes for the comparator
+/// Hashes ([`Fingerprint::walk`]) and encodes for the comparator
 /// ([`encode_for_comparison`]) each of `functions` of `module`, in parallel
 /// ([`crate::ir::parallel`]), keeping their order, with one scratch of each walk per
 /// worker.
@@ -570,7 +574,7 @@ pub fn hash_and_encode(
         16,
         scratches,
         |(walk, hash), func| {
-            let hashed = hash_function(func, module, hash);
+            let hashed = Fingerprint::EXACT.walk(func, module, hash).hashed;
             (hashed, encode_for_comparison(func, module, options, walk))
         },
     )
@@ -587,4 +591,23 @@ fn group_bucket(
     let comparator = BucketComparator::new(members, encodings);
     let groups = group_equal(members.iter().copied(), &comparator);
     (groups, comparator.comparisons())
+}
+
+/// Both fingerprints of `func` and the callees of its direct calls, in one whole
+/// walk ([`Fingerprint::both`]), the first fingerprint reading `operands`.
+fn walk_both(
+    func: &cranelift_codegen::ir::Function,
+    module: &FunctionSet,
+    callee_loads: bool,
+    operands: Operands,
+    scratch: &mut FingerprintScratch,
+) -> (HashedFunction, StructuralHash, Vec<FuncIndex>) {
+    let walked = Fingerprint::both(callee_loads)
+        .with_operands(operands)
+        .with_callees()
+        .walk(func, module, scratch);
+    let blind = walked
+        .hole_blind
+        .expect("both chains give the hole-blind fingerprint");
+    (walked.hashed, blind, walked.callees)
 }

@@ -9,7 +9,7 @@ use crate::identical::encode::{
     CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, WalkScratch, encode_function,
     walk_in_parallel,
 };
-use crate::identical::fingerprint::{FingerprintScratch, hole_blind_fingerprint};
+use crate::identical::fingerprint::{Fingerprint, FingerprintScratch};
 use crate::identical::hash::StructuralHash;
 use crate::ir::{FuncIndex, FunctionSet, parallel, reads_machine_state};
 use cranelift_codegen::entity::SecondaryMap;
@@ -134,7 +134,10 @@ pub(crate) fn find_groups(
     let hashes = parallel::map_init(&all, 16, FingerprintScratch::default, |scratch, &f| {
         let func = &module.get(f).func;
         Some(known[f].unwrap_or_else(|| {
-            hole_blind_fingerprint(func, module, walk.callee_load_holes, scratch)
+            Fingerprint::hole_blind(walk.callee_load_holes)
+                .walk(func, module, scratch)
+                .hashed
+                .hash
         }))
     });
 
@@ -212,8 +215,10 @@ pub fn hole_blind_disagreements(module: &FunctionSet) -> Vec<(FuncIndex, FuncInd
         .filter_map(|(f, def)| {
             let func = &def.func;
             let encoding = encode_function(func, module, walk, &mut walk_scratch).ok()?;
-            let hash =
-                hole_blind_fingerprint(func, module, walk.callee_load_holes, &mut hash_scratch);
+            let hash = Fingerprint::hole_blind(walk.callee_load_holes)
+                .walk(func, module, &mut hash_scratch)
+                .hashed
+                .hash;
             Some((blanked(&encoding), hash, f))
         })
         .collect();
@@ -365,7 +370,6 @@ pub(crate) fn differing_parameters(
 mod tests {
     use super::*;
     use crate::identical::encode::WalkScratch;
-    use crate::identical::fingerprint::hash_function;
     use crate::ir::Linkage;
     use cranelift_codegen::entity::EntityRef;
 
@@ -412,8 +416,13 @@ mod tests {
     ) -> (StructuralHash, StructuralHash) {
         let func = &module.get(FuncIndex::new(i)).func;
         let mut scratch = FingerprintScratch::default();
-        let blind = hole_blind_fingerprint(func, module, walk.callee_load_holes, &mut scratch);
-        let full = hash_function(func, module, &mut FingerprintScratch::default());
+        let blind = Fingerprint::hole_blind(walk.callee_load_holes)
+            .walk(func, module, &mut scratch)
+            .hashed
+            .hash;
+        let full = Fingerprint::EXACT
+            .walk(func, module, &mut FingerprintScratch::default())
+            .hashed;
         (blind, full.hash)
     }
 
