@@ -2,9 +2,11 @@
 //! parsing and verifying, linkage options.
 
 use super::error::{CliError, catch_panic, indent};
+use super::progress::{Meter, Phase};
 use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::ir::{DefinitionError, FunctionSet, Linkage, SymbolName};
+use crate::validate::Progress;
 use clap::ValueEnum;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::Function;
@@ -215,6 +217,12 @@ fn collect_clif_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError
 
 /// Reads, parses and verifies every input file into one module.
 pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
+    load_showing(paths, &Meter::hidden())
+}
+
+/// [`load`], counting the files read on `meter`.
+pub(crate) fn load_showing(paths: &[PathBuf], meter: &Meter) -> Result<LoadedModule, CliError> {
+    meter.counted(Phase::Reading, paths.len());
     let mut functions = FunctionSet::new();
     let mut locations: Vec<SourceLocation> = Vec::new();
     let mut targets: Vec<InputTarget> = Vec::new();
@@ -301,6 +309,7 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
             function_file.push(targets.len());
         }
         targets.push(target);
+        meter.step();
     }
     Ok(LoadedModule {
         functions,
