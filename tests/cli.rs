@@ -453,6 +453,79 @@ block0(v0: i32):
     assert!(run.stderr.contains("verifier"), "{}", run.stderr);
 }
 
+/// A `target` whose backend this build lacks (Pulley's: `cli` turns on Cranelift's
+/// native backends only) is bad input naming the file, the line and the target,
+/// not a verifier failure nor a run as if the file named no target; in the merge
+/// and in `summarize` alike.
+#[test]
+fn a_target_not_built_in_is_named_with_its_line() {
+    let dir = TempDir::new("pulley");
+    // Reads the frame pointer, which the verifier accepts only with an ISA.
+    let frame_pointer = "function %fp(i64) -> i64 {
+block0(v0: i64):
+    v1 = get_frame_pointer.i64
+    v2 = iadd v0, v1
+    return v2
+}
+";
+    let plain = "function %id(i64) -> i64 {
+block0(v0: i64):
+    return v0
+}
+";
+    for target in ["pulley32", "pulley64", "pulley32be", "pulley64be"] {
+        for (kind, body) in [("fp", frame_pointer), ("plain", plain)] {
+            let file = dir.write(
+                &format!("{target}_{kind}.clif"),
+                format!(
+                    "; a filetest of the Pulley backend\ntest compile\ntarget {target}\n\n{body}"
+                ),
+            );
+            let want = format!(
+                "error: {}:3: target {target} is not built in (this clif-merge has the backends: x86_64, aarch64, s390x, riscv64)\n",
+                s(&file)
+            );
+            let run = clif_merge([&file]);
+            bad_input(&run);
+            assert_eq!(run.stderr, want);
+            let summary = dir.join(&format!("{target}_{kind}.sum"));
+            let run = clif_merge([
+                OsString::from("summarize"),
+                file.clone().into_os_string(),
+                OsString::from("-o"),
+                summary.into_os_string(),
+            ]);
+            bad_input(&run);
+            assert_eq!(run.stderr, want);
+        }
+    }
+    // Only targets not built in: the first is named.
+    let file = dir.write(
+        "two_pulleys.clif",
+        format!("test run\ntarget pulley32\ntarget pulley64\n{plain}"),
+    );
+    let run = clif_merge([&file]);
+    bad_input(&run);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: {}:2: target pulley32 is not built in",
+            s(&file)
+        )),
+        "{}",
+        run.stderr
+    );
+    // Beside a target that is built in, the file is read for that one, as before.
+    let file = dir.write(
+        "x86_and_pulley.clif",
+        format!("test run\ntarget x86_64\ntarget pulley64\n{plain}"),
+    );
+    let run = ok(clif_merge([&file]));
+    assert!(run.stdout.contains("function %id"), "{}", run.stdout);
+    // The built-in targets still read as before.
+    let file = dir.write("native.clif", format!("target aarch64\n{plain}"));
+    ok(clif_merge([&file]));
+}
+
 /// A missing file: the path on stderr.
 #[test]
 fn missing_file_names_the_path() {

@@ -4,13 +4,17 @@
 use clif_merge::Linkage;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::testing::apply;
-use clif_merge::validate::{ValidationReport, validate, validate_similar};
+use clif_merge::validate::{
+    Progress, ValidationReport, validate, validate_similar, validate_similar_with_progress,
+    validate_with_progress,
+};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use clif_merge::{MergeAction, MergeDecision, MergePlan};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::immediates::Imm64;
 use cranelift_codegen::ir::{InstructionData, Opcode};
 use std::process::Command;
+use std::sync::Mutex;
 
 fn module(text: &str) -> FunctionSet {
     let mut set = FunctionSet::new();
@@ -575,4 +579,113 @@ block0(v0: i64):
             report.summary()
         );
     }
+}
+
+/// What a [`Progress`] was told, in order.
+#[derive(Debug, PartialEq, Eq)]
+enum Told {
+    /// `start(total)`.
+    Start(usize),
+    /// `step()`.
+    Step,
+}
+
+/// A [`Progress`] that records what it is told.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Told>>);
+
+impl Progress for Recorder {
+    fn start(&self, total: usize) {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .push(Told::Start(total));
+    }
+
+    fn step(&self) {
+        self.0.lock().expect("not poisoned").push(Told::Step);
+    }
+}
+
+impl Recorder {
+    /// `start(total)` once, first, then `total` steps: nothing else.
+    fn assert_counted(&self, total: usize) {
+        let told = self.0.lock().expect("not poisoned");
+        let mut expected = vec![Told::Start(total)];
+        expected.extend((0..total).map(|_| Told::Step));
+        assert_eq!(*told, expected);
+    }
+}
+
+/// The validator tells its progress the number of pairs, then one step per pair,
+/// whether the pair validated, could not be run or mismatched.
+#[test]
+fn progress_is_told_the_pairs_and_one_step_each() {
+    let set = module(
+        "
+function %a(i64) -> i64 {
+block0(v0: i64):
+    v1 = iconst.i64 3
+    v2 = imul v0, v1
+    return v2
+}
+function %b(i64) -> i64 {
+block0(v5: i64):
+    v6 = iconst.i64 3
+    v7 = imul v5, v6
+    return v7
+}
+function %fp_a() -> i64 {
+block0:
+    v0 = get_frame_pointer.i64
+    return v0
+}
+function %fp_b() -> i64 {
+block0:
+    v0 = get_frame_pointer.i64
+    return v0
+}
+",
+    );
+    let outcome = merge_functions(&set, &MergeOptions::default());
+    let recorder = Recorder::default();
+    let report = validate_with_progress(&set, &outcome.plan, &outcome.output, &recorder)
+        .expect("the validator crashed");
+    assert_eq!(report.validated, 1, "{}", report.summary());
+    assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
+    recorder.assert_counted(2);
+
+    // A mismatch is a step too.
+    let set = module(NEAR_TWINS);
+    let plan = MergePlan {
+        classes: vec![vec![FuncIndex::new(0), FuncIndex::new(1)]],
+        decisions: vec![MergeDecision {
+            function: FuncIndex::new(1),
+            into: FuncIndex::new(0),
+            action: MergeAction::Erase,
+        }],
+        unmerged_preemptible_classes: 0,
+    };
+    let output = apply(&set, &plan);
+    let recorder = Recorder::default();
+    let report =
+        validate_with_progress(&set, &plan, &output, &recorder).expect("the validator crashed");
+    assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
+    recorder.assert_counted(1);
+}
+
+/// The similar merge's validation counts one step per member of every group.
+#[test]
+fn progress_of_the_similar_validation_counts_members() {
+    let text = include_str!("../filetests/similar/group_of_five.clif");
+    let set = module(text);
+    let outcome = merge_functions(&set, &MergeOptions::default());
+    let similar = SimilarPass::after(&set, &outcome.output, &SimilarOptions::default());
+    let members: usize = similar.outcome.groups.iter().map(|g| g.members.len()).sum();
+    assert_eq!(members, 5, "the five functions are one group");
+    let recorder = Recorder::default();
+    let report = validate_similar_with_progress(&similar.module, &similar.outcome, &recorder)
+        .expect("the validator crashed");
+    assert_eq!(report.validated, 5, "{}", report.summary());
+    recorder.assert_counted(5);
 }

@@ -2,18 +2,22 @@
 //! parsing and verifying, linkage options.
 
 use super::error::{CliError, catch_panic, indent};
+use super::progress::{Meter, Phase};
 use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
 use crate::ir::{DefinitionError, FunctionSet, Linkage, SymbolName};
+use crate::validate::Progress;
 use clap::ValueEnum;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::Function;
-use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::isa::{self, LookupError, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable, Flags, FlagsOrIsa, OptLevel};
 use cranelift_codegen::verify_function;
 use cranelift_reader::{IsaSpec, ParseOptions, parse_test};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use target_lexicon::Triple;
 
 /// Whether function addresses are significant (see `--mode`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -215,6 +219,12 @@ fn collect_clif_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError
 
 /// Reads, parses and verifies every input file into one module.
 pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
+    load_showing(paths, &Meter::hidden())
+}
+
+/// [`load`], counting the files read on `meter`.
+pub(crate) fn load_showing(paths: &[PathBuf], meter: &Meter) -> Result<LoadedModule, CliError> {
+    meter.counted(Phase::Reading, paths.len());
     let mut functions = FunctionSet::new();
     let mut locations: Vec<SourceLocation> = Vec::new();
     let mut targets: Vec<InputTarget> = Vec::new();
@@ -253,6 +263,17 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
                 e.message
             ))
         })?;
+        // The reader skips a `target` whose backend this build lacks: with no other
+        // target, the functions would be verified and measured as if none was named.
+        if let IsaSpec::None(_) = test.isa_spec
+            && let Some((line, target)) = target_not_built_in(text)
+        {
+            return Err(CliError::input(format!(
+                "{}:{line}: target {target} is not built in (this clif-merge has the backends: {})",
+                path.display(),
+                built_in_architectures().join(", ")
+            )));
+        }
         if test.functions.is_empty() {
             return Err(CliError::input(format!(
                 "{}: no functions found (expected `function NAME(...) {{ ... }}`)",
@@ -301,6 +322,7 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedModule, CliError> {
             function_file.push(targets.len());
         }
         targets.push(target);
+        meter.step();
     }
     Ok(LoadedModule {
         functions,
@@ -352,6 +374,41 @@ pub fn check_entity_numbers(text: &str) -> Result<(), (usize, String, u64)> {
         }
     }
     Ok(())
+}
+
+/// The first `target` line of `text`'s header (before the first function) that
+/// names an architecture Cranelift knows but this build has no backend for (the
+/// Pulley interpreter's `pulley32`, `pulley64`, `pulley32be`, `pulley64be`): its
+/// line number and the name.
+fn target_not_built_in(text: &str) -> Option<(usize, &str)> {
+    for (index, line) in text.lines().enumerate() {
+        let code = line.split(';').next().unwrap_or("").trim();
+        if code.starts_with("function") {
+            return None;
+        }
+        let mut words = code.split_whitespace();
+        if words.next() != Some("target") {
+            continue;
+        }
+        let Some(name) = words.next() else {
+            continue;
+        };
+        let disabled = Triple::from_str(name)
+            .is_ok_and(|triple| matches!(isa::lookup(triple), Err(LookupError::SupportDisabled)));
+        if disabled {
+            return Some((index + 1, name));
+        }
+    }
+    None
+}
+
+/// The architectures this build has a backend for, in Cranelift's order.
+fn built_in_architectures() -> Vec<&'static str> {
+    isa::ALL_ARCHITECTURES
+        .iter()
+        .copied()
+        .filter(|name| isa::lookup_by_name(name).is_ok())
+        .collect()
 }
 
 /// The `test`, `set` and `target` lines before the first function.

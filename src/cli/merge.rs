@@ -3,7 +3,8 @@
 //! and prints the result.
 
 use super::error::CliError;
-use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load};
+use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load_showing};
+use super::progress::{Meter, Phase};
 use super::report::{
     check_printable, clif_text, json_report, similar_json, similar_stats_line, stats_text,
     validation_json,
@@ -12,7 +13,9 @@ use crate::identical::merge_functions;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::{FunctionSet, SymbolName};
 use crate::similar::{Pricing, SimilarOptions, SimilarPass};
-use crate::validate::{ValidationReport, ValidatorCrash, validate, validate_similar};
+use crate::validate::{
+    ValidationReport, ValidatorCrash, validate_similar_with_progress, validate_with_progress,
+};
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
 use std::collections::HashMap;
@@ -192,15 +195,22 @@ fn crashed(crash: ValidatorCrash) -> CliError {
 
 /// Runs the tool. Returns `(stdout, stderr)` text on success.
 pub fn run(args: &Args) -> Result<(String, String), CliError> {
+    run_showing(args, &Meter::hidden())
+}
+
+/// [`run`], showing its progress on `meter`.
+pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String), CliError> {
     let files = expand_inputs(&args.inputs)?;
-    let mut loaded = load(&files)?;
+    let mut loaded = load_showing(&files, meter)?;
     args.module.apply_linkage(&mut loaded.functions)?;
     let options = args
         .module
         .merge_options()
         .with_similar_fingerprints(args.similar);
+    meter.phase(Phase::Merging);
     let outcome = merge_functions(&loaded.functions, &options);
     let similar = args.similar.then(|| {
+        meter.phase(Phase::MergingSimilar);
         let options = SimilarOptions::default()
             .with_max_holes(args.max_holes)
             .with_min_saved(args.min_saved)
@@ -218,6 +228,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
             .filter_map(OutputEntry::body)
             .collect(),
     };
+    meter.phase(Phase::Verifying);
     verify_output(&printed, &loaded, similar.as_ref())?;
     if args.report == ReportFormat::Clif {
         check_printable(&printed)?;
@@ -226,8 +237,10 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     let validation = if args.validate {
         // The interpreter may panic on what it does not support: such runs count as
         // inconclusive (`main_with_args` keeps their panic reports quiet).
+        meter.phase(Phase::Validating);
         let report =
-            validate(&loaded.functions, &outcome.plan, &outcome.output).map_err(crashed)?;
+            validate_with_progress(&loaded.functions, &outcome.plan, &outcome.output, meter)
+                .map_err(crashed)?;
         if !report.mismatches.is_empty() {
             return Err(CliError {
                 code: 1,
@@ -237,7 +250,9 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
         stderr.push_str(&report.summary());
         stderr.push('\n');
         if let Some(similar) = &similar {
-            let report = validate_similar(&similar.module, &similar.outcome).map_err(crashed)?;
+            meter.phase(Phase::ValidatingSimilar);
+            let report = validate_similar_with_progress(&similar.module, &similar.outcome, meter)
+                .map_err(crashed)?;
             if !report.mismatches.is_empty() {
                 return Err(CliError {
                     code: 1,
@@ -252,6 +267,7 @@ pub fn run(args: &Args) -> Result<(String, String), CliError> {
     } else {
         None
     };
+    meter.phase(Phase::Printing);
     let stdout = match args.report {
         ReportFormat::Clif => clif_text(
             &loaded.functions,

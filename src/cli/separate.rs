@@ -3,7 +3,8 @@
 //! `dump` (print a summary or decisions file). See [`crate::separate`].
 
 use super::error::CliError;
-use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load};
+use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load_showing};
+use super::progress::{Meter, Phase};
 use super::report::{check_printable, plan_json};
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::SymbolName;
@@ -12,6 +13,7 @@ use crate::separate::program::{Decision, DecisionAction, ModuleDecisions, plan_p
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, clif_name, summarize};
 use crate::separate::transform::apply_decisions;
 use crate::similar::{SimilarOptions, SimilarPass};
+use crate::validate::Progress;
 use clap::Subcommand;
 use cranelift_codegen::ir::Function;
 use std::borrow::Cow;
@@ -147,9 +149,15 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 
-fn load_module(inputs: &[PathBuf], options: &ModuleOptions) -> Result<LoadedModule, CliError> {
+/// Loads one module's `inputs` (counting the files read on `meter`) and gives
+/// its functions the linkage of `options`.
+fn load_module(
+    inputs: &[PathBuf],
+    options: &ModuleOptions,
+    meter: &Meter,
+) -> Result<LoadedModule, CliError> {
     let files = expand_inputs(inputs)?;
-    let mut loaded = load(&files)?;
+    let mut loaded = load_showing(&files, meter)?;
     options.apply_linkage(&mut loaded.functions)?;
     Ok(loaded)
 }
@@ -168,20 +176,21 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     std::fs::write(path, bytes).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 
-/// Runs a subcommand. Returns `(stdout, stderr)` text on success.
-pub fn run(command: &SeparateCommand) -> Result<(String, String), CliError> {
+/// Runs a subcommand, showing its progress on `meter`. Returns `(stdout, stderr)`
+/// text on success.
+pub(crate) fn run(command: &SeparateCommand, meter: &Meter) -> Result<(String, String), CliError> {
     match command {
         SeparateCommand::Summarize {
             inputs,
             output,
             module,
             options,
-        } => summarize_command(inputs, output, module, options),
+        } => summarize_command(inputs, output, module, options, meter),
         SeparateCommand::Plan {
             summaries,
             out_dir,
             report,
-        } => plan_command(summaries, out_dir, report),
+        } => plan_command(summaries, out_dir, report, meter),
         SeparateCommand::Apply {
             decisions,
             inputs,
@@ -197,7 +206,7 @@ pub fn run(command: &SeparateCommand) -> Result<(String, String), CliError> {
                     .with_max_holes(max_holes.unwrap_or(defaults.max_holes))
                     .with_min_saved(min_saved.unwrap_or(defaults.min_saved))
             });
-            apply_command(decisions, inputs, options, similar.as_ref())
+            apply_command(decisions, inputs, options, similar.as_ref(), meter)
         }
         SeparateCommand::Dump { file } => dump_command(file),
     }
@@ -209,8 +218,9 @@ fn summarize_command(
     output: &Path,
     module: &Option<String>,
     options: &ModuleOptions,
+    meter: &Meter,
 ) -> Result<(String, String), CliError> {
-    let loaded = load_module(inputs, options)?;
+    let loaded = load_module(inputs, options, meter)?;
     let name = match module {
         Some(name) => name.clone(),
         None => output
@@ -218,6 +228,7 @@ fn summarize_command(
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "module".into()),
     };
+    meter.phase(Phase::Summarizing);
     let start = Instant::now();
     let summary = summarize(&loaded.functions, &name, &options.merge_options());
     let time = start.elapsed();
@@ -250,6 +261,7 @@ fn plan_command(
     summaries: &[PathBuf],
     out_dir: &Path,
     report: &Option<String>,
+    meter: &Meter,
 ) -> Result<(String, String), CliError> {
     if let Some(format) = report
         && format != "json"
@@ -258,10 +270,16 @@ fn plan_command(
             "unknown report format `{format}` (expected `json`)"
         )));
     }
+    meter.counted(Phase::ReadingSummaries, summaries.len());
     let summaries: Vec<Summary> = summaries
         .iter()
-        .map(|p| read_summary(p))
+        .map(|p| {
+            let summary = read_summary(p);
+            meter.step();
+            summary
+        })
         .collect::<Result<_, _>>()?;
+    meter.phase(Phase::Planning);
     let plan = plan_program(&summaries).map_err(|e| CliError::input(e.to_string()))?;
     std::fs::create_dir_all(out_dir)
         .map_err(|e| CliError::input(format!("{}: {e}", out_dir.display())))?;
@@ -306,9 +324,11 @@ fn apply_command(
     inputs: &[PathBuf],
     options: &ModuleOptions,
     similar: Option<&SimilarOptions>,
+    meter: &Meter,
 ) -> Result<(String, String), CliError> {
     let decisions = read_decisions(decisions)?;
-    let loaded = load_module(inputs, options)?;
+    let loaded = load_module(inputs, options, meter)?;
+    meter.phase(Phase::Applying);
     let applied = apply_decisions(&loaded.functions, &options.merge_options(), &decisions)
         .map_err(|e| CliError::input(e.to_string()))?;
     let out = &applied.functions;
@@ -345,6 +365,7 @@ fn apply_command(
             .chain(out.iter())
             .map(|(_, d)| &*d.func);
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
+        meter.phase(Phase::MergingSimilar);
         SimilarPass::after_reserving(out, &undecided, None, similar, isa.as_deref(), reserved)
     });
     // Each printed function, with the name it is verified as (the target and flags
@@ -372,6 +393,7 @@ fn apply_command(
         }
     }
     check_printable(&printed.iter().map(|(f, _)| *f).collect::<Vec<_>>())?;
+    meter.phase(Phase::Printing);
     let mut text = loaded.header.clone();
     for (func, verified_as) in &printed {
         loaded.verify_output(func, verified_as)?;

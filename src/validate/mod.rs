@@ -5,17 +5,21 @@
 //!   [`validate_similar`]: similar merges, [`validate_program`]: a whole program
 //!   after separate compilation) and the [`ValidationReport`];
 //! * `inputs`: edge values and seeded random inputs per parameter type;
+//! * `progress`: how far a validation has got ([`Progress`]), for a caller to
+//!   show;
 //! * `sandbox`: the interpreter state in which real compiled code can run
 //!   (memory, calls leaving the module, indirect calls), and how a run ended
 //!   ([`RunOutcome`]).
 
 mod inputs;
+mod progress;
 mod sandbox;
 mod translation;
 
 pub use inputs::RANDOM_INPUTS;
+pub use progress::{NoProgress, Progress};
 pub use sandbox::{Ending, RunOutcome};
 pub use translation::{
     Mismatch, UnvalidatedReason, ValidationReport, ValidatorCrash, validate, validate_program,
-    validate_similar,
+    validate_similar, validate_similar_with_progress, validate_with_progress,
 };

@@ -20,6 +20,7 @@
 //! with still no conclusive input is unvalidated.
 
 use super::inputs::inputs_for;
+use super::progress::{NoProgress, Progress};
 use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
 use crate::identical::plan::MergePlan;
 use crate::identical::rewrite::OutputEntry;
@@ -180,8 +181,19 @@ pub fn validate(
     plan: &MergePlan,
     output: &[OutputEntry],
 ) -> Result<ValidationReport, ValidatorCrash> {
+    validate_with_progress(module, plan, output, &NoProgress)
+}
+
+/// Like [`validate`], telling `progress` how many pairs there are and of each one
+/// checked.
+pub fn validate_with_progress(
+    module: &FunctionSet,
+    plan: &MergePlan,
+    output: &[OutputEntry],
+    progress: &dyn Progress,
+) -> Result<ValidationReport, ValidatorCrash> {
     on_big_stack("the validation of the merge", || {
-        validate_on_this_thread(module, plan, output)
+        validate_on_this_thread(module, plan, output, progress)
     })
 }
 
@@ -241,6 +253,7 @@ fn validate_on_this_thread(
     module: &FunctionSet,
     plan: &MergePlan,
     output: &[OutputEntry],
+    progress: &dyn Progress,
 ) -> ValidationReport {
     let originals = runnable(module.iter().map(|(_, d)| &*d.func));
     let merged = runnable(output.iter().filter_map(OutputEntry::body));
@@ -258,7 +271,7 @@ fn validate_on_this_thread(
             replacement,
         }
     });
-    validate_pairs(&originals, &merged, pairs)
+    validate_pairs(&originals, &merged, pairs, progress)
 }
 
 /// Copies of `functions` the interpreter can run: without their stack limit (a
@@ -318,6 +331,16 @@ pub fn validate_similar(
     module: &FunctionSet,
     outcome: &SimilarOutcome,
 ) -> Result<ValidationReport, ValidatorCrash> {
+    validate_similar_with_progress(module, outcome, &NoProgress)
+}
+
+/// Like [`validate_similar`], telling `progress` how many members there are and
+/// of each one checked.
+pub fn validate_similar_with_progress(
+    module: &FunctionSet,
+    outcome: &SimilarOutcome,
+    progress: &dyn Progress,
+) -> Result<ValidationReport, ValidatorCrash> {
     on_big_stack("the validation of the similar merge", || {
         let originals = runnable(module.iter().map(|(_, d)| &*d.func));
         let merged = runnable(
@@ -337,7 +360,7 @@ pub fn validate_similar(
                 }
             })
         });
-        validate_pairs(&originals, &merged, pairs)
+        validate_pairs(&originals, &merged, pairs, progress)
     })
 }
 
@@ -424,7 +447,7 @@ pub fn validate_program(
                 replacement: d.func.name.to_string(),
             })
         });
-        validate_pairs(&originals, &merged, pairs)
+        validate_pairs(&originals, &merged, pairs, &NoProgress)
     })
 }
 
@@ -437,11 +460,17 @@ struct Pair<'a> {
     replacement: String,
 }
 
+/// Runs every pair of `pairs`, `originals` against `merged`, telling `progress`
+/// how many there are and of each one checked.
 fn validate_pairs<'a>(
     originals: &[Function],
     merged: &[Function],
     pairs: impl Iterator<Item = Pair<'a>>,
+    progress: &dyn Progress,
 ) -> ValidationReport {
+    // Collected first so that `progress` learns the total before the first check.
+    let pairs: Vec<Pair<'a>> = pairs.collect();
+    progress.start(pairs.len());
     let original_store = store_of(originals);
     let merged_store = store_of(merged);
     let callees = SyntheticCallees::for_functions(originals.iter().chain(merged));
@@ -454,53 +483,64 @@ fn validate_pairs<'a>(
         callees: &callees,
     };
     let mut report = ValidationReport::default();
-    for pair in pairs {
-        let dup_name = pair.original.name.to_string();
-        let replacement = &pair.replacement;
-        if let Err(reason) = interpretable(&dup_name, &original_store)
-            .and_then(|()| interpretable(replacement, &merged_store))
-        {
-            report.unvalidated.push((pair.function, reason));
-            continue;
-        }
-        let Some(inputs) = inputs_for(pair.original, pair.function.index() as u64) else {
-            report
-                .unvalidated
-                .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
-            continue;
-        };
-        // Every input with the usual fuel; if none was conclusive because the
-        // original ran out of fuel, a few of those inputs again with far more.
-        let worlds = (&original_world, &merged_world);
-        let mut runs = run_inputs(worlds, &pair, &dup_name, &inputs, 0..inputs.len(), FUEL);
-        if runs.conclusive == 0 && runs.mismatch.is_none() && !runs.out_of_fuel.is_empty() {
-            let retried = std::mem::take(&mut runs.out_of_fuel);
-            runs = run_inputs(
-                worlds,
-                &pair,
-                &dup_name,
-                &inputs,
-                retried.into_iter().take(PATIENT_INPUTS),
-                FUEL * PATIENT_FUEL_FACTOR,
-            );
-        }
-        let RunsOutcome {
-            conclusive,
-            mismatch,
-            ..
-        } = runs;
-        report.runs += conclusive;
-        if let Some(m) = mismatch {
-            report.mismatches.push(m);
-        } else if conclusive == 0 {
-            report
-                .unvalidated
-                .push((pair.function, UnvalidatedReason::NoConclusiveRun));
-        } else {
-            report.validated += 1;
-        }
+    for pair in &pairs {
+        check_pair(pair, (&original_world, &merged_world), &mut report);
+        progress.step();
     }
     report
+}
+
+/// Runs the original and the replacement of `pair` and adds what they did to
+/// `report`: validated, unvalidated with the reason, or a mismatch.
+fn check_pair(
+    pair: &Pair<'_>,
+    (original_world, merged_world): (&SandboxWorld<'_>, &SandboxWorld<'_>),
+    report: &mut ValidationReport,
+) {
+    let dup_name = pair.original.name.to_string();
+    let replacement = &pair.replacement;
+    if let Err(reason) = interpretable(&dup_name, original_world.store)
+        .and_then(|()| interpretable(replacement, merged_world.store))
+    {
+        report.unvalidated.push((pair.function, reason));
+        return;
+    }
+    let Some(inputs) = inputs_for(pair.original, pair.function.index() as u64) else {
+        report
+            .unvalidated
+            .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
+        return;
+    };
+    // Every input with the usual fuel; if none was conclusive because the
+    // original ran out of fuel, a few of those inputs again with far more.
+    let worlds = (original_world, merged_world);
+    let mut runs = run_inputs(worlds, pair, &dup_name, &inputs, 0..inputs.len(), FUEL);
+    if runs.conclusive == 0 && runs.mismatch.is_none() && !runs.out_of_fuel.is_empty() {
+        let retried = std::mem::take(&mut runs.out_of_fuel);
+        runs = run_inputs(
+            worlds,
+            pair,
+            &dup_name,
+            &inputs,
+            retried.into_iter().take(PATIENT_INPUTS),
+            FUEL * PATIENT_FUEL_FACTOR,
+        );
+    }
+    let RunsOutcome {
+        conclusive,
+        mismatch,
+        ..
+    } = runs;
+    report.runs += conclusive;
+    if let Some(m) = mismatch {
+        report.mismatches.push(m);
+    } else if conclusive == 0 {
+        report
+            .unvalidated
+            .push((pair.function, UnvalidatedReason::NoConclusiveRun));
+    } else {
+        report.validated += 1;
+    }
 }
 
 /// What running one pair on some inputs found.
