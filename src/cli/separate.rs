@@ -7,17 +7,17 @@ use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load_
 use super::progress::{Meter, Phase};
 use super::report::{check_printable, plan_json};
 use crate::identical::rewrite::OutputEntry;
-use crate::ir::SymbolName;
+use crate::ir::{FuncIndex, SymbolName};
 use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
-use crate::separate::program::{Decision, DecisionAction, ModuleDecisions, plan_program};
-use crate::separate::summary::{FunctionSummary, Summary, Visibility, clif_name, summarize};
-use crate::separate::transform::apply_decisions;
+use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
+use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
+use crate::separate::transform::{AppliedDecision, apply_decisions};
 use crate::similar::{SimilarOptions, SimilarPass};
 use crate::validate::Progress;
 use clap::Subcommand;
+use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::Function;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -332,31 +332,15 @@ fn apply_command(
     let applied = apply_decisions(&loaded.functions, &options.merge_options(), &decisions)
         .map_err(|e| CliError::input(e.to_string()))?;
     let out = &applied.functions;
-    // The decisions by the name their function has in the output (every one names
-    // a function of the module: `apply_decisions` checked that), the first of any
-    // repeats: thunks by their name, promoted functions by their new name.
-    let mut decided: HashMap<SymbolName, &Decision> = HashMap::new();
-    let mut promoted: HashMap<SymbolName, &Decision> = HashMap::new();
-    for d in &decisions.decisions {
-        let (map, name) = match d.action {
-            DecisionAction::Promote => (&mut promoted, clif_name(&d.to)),
-            DecisionAction::Thunk | DecisionAction::Redirect => {
-                (&mut decided, clif_name(&d.function))
-            }
-        };
-        if let Some(name) = name {
-            map.entry(SymbolName::of_user_func_name(&name)).or_insert(d);
-        }
-    }
+    // The decision that made each function of the output (a thunk, a promoted
+    // representative), as `apply_decisions` checked and applied it.
+    let decided = |f: FuncIndex| applied.decided.get(f.index()).and_then(Option::as_ref);
     let similar = similar.map(|similar| {
         // Among the functions no decision names; never naming a merged body with a
         // name the module had (removed functions, aliases) or has.
         let undecided: Vec<OutputEntry<'_>> = out
             .iter()
-            .filter(|(_, def)| {
-                let name = SymbolName::of_function(&def.func);
-                !decided.contains_key(&name) && !promoted.contains_key(&name)
-            })
+            .filter(|&(f, _)| decided(f).is_none())
             .map(|(f, def)| OutputEntry::Function(f, Cow::Borrowed(&def.func)))
             .collect();
         let reserved = loaded
@@ -369,43 +353,47 @@ fn apply_command(
         SimilarPass::after_reserving(out, &undecided, None, similar, isa.as_deref(), reserved)
     });
     // Each printed function, with the name it is verified as (the target and flags
-    // of the file it came from): a promoted function as its old name, a merged
-    // body as its group's first member.
-    let original = |name: SymbolName| {
-        promoted
-            .get(&name)
-            .and_then(|d| clif_name(&d.function))
-            .map_or(name, |old| SymbolName::of_user_func_name(&old))
-    };
-    let mut printed: Vec<(&Function, SymbolName)> = Vec::new();
+    // of the file it came from: a promoted function as its old name, a merged body
+    // as its group's first member, which no decision names) and its decision.
+    let mut printed: Vec<(&Function, SymbolName, Option<&AppliedDecision>)> = Vec::new();
     for (f, def) in out.iter() {
         let func = similar
             .as_ref()
             .and_then(|similar| similar.entry_point(f))
             .unwrap_or(&def.func);
-        printed.push((func, original(SymbolName::of_function(&def.func))));
+        let decision = decided(f);
+        let verified_as = match decision {
+            Some(d) if d.decision.action == DecisionAction::Promote => {
+                SymbolName::of_user_func_name(&d.name)
+            }
+            _ => SymbolName::of_function(&def.func),
+        };
+        printed.push((func, verified_as, decision));
     }
     if let Some(similar) = &similar {
         let outcome = &similar.outcome;
         for (group, body) in outcome.groups.iter().zip(&outcome.merged_bodies) {
             let first = &similar.module.get(group.members[0]).func;
-            printed.push((body, original(SymbolName::of_function(first))));
+            printed.push((body, SymbolName::of_function(first), None));
         }
     }
-    check_printable(&printed.iter().map(|(f, _)| *f).collect::<Vec<_>>())?;
+    check_printable(&printed.iter().map(|(f, _, _)| *f).collect::<Vec<_>>())?;
     meter.phase(Phase::Printing);
     let mut text = loaded.header.clone();
-    for (func, verified_as) in &printed {
+    for (func, verified_as, decision) in &printed {
         loaded.verify_output(func, verified_as)?;
-        if let Some(d) = decided.get(&SymbolName::of_function(func)) {
-            let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
-        }
-        if let Some(d) = promoted.get(&SymbolName::of_function(func)) {
-            let _ = writeln!(
-                text,
-                "; {}: promoted to hidden {} (the representative of functions in other modules)",
-                d.function, d.to
-            );
+        match decision.map(|d| &d.decision) {
+            Some(d) if d.action == DecisionAction::Promote => {
+                let _ = writeln!(
+                    text,
+                    "; {}: promoted to hidden {} (the representative of functions in other modules)",
+                    d.function, d.to
+                );
+            }
+            Some(d) => {
+                let _ = writeln!(text, "; {}: thunk to {}::{}", d.function, d.to_module, d.to);
+            }
+            None => {}
         }
         let _ = writeln!(text, "{}", func.display());
     }

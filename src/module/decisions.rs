@@ -1,16 +1,18 @@
 //! Stage 3 of separate compilation inside a compiler: a module's decisions
-//! (from [`crate::separate::plan_program`]) resolved against the functions a
-//! [`MergingModule`](super::MergingModule) recorded, and the linker names its
-//! summaries use.
+//! (from [`crate::separate::plan_program`]) checked by
+//! [`crate::separate::check`] against the functions a
+//! [`MergingModule`](super::MergingModule) recorded and resolved to `FuncId`s of
+//! the inner module, and the linker names its summaries and the checks use
+//! ([`DeclaredNames`]).
 
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use crate::identical::MergeOptions;
-use crate::identical::plan::MergeMode;
-use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+use crate::ir::{FunctionSet, SymbolName};
+use crate::separate::check::{AppliedNames, DecisionError, check_decisions};
 use crate::separate::program::{DecisionAction, ModuleDecisions};
-use crate::separate::summary::{SymbolNames, SymbolRef, merged_module, summarize_merged};
+use crate::separate::summary::{SymbolNames, SymbolRef};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{UserExternalName, UserFuncName};
+use cranelift_codegen::ir::{Function, UserExternalName, UserFuncName};
 use cranelift_module::{
     DataId, FuncId, FuncOrDataId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleResult,
 };
@@ -57,9 +59,45 @@ impl SymbolNames for DeclaredNames<'_> {
     }
 }
 
-/// Resolves this module's decisions against `set` (the recorded functions):
-/// checks them and declares every representative that lives elsewhere as an
-/// import. Indexed like `set`.
+/// `MergingModule`: a symbol of the decisions is a declared name, and a module
+/// defines (or declares) whatever its declarations say.
+impl AppliedNames for DeclaredNames<'_> {
+    type Name = String;
+
+    fn name(&self, symbol: &str) -> Option<String> {
+        Some(symbol.to_string())
+    }
+
+    fn defines(&self, symbol: &str) -> bool {
+        match self.0.get_name(symbol) {
+            Some(FuncOrDataId::Func(id)) => self.0.get_function_decl(id).linkage != Linkage::Import,
+            Some(FuncOrDataId::Data(id)) => self.0.get_data_decl(id).linkage != Linkage::Import,
+            None => false,
+        }
+    }
+
+    fn declares(&self, symbol: &str) -> bool {
+        self.0.get_name(symbol).is_some()
+    }
+}
+
+/// The `FuncId` of a recorded function (recorded functions are named
+/// `u0:FuncId`).
+fn recorded_id(func: &Function) -> Option<FuncId> {
+    match SymbolName::of_function(func) {
+        SymbolName::User {
+            namespace: 0,
+            index,
+        } => Some(FuncId::from_u32(index)),
+        _ => None,
+    }
+}
+
+/// Resolves this module's decisions against `set` (the recorded functions): checks
+/// them ([`check_decisions`]; a [`DecisionError`] is returned as
+/// [`ModuleError::Backend`], from which it can be downcast) and declares every
+/// representative that lives elsewhere as an import, and every promoted name.
+/// Indexed like `set`.
 pub(super) fn resolve_decisions<M: Module>(
     inner: &mut M,
     merge: &MergeOptions,
@@ -72,96 +110,27 @@ pub(super) fn resolve_decisions<M: Module>(
     let Some(decisions) = decisions else {
         return Ok(ResolvedDecisions::none(set.len()));
     };
-    let error = |message: String| ModuleError::Backend(anyhow::anyhow!(message));
-    let significant = merge.mode == MergeMode::Safe;
-    if decisions.addresses_significant != significant {
-        return Err(error(format!(
-            "decisions for `{}` were planned in another merge mode",
-            decisions.module
-        )));
-    }
-    let merged = merged_module(set, merge);
-    let names = DeclaredNames(inner.declarations());
-    let summary = summarize_merged(&merged, &decisions.module, merge.mode, &names);
-    // The summary lists the merged set's functions first, in the same order.
-    let mut by_symbol: HashMap<String, (FuncIndex, u64)> = HashMap::new();
-    for ((index, _), (i, f)) in merged.set.iter().zip(summary.functions.iter().enumerate()) {
-        by_symbol.insert(f.name.clone(), (index, summary.fingerprint(i)));
-    }
-    // Every decision names a function of this module as it was summarized.
-    for d in &decisions.decisions {
-        match by_symbol.get(&d.function) {
-            None => {
-                return Err(error(format!(
-                    "decisions for `{}` name `{}`, which this module does not define",
-                    decisions.module, d.function
-                )));
-            }
-            Some(&(_, fingerprint)) if fingerprint != d.fingerprint => {
-                return Err(error(format!(
-                    "`{}` changed since it was summarized: summarize and plan again",
-                    d.function
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    // Every function, with a decision or without (a representative other
-    // modules' thunks rely on), must be as it was summarized.
-    if summary.digest() != decisions.module_digest {
-        return Err(error(format!(
-            "this is not the module the decisions for `{}` were planned for: it changed since it was summarized, or the decisions belong to another module (summarize and plan again)",
-            decisions.module
-        )));
-    }
-    // A representative of another module is reached by its name: a function of
-    // this module declared under that name (a local, or one defined here) would
-    // take the call instead.
-    let binds_here = |declarations: &ModuleDeclarations, name: &str| match declarations
-        .get_name(name)
-    {
-        Some(FuncOrDataId::Func(id)) => {
-            declarations.get_function_decl(id).linkage != Linkage::Import
-        }
-        Some(FuncOrDataId::Data(id)) => declarations.get_data_decl(id).linkage != Linkage::Import,
-        None => false,
-    };
-    let decision_targets = decisions.decisions.iter().map(|d| (&d.to, &d.to_module));
-    let call_targets = decisions.calls.iter().map(|c| (&c.to, &c.to_module));
-    for (to, to_module) in decision_targets.chain(call_targets) {
-        if *to_module != decisions.module && binds_here(inner.declarations(), to) {
-            return Err(error(format!(
-                "the representative `{to_module}::{to}` has the name of a function or data object `{}` declares itself: the decisions would bind to it",
-                decisions.module
-            )));
-        }
-    }
-    for d in &decisions.decisions {
-        // Checked above: every decision names a function of `by_symbol`.
-        let Some(&(index, _)) = by_symbol.get(&d.function) else {
-            continue;
-        };
-        let func = &merged.set.get(index).func;
+    let checked = check_decisions(set, merge, &decisions, &DeclaredNames(inner.declarations()))
+        .map_err(|e: DecisionError| ModuleError::Backend(anyhow::Error::new(e)))?;
+    let merged = &checked.merged.set;
+    for c in &checked.decisions {
+        let d = c.decision;
+        let func = &merged.get(c.function).func;
         let Some(original) = set.lookup(&SymbolName::of_function(func)) else {
             continue;
         };
+        let own = c.to.function.and_then(|f| recorded_id(&merged.get(f).func));
         let target = if d.action == DecisionAction::Promote {
-            if inner.declarations().get_name(&d.to).is_some() {
-                return Err(error(format!(
-                    "the decisions promote `{}` to the name `{}`, which `{}` already declares",
-                    d.function, d.to, decisions.module
-                )));
-            }
             inner.declare_function(&d.to, Linkage::Hidden, &func.signature)?
+        } else if let Some(id) = own {
+            id
         } else if d.to_module == decisions.module {
             match inner.declarations().get_name(&d.to) {
                 Some(FuncOrDataId::Func(id)) => id,
-                _ => {
-                    return Err(error(format!(
-                        "the representative `{}` is not a function of `{}`",
-                        d.to, decisions.module
-                    )));
-                }
+                // Checked: an alias of the module's own merge, or a name a decision
+                // promotes a function to (maybe a later one, which then finds this
+                // declaration).
+                _ => inner.declare_function(&d.to, Linkage::Hidden, &func.signature)?,
             }
         } else {
             inner.declare_function(&d.to, Linkage::Import, &func.signature)?
@@ -177,7 +146,7 @@ pub(super) fn resolve_decisions<M: Module>(
     // References to other modules' functions that became thunks (direct calls) or
     // were removed (every reference).
     let mut calls = Vec::new();
-    for c in &decisions.calls {
+    for c in &checked.calls {
         let Some(FuncOrDataId::Func(import)) = inner.declarations().get_name(&c.symbol) else {
             continue;
         };
@@ -186,11 +155,12 @@ pub(super) fn resolve_decisions<M: Module>(
             .get_function_decl(import)
             .signature
             .clone();
-        let target = match inner.declarations().get_name(&c.to) {
-            Some(FuncOrDataId::Func(id)) => id,
-            _ => inner.declare_function(&c.to, Linkage::Import, &signature)?,
+        let own = c.to.function.and_then(|f| recorded_id(&merged.get(f).func));
+        let target = match (own, inner.declarations().get_name(&c.to.name)) {
+            (Some(id), _) | (None, Some(FuncOrDataId::Func(id))) => id,
+            _ => inner.declare_function(&c.to.name, Linkage::Import, &signature)?,
         };
-        let action = match c.action {
+        let action = match c.call.action {
             DecisionAction::Thunk => CrossAction::Thunk,
             DecisionAction::Redirect | DecisionAction::Promote => CrossAction::Redirect,
         };

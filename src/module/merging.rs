@@ -281,8 +281,10 @@ impl<M: Module> MergingModule<M> {
 
     /// Stage 3 of separate compilation: apply this module's decisions (from
     /// [`crate::separate::plan_program`]) when finishing. Each decision is checked
-    /// against the function it names (its structural hash when summarized): a
-    /// stale decision is an error at finish, never applied. A duplicate becomes a
+    /// against the function it names (its structural hash when summarized), by the
+    /// checks [`crate::separate::apply_decisions`] makes: a stale decision is an
+    /// error at finish, never applied (a [`crate::separate::DecisionError`] inside
+    /// [`ModuleError::Backend`]). A duplicate becomes a
     /// thunk to its representative, imported when it lives in another module; with
     /// [`MergingModule::finish_object`](super::MergingModule::finish_object), a local duplicate whose address is never
     /// taken is not compiled at all (other finishes make it a thunk too). Calls in

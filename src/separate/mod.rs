@@ -7,13 +7,15 @@
 //!    module, wherever it is compiled);
 //! 2. `program`: the whole-program plan from all summaries ([`plan_program`]),
 //!    one [`ModuleDecisions`] per module;
-//! 3. `transform`: a module applies its decisions ([`apply_decisions`]).
+//! 3. `transform`: a module applies its decisions ([`apply_decisions`]), after
+//!    `check` checked them ([`DecisionError`]); `MergingModule::with_decisions`
+//!    applies them through the same checks.
 //!
 //! `format` is the file format both kinds of file share (magic, version, the
 //! [`Vocabulary`] id of the build, checksum, `postcard`; errors are
 //! [`FormatError`]s). Imports point downward:
-//! `transform` uses `program` and `summary`, `program` uses `summary`, both use
-//! `format`.
+//! `transform` uses `check`, `check` uses `program` and `summary`, `program` uses
+//! `summary`, both use `format`.
 //!
 //! # Example
 //!
@@ -92,12 +94,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub(crate) mod check;
 pub(crate) mod format;
 pub(crate) mod program;
 pub(crate) mod summary;
 pub(crate) mod transform;
 pub(crate) mod vocabulary;
 
+pub use check::DecisionError;
 pub use format::{FORMAT_VERSION, FormatError};
 pub use program::{
     CallRedirect, Decision, DecisionAction, ModuleDecisions, PlanCounts, PlanError, ProgramPlan,
