@@ -542,6 +542,7 @@ fn conclude(test: &str, tally: &Tally, failures: Vec<Failure>, elapsed: Duration
 }
 
 /// The result of checking one generated program.
+#[derive(Default)]
 struct Checked {
     failures: Vec<Failure>,
     /// Refusals, with the reason.
@@ -553,18 +554,24 @@ struct Checked {
     by_config: Vec<(String, usize)>,
 }
 
+impl Checked {
+    /// The result of a check of `what` that panicked with `panic`.
+    fn panicked(what: &str, panic: String) -> Self {
+        Self {
+            failures: vec![Failure {
+                summary: format!("{what}: the check panicked: {}", first_line(&panic)),
+                details: panic,
+            }],
+            ..Self::default()
+        }
+    }
+}
+
 /// Builds program `program` unmerged and merged by `merge` (per mode; `shown` are
 /// the modules clif-merge sees), runs both, compares.
 fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
     let seed = program.seed;
-    let mut checked = Checked {
-        failures: Vec::new(),
-        refused: Vec::new(),
-        builds: 0,
-        changed: 0,
-        groups: 0,
-        by_config: Vec::new(),
-    };
+    let mut checked = Checked::default();
     let dir = Scratch::new(&format!("{kind}{seed}"));
     let c_source = program.c_main();
     let c_object = compile_c(&dir, "main", &c_source)
@@ -712,20 +719,7 @@ fn run_generated(
             let program = generate(seed);
             match catch(|| check_generated(&program, kind, &merge)) {
                 Ok(checked) => checked,
-                Err(panic) => Checked {
-                    failures: vec![Failure {
-                        summary: format!(
-                            "{kind} seed {seed}: the check panicked: {}",
-                            first_line(&panic)
-                        ),
-                        details: panic,
-                    }],
-                    refused: Vec::new(),
-                    builds: 0,
-                    changed: 0,
-                    groups: 0,
-                    by_config: Vec::new(),
-                },
+                Err(panic) => Checked::panicked(&format!("{kind} seed {seed}"), panic),
             }
         })
         .collect();
@@ -1419,14 +1413,7 @@ fn link_objects(
 /// through the wrapper in every configuration, runs each, and compares.
 fn check_through_module(program: &Program) -> Checked {
     let seed = program.seed;
-    let mut checked = Checked {
-        failures: Vec::new(),
-        refused: Vec::new(),
-        builds: 0,
-        changed: 0,
-        groups: 0,
-        by_config: Vec::new(),
-    };
+    let mut checked = Checked::default();
     let dir = Scratch::new(&format!("module{seed}"));
     let c_source = program.c_main();
     let c_object = compile_c(&dir, "main", &c_source)
@@ -1599,20 +1586,8 @@ fn generated_programs_link_and_run_alike_through_merging_module() {
         .par_iter()
         .map(|program| {
             let seed = program.seed;
-            catch(|| check_through_module(program)).unwrap_or_else(|panic| Checked {
-                failures: vec![Failure {
-                    summary: format!(
-                        "module seed {seed}: the check panicked: {}",
-                        first_line(&panic)
-                    ),
-                    details: panic,
-                }],
-                refused: Vec::new(),
-                builds: 0,
-                changed: 0,
-                groups: 0,
-                by_config: Vec::new(),
-            })
+            catch(|| check_through_module(program))
+                .unwrap_or_else(|panic| Checked::panicked(&format!("module seed {seed}"), panic))
         })
         .collect();
     let mut failures = Vec::new();

@@ -961,6 +961,26 @@ struct Gen {
 }
 
 impl Gen {
+    /// A generator of a program of `modules` modules (`opaque` the one clif-merge
+    /// never sees, if any), from `rng`, with nothing in it yet.
+    fn new(rng: Rng, seed: u64, modules: usize, opaque: Option<usize>) -> Self {
+        Self {
+            rng,
+            program: Program {
+                seed,
+                modules,
+                opaque,
+                functions: Vec::new(),
+                exts: Vec::new(),
+                data: Vec::new(),
+            },
+            names: vec![HashSet::new(); modules],
+            visible: HashSet::new(),
+        }
+    }
+}
+
+impl Gen {
     fn linkage(&mut self) -> Linkage {
         match self.rng.below(100) {
             0..45 => Linkage::Local,
@@ -1191,19 +1211,7 @@ pub fn generate_program(seed: u64) -> Program {
     let merged = rng.range(2, 4);
     let opaque = rng.chance(30).then_some(merged);
     let modules = merged + usize::from(opaque.is_some());
-    let mut g = Gen {
-        rng,
-        program: Program {
-            seed,
-            modules,
-            opaque,
-            functions: Vec::new(),
-            exts: Vec::new(),
-            data: Vec::new(),
-        },
-        names: vec![HashSet::new(); modules],
-        visible: HashSet::new(),
-    };
+    let mut g = Gen::new(rng, seed, modules, opaque);
     for m in 0..modules {
         for _ in 0..g.rng.range(2, 4) {
             g.function(m, 0);
@@ -1231,19 +1239,7 @@ pub fn generate_program(seed: u64) -> Program {
 pub fn generate_address_program(seed: u64, machine_code: bool) -> Program {
     let mut rng = Rng::new(seed ^ 0x4144_4452_4553_5345);
     let modules = rng.range(2, 3);
-    let mut g = Gen {
-        rng,
-        program: Program {
-            seed,
-            modules,
-            opaque: None,
-            functions: Vec::new(),
-            exts: Vec::new(),
-            data: Vec::new(),
-        },
-        names: vec![HashSet::new(); modules],
-        visible: HashSet::new(),
-    };
+    let mut g = Gen::new(rng, seed, modules, None);
     for m in 0..modules {
         for _ in 0..g.rng.range(2, 3) {
             g.function(m, 0);
@@ -1636,19 +1632,7 @@ fn add_helpers(g: &mut Gen, modules: usize) {
 pub fn generate_similar_module(seed: u64) -> Program {
     let mut rng = Rng::new(seed ^ 0x0053_494d_494c_4152);
     let user_names = rng.chance(40);
-    let mut g = Gen {
-        rng,
-        program: Program {
-            seed,
-            modules: 1,
-            opaque: None,
-            functions: Vec::new(),
-            exts: Vec::new(),
-            data: Vec::new(),
-        },
-        names: vec![HashSet::new()],
-        visible: HashSet::new(),
-    };
+    let mut g = Gen::new(rng, seed, 1, None);
     g.program.exts.push(Ext {
         clif: "%ext0".into(),
         symbol: "ext0".into(),
