@@ -184,17 +184,51 @@ fn calls_of(functions: &EncodedFunctions, candidates: &[FuncIndex]) -> Vec<(Func
         .collect()
 }
 
-/// Computes the equivalence classes of `functions`.
+/// Computes the equivalence classes of `functions`, in three phases: the hash
+/// filter (`hash_filter`), the tree of uniques with callees read optimistically
+/// (`optimistic_classes`), and refinement until every class agrees on the
+/// classes of its callees (`refine`).
 pub fn partition(functions: &EncodedFunctions) -> Partition {
     let start = Instant::now();
-    let count = functions.len;
     let mut stats = PartitionStats::default();
-    let all = (0..count).map(FuncIndex::new);
+    let filtered = hash_filter(functions);
+    stats.candidates = filtered.candidates.len();
+    let (mut class_of, mut members) = optimistic_classes(functions, &filtered, &mut stats);
+    let time_tree = start.elapsed();
+    let start = Instant::now();
+    refine(
+        functions,
+        &filtered.calls,
+        &mut class_of,
+        &mut members,
+        &mut stats,
+    );
+    Partition {
+        class_of,
+        members,
+        stats,
+        time_tree,
+        time_refine: start.elapsed(),
+    }
+}
 
-    // 1. Hash filter: only functions sharing a hash are candidates (found as
-    //    the buckets were encoded, when `EncodedFunctions::hash_first` made them).
-    //    With them, every reference of a candidate to a module function, as
-    //    (callee, caller), for refinement.
+/// What the hash filter leaves: the candidates and the calls between them.
+struct Filtered<'f> {
+    /// The hash buckets, when the screening did not group them already.
+    buckets: Vec<Vec<FuncIndex>>,
+    /// Functions sharing a hash with another, in input order.
+    candidates: Cow<'f, [FuncIndex]>,
+    /// Every reference of a candidate to a module function, as (callee, caller).
+    calls: Cow<'f, [(FuncIndex, FuncIndex)]>,
+    /// Whether each function is a candidate.
+    is_candidate: SecondaryMap<FuncIndex, bool>,
+}
+
+/// Phase 1, the hash filter: only functions sharing a hash are candidates (found
+/// as the buckets were encoded, when `EncodedFunctions::hash_first` made them),
+/// with every reference of a candidate to a module function, for refinement.
+fn hash_filter(functions: &EncodedFunctions) -> Filtered<'_> {
+    let count = functions.len;
     let (buckets, candidates, calls) = match &functions.optimistic_groups {
         Some(made) => (
             Vec::new(),
@@ -214,52 +248,77 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     for &f in candidates.iter() {
         is_candidate[f] = true;
     }
-    stats.candidates = candidates.len();
+    Filtered {
+        buckets,
+        candidates,
+        calls,
+        is_candidate,
+    }
+}
 
-    // 2. The tree of uniques, callees read optimistically. The comparator orders by
-    //    hash first, so the tree splits into one small tree per hash bucket; the
-    //    buckets are independent and grouped in parallel.
+/// Phase 2, the tree of uniques, callees read optimistically. The comparator
+/// orders by hash first, so the tree splits into one small tree per hash bucket;
+/// the buckets are independent and grouped in parallel. Every function not a
+/// candidate is a class alone.
+fn optimistic_classes(
+    functions: &EncodedFunctions,
+    filtered: &Filtered<'_>,
+    stats: &mut PartitionStats,
+) -> (
+    SecondaryMap<FuncIndex, ClassId>,
+    PrimaryMap<ClassId, ClassMembers>,
+) {
+    let count = functions.len;
+    let is_candidate = &filtered.is_candidate;
     let mut class_of: SecondaryMap<FuncIndex, ClassId> = SecondaryMap::with_capacity(count);
     class_of.resize(count);
     let mut members: PrimaryMap<ClassId, ClassMembers> = PrimaryMap::with_capacity(count);
-    {
-        let (groups, comparisons) = match &functions.optimistic_groups {
-            // Made as the buckets were encoded (`EncodedFunctions::hash_first`).
-            // A group left alone in a bucket whose other members the walk could
-            // not handle is no candidate: a singleton below.
-            Some(made) => (
-                made.groups
-                    .iter()
-                    .filter(|g| is_candidate[g[0]])
-                    .cloned()
-                    .collect(),
-                made.comparisons,
-            ),
-            None => {
-                let buckets: Vec<&[FuncIndex]> = buckets.iter().map(Vec::as_slice).collect();
-                group_sets(&buckets, functions, CalleeView::Optimistic)
-            }
-        };
-        for group in groups {
-            let id = members.next_key();
-            for &f in &group {
-                class_of[f] = id;
-            }
-            members.push(ClassMembers::Several(group));
+    let (groups, comparisons) = match &functions.optimistic_groups {
+        // Made as the buckets were encoded (`EncodedFunctions::hash_first`).
+        // A group left alone in a bucket whose other members the walk could
+        // not handle is no candidate: a singleton below.
+        Some(made) => (
+            made.groups
+                .iter()
+                .filter(|g| is_candidate[g[0]])
+                .cloned()
+                .collect(),
+            made.comparisons,
+        ),
+        None => {
+            let buckets: Vec<&[FuncIndex]> = filtered.buckets.iter().map(Vec::as_slice).collect();
+            group_sets(&buckets, functions, CalleeView::Optimistic)
         }
-        stats.comparisons += comparisons;
+    };
+    for group in groups {
+        let id = members.next_key();
+        for &f in &group {
+            class_of[f] = id;
+        }
+        members.push(ClassMembers::Several(group));
     }
-    for f in all.filter(|&f| !is_candidate[f]) {
+    stats.comparisons += comparisons;
+    for f in (0..count).map(FuncIndex::new).filter(|&f| !is_candidate[f]) {
         class_of[f] = members.push(ClassMembers::Alone(f));
     }
+    (class_of, members)
+}
 
-    let time_tree = start.elapsed();
-
-    // 3. Refinement until every class agrees on the classes of its callees.
-    let start = Instant::now();
+/// Phase 3, refinement until every class agrees on the classes of its callees:
+/// the classes whose members call are re-examined (in parallel, each on its own)
+/// with the comparator reading callees through the current classes; a class that
+/// splits marks the classes of its members' callers for the next round.
+fn refine(
+    functions: &EncodedFunctions,
+    calls: &[(FuncIndex, FuncIndex)],
+    class_of: &mut SecondaryMap<FuncIndex, ClassId>,
+    members: &mut PrimaryMap<ClassId, ClassMembers>,
+    stats: &mut PartitionStats,
+) {
+    let count = functions.len;
     let mut calling: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(count);
     calling.resize(count);
-    for &(_, caller) in calls.iter() {
+    for &(_, caller) in calls {
         calling[caller] = true;
     }
     let mut dirty: BTreeSet<ClassId> = members
@@ -273,16 +332,17 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
     let callers = if dirty.is_empty() {
         Callers::default()
     } else {
-        Callers::new(&calls, count)
+        Callers::new(calls, count)
     };
     while !dirty.is_empty() {
         stats.refinement_rounds += 1;
         // Classes are re-examined independently of each other, in parallel.
         let classes: Vec<ClassId> = dirty.iter().copied().collect();
-        let current = &class_of;
+        let current = &*class_of;
+        let members_now = &*members;
         let results: Vec<(Vec<Vec<FuncIndex>>, u64)> = parallel::map(&classes, 1, |&class| {
             let comparator = FunctionComparator::within_classes(functions, current);
-            let groups = group_equal(members[class].as_slice().iter().copied(), &comparator);
+            let groups = group_equal(members_now[class].as_slice().iter().copied(), &comparator);
             (groups, comparator.comparisons())
         });
         let mut splits = Vec::new();
@@ -311,13 +371,5 @@ pub fn partition(functions: &EncodedFunctions) -> Partition {
             .map(|&caller| class_of[caller])
             .filter(|&c| members[c].as_slice().len() > 1)
             .collect();
-    }
-
-    Partition {
-        class_of,
-        members,
-        stats,
-        time_tree,
-        time_refine: start.elapsed(),
     }
 }
