@@ -430,6 +430,22 @@ impl Retargets {
         Self { all, calls }
     }
 
+    /// Only the retargeting of duplicates without code of their own: every
+    /// reference to a key of `all` goes to its value (for machine code the pass
+    /// did not compile, whose calls of thunks stay as they are).
+    pub(super) fn codeless_only(all: HashMap<u32, u32>) -> Self {
+        Self {
+            all,
+            calls: HashMap::new(),
+        }
+    }
+
+    /// The function whose code `function` (a `FuncId`'s index) shares, if it has
+    /// none of its own.
+    pub(super) fn codeless(&self, function: u32) -> Option<u32> {
+        self.all.get(&function).copied()
+    }
+
     /// `relocs` (of `code`) with their targets retargeted.
     pub(super) fn retargeted(&self, relocs: &[ModuleReloc], code: &[u8]) -> Vec<ModuleReloc> {
         relocs
@@ -441,7 +457,7 @@ impl Retargets {
                         namespace: 0,
                         index,
                     } => {
-                        if let Some(&kept) = self.all.get(index) {
+                        if let Some(kept) = self.codeless(*index) {
                             *index = kept;
                         } else if reference_of(original, code) == Reference::Call
                             && let Some(&kept) = self.calls.get(index)
@@ -452,7 +468,7 @@ impl Retargets {
                     // An offset into an erased or aliased duplicate is the same
                     // offset into the kept function's (equal) code.
                     ModuleRelocTarget::FunctionOffset(id, _) => {
-                        if let Some(&kept) = self.all.get(&id.as_u32()) {
+                        if let Some(kept) = self.codeless(id.as_u32()) {
                             *id = FuncId::from_u32(kept);
                         }
                     }

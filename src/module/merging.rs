@@ -702,31 +702,9 @@ impl<M: Module> MergingModule<M> {
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();
+        let retargets = Retargets::codeless_only(redirects);
         for function in std::mem::take(&mut self.bytes) {
-            let relocs: Vec<ModuleReloc> = function
-                .relocs
-                .into_iter()
-                .map(|mut reloc| {
-                    match &mut reloc.name {
-                        ModuleRelocTarget::User {
-                            namespace: 0,
-                            index,
-                        } => {
-                            if let Some(&kept) = redirects.get(index) {
-                                *index = kept;
-                            }
-                        }
-                        // The kept function's code is equal, so the offset holds.
-                        ModuleRelocTarget::FunctionOffset(id, _) => {
-                            if let Some(&kept) = redirects.get(&id.as_u32()) {
-                                *id = FuncId::from_u32(kept);
-                            }
-                        }
-                        _ => {}
-                    }
-                    reloc
-                })
-                .collect();
+            let relocs = retargets.retargeted(&function.relocs, &function.bytes);
             self.inner.define_function_bytes(
                 function.id,
                 function.alignment,
@@ -741,7 +719,7 @@ impl<M: Module> MergingModule<M> {
                     namespace: 0,
                     index,
                 } = target
-                    && let Some(&kept) = redirects.get(index)
+                    && let Some(kept) = retargets.codeless(*index)
                 {
                     *index = kept;
                 }

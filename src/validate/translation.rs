@@ -24,11 +24,12 @@ use super::progress::{NoProgress, Progress};
 use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
 use crate::identical::plan::MergePlan;
 use crate::identical::rewrite::OutputEntry;
+use crate::ir::observable::reads_frame;
 use crate::ir::{FuncIndex, FunctionSet, SymbolName, panic_message};
 use crate::similar::SimilarOutcome;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{Function, InstructionData, Opcode};
+use cranelift_codegen::ir::{Function, InstructionData};
 use cranelift_interpreter::environment::FunctionStore;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -655,13 +656,7 @@ fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), Unvalidate
                     InstructionData::TryCall { .. } | InstructionData::TryCallIndirect { .. } => {
                         return Err(UnvalidatedReason::UsesExceptions);
                     }
-                    _ if matches!(
-                        data.opcode(),
-                        Opcode::GetFramePointer
-                            | Opcode::GetStackPointer
-                            | Opcode::GetReturnAddress
-                    ) =>
-                    {
+                    _ if reads_frame(data.opcode()) => {
                         return Err(UnvalidatedReason::ReadsMachineState);
                     }
                     _ => {}
