@@ -36,15 +36,17 @@
 //! in both merges, is cheaper still: `fingerprint.rs` hashes a function without
 //! this walk, reading only what the walk writes as is.
 
+use super::instruction::{self, FunctionUse, Immediate, InstructionVisitor};
 use super::tokens::*;
 use crate::ir::{
     FuncIndex, FunctionSet, MergeMode, Reads, Reference, SymbolKey, TargetMatch, target_match,
 };
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
-    AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, DynamicStackSlot, ExceptionTable,
-    ExceptionTableItem, FuncRef, Function, GlobalValue, GlobalValueData, Inst, InstructionData,
-    MemFlags, Opcode, SigRef, Signature, StackSlot, Type, Value, ValueDef,
+    self, AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, Constant, DynamicStackSlot,
+    ExceptionTable, ExceptionTableItem, FuncRef, Function, GlobalValue, GlobalValueData, Inst,
+    InstructionData, JumpTable, MemFlags, Opcode, SigRef, Signature, StackSlot, Type, Value,
+    ValueDef,
 };
 use cranelift_codegen::ir::{Endianness, immediates::Offset32, types};
 use std::fmt;
@@ -1010,7 +1012,8 @@ impl<S: TokenSink> Walker<'_, S> {
         Ok(())
     }
 
-    /// Writes the format-specific part of an instruction. The opcode, written before,
+    /// Writes the format-specific part of an instruction: its parts as
+    /// [`instruction::visit`] hands them over. The opcode, written before,
     /// determines the format, so no format tag is needed.
     fn operands(
         &mut self,
@@ -1018,221 +1021,168 @@ impl<S: TokenSink> Walker<'_, S> {
         data: &InstructionData,
         result_type: Option<Type>,
     ) -> Result<(), Unsupported> {
-        let dfg = &self.func.dfg;
-        let pool = &dfg.value_lists;
-        match *data {
-            InstructionData::AtomicCas { args, flags, .. } => {
-                self.values(&args);
-                self.mem_flags(flags)?;
+        let func = self.func;
+        let mut parts = Parts {
+            walker: self,
+            inst,
+            result_type,
+        };
+        instruction::visit(data, &func.dfg.value_lists, &mut parts)
+    }
+
+    /// Writes a hole: a constant or offset the similar merge may make a parameter.
+    fn hole(&mut self, inst: Inst, token: u64, ty: Type, site: HoleSite) {
+        let hole = Hole {
+            position: 0,
+            inst,
+            ty,
+            site,
+        };
+        self.out.push_hole(token, hole);
+    }
+}
+
+/// The walker writing the parts of one instruction ([`Walker::operands`]).
+struct Parts<'w, 'a, S> {
+    walker: &'w mut Walker<'a, S>,
+    inst: Inst,
+    /// The type of the instruction's first result: an `iconst` immediate's width.
+    result_type: Option<Type>,
+}
+
+impl<S: TokenSink> InstructionVisitor for Parts<'_, '_, S> {
+    type Error = Unsupported;
+
+    fn value(&mut self, value: Value) -> Result<(), Unsupported> {
+        self.walker.value(value);
+        Ok(())
+    }
+
+    fn values(&mut self, values: &[Value]) -> Result<(), Unsupported> {
+        self.walker.values(values);
+        Ok(())
+    }
+
+    fn immediate(&mut self, immediate: Immediate) -> Result<(), Unsupported> {
+        let (walker, inst) = (&mut *self.walker, self.inst);
+        match immediate {
+            Immediate::LoadOffset { offset, .. }
+                if walker.options.callee_load_holes
+                    && walker.scratch.callee_loads.contains(inst) =>
+            {
+                let token = i64::from(offset) as u64;
+                walker.hole(inst, token, types::I64, HoleSite::CalleeLoadOffset);
             }
-            InstructionData::AtomicRmw {
-                args, flags, op, ..
-            } => {
-                self.values(&args);
-                self.mem_flags(flags)?;
-                self.push(op as u64);
-            }
-            InstructionData::Binary { args, .. } => self.values(&args),
-            InstructionData::Ternary { args, .. } => self.values(&args),
-            InstructionData::BinaryImm8 { arg, imm, .. } => {
-                self.value(arg);
-                self.push(u64::from(imm));
-            }
-            InstructionData::BranchTable { arg, table, .. } => {
-                self.value(arg);
-                let Some(table) = dfg.jump_tables.get(table) else {
-                    return unsupported(format!("reference to undeclared {table}"));
+            _ if immediate.is_constant() => {
+                let (token, ty) = match immediate {
+                    Immediate::Int(imm) => {
+                        // `iconst.i32 -1` and `iconst.i32 0xffffffff` are the same
+                        // value: only the bits of the result type count.
+                        let bits = imm.bits() as u64;
+                        let masked = match self.result_type {
+                            Some(ty) if ty.is_int() && ty.bits() < 64 => {
+                                bits & ((1u64 << ty.bits()) - 1)
+                            }
+                            _ => bits,
+                        };
+                        (masked, self.result_type.unwrap_or(types::INVALID))
+                    }
+                    Immediate::F32(_) => (immediate.word(), types::F32),
+                    _ => (immediate.word(), types::F64),
                 };
-                let branches = table.all_branches();
-                self.push_len(branches.len());
-                for call in branches {
-                    self.block_call(call);
-                }
+                walker.hole(inst, token, ty, HoleSite::Constant);
             }
-            InstructionData::Brif { arg, blocks, .. } => {
-                self.value(arg);
-                self.block_call(&blocks[0]);
-                self.block_call(&blocks[1]);
-            }
-            InstructionData::Call { args, func_ref, .. } => {
-                let callees = self.out.callees_written();
-                self.func_ref(func_ref, false)?;
-                // A patchable call keeps its callee: the embedder patches that call
-                // site, which an indirect call through a parameter would not be.
-                let patchable = self
-                    .func
-                    .dfg
-                    .ext_funcs
-                    .get(func_ref)
-                    .is_some_and(|d| d.patchable);
-                if self.out.callees_written() > callees && !patchable {
-                    self.out.note_call_site(inst);
-                }
-                self.values(args.as_slice(pool));
-            }
-            InstructionData::CallIndirect { args, sig_ref, .. } => {
-                self.sig_ref(sig_ref)?;
-                self.values(args.as_slice(pool));
-            }
-            InstructionData::CondTrap { arg, code, .. } => {
-                self.value(arg);
-                self.push(u64::from(code.as_raw().get()));
-            }
-            InstructionData::DynamicStackAddr {
-                dynamic_stack_slot, ..
-            } => {
-                self.dynamic_stack_slot(dynamic_stack_slot)?;
-            }
-            InstructionData::ExceptionHandlerAddress { block, imm, .. } => {
-                self.block_ref(block);
-                self.push(imm.bits() as u64);
-            }
-            InstructionData::FloatCompare { args, cond, .. } => {
-                self.push(cond as u64);
-                self.values(&args);
-            }
-            InstructionData::FuncAddr { func_ref, .. } => {
-                self.func_ref(func_ref, true)?;
-            }
-            InstructionData::IntAddTrap { args, code, .. } => {
-                self.values(&args);
-                self.push(u64::from(code.as_raw().get()));
-            }
-            InstructionData::IntCompare { args, cond, .. } => {
-                self.push(cond as u64);
-                self.values(&args);
-            }
-            InstructionData::Jump { destination, .. } => {
-                self.block_call(&destination);
-            }
-            InstructionData::Load {
-                arg, flags, offset, ..
-            } => {
-                self.value(arg);
-                self.mem_flags(flags)?;
-                if self.options.callee_load_holes && self.scratch.callee_loads.contains(inst) {
-                    let hole = Hole {
-                        position: 0,
-                        inst,
-                        ty: types::I64,
-                        site: HoleSite::CalleeLoadOffset,
-                    };
-                    self.out.push_hole(i64::from(offset) as u64, hole);
-                } else {
-                    self.offset(offset);
-                }
-            }
-            InstructionData::LoadNoOffset { arg, flags, .. } => {
-                self.value(arg);
-                self.mem_flags(flags)?;
-            }
-            InstructionData::MultiAry { args, .. } => {
-                self.values(args.as_slice(pool));
-            }
-            InstructionData::NullAry { .. } => {}
-            InstructionData::Shuffle { args, imm, .. } => {
-                self.values(&args);
-                let Some(mask) = dfg.immediates.get(imm) else {
-                    return unsupported("shuffle mask missing from the immediate pool");
-                };
-                self.constant_bytes(mask.as_slice());
-            }
-            InstructionData::StackAddr {
-                stack_slot, offset, ..
-            } => {
-                self.stack_slot(stack_slot)?;
-                self.offset(offset);
-            }
-            InstructionData::Store {
-                args,
-                flags,
-                offset,
-                ..
-            } => {
-                self.values(&args);
-                self.mem_flags(flags)?;
-                self.offset(offset);
-            }
-            InstructionData::StoreNoOffset { args, flags, .. } => {
-                self.values(&args);
-                self.mem_flags(flags)?;
-            }
-            InstructionData::TernaryImm8 { args, imm, .. } => {
-                self.values(&args);
-                self.push(u64::from(imm));
-            }
-            InstructionData::Trap { code, .. } => {
-                self.push(u64::from(code.as_raw().get()));
-            }
-            InstructionData::TryCall {
-                args,
-                func_ref,
-                exception,
-                ..
-            } => {
-                self.func_ref(func_ref, false)?;
-                self.values(args.as_slice(pool));
-                self.exception_table(exception)?;
-            }
-            InstructionData::TryCallIndirect {
-                args, exception, ..
-            } => {
-                self.values(args.as_slice(pool));
-                self.exception_table(exception)?;
-            }
-            InstructionData::Unary { arg, .. } => {
-                self.value(arg);
-            }
-            InstructionData::UnaryConst {
-                constant_handle, ..
-            } => {
-                // `ConstantPool::get` panics on an unknown handle; look it up instead.
-                let Some((_, data)) = dfg.constants.iter().find(|(h, _)| **h == constant_handle)
-                else {
-                    return unsupported(format!("reference to undeclared {constant_handle}"));
-                };
-                let bytes = data.as_slice();
-                self.constant_bytes(bytes);
-            }
-            InstructionData::UnaryGlobalValue { global_value, .. } => {
-                self.global_value(global_value)?;
-            }
-            InstructionData::UnaryIeee16 { imm, .. } => self.push(u64::from(imm.bits())),
-            InstructionData::UnaryIeee32 { imm, .. } => {
-                let hole = Hole {
-                    position: 0,
-                    inst,
-                    ty: types::F32,
-                    site: HoleSite::Constant,
-                };
-                self.out.push_hole(u64::from(imm.bits()), hole);
-            }
-            InstructionData::UnaryIeee64 { imm, .. } => {
-                let hole = Hole {
-                    position: 0,
-                    inst,
-                    ty: types::F64,
-                    site: HoleSite::Constant,
-                };
-                self.out.push_hole(imm.bits(), hole);
-            }
-            InstructionData::UnaryImm { imm, .. } => {
-                // `iconst.i32 -1` and `iconst.i32 0xffffffff` are the same value:
-                // only the bits of the result type count.
-                let bits = imm.bits() as u64;
-                let masked = match result_type {
-                    Some(ty) if ty.is_int() && ty.bits() < 64 => bits & ((1u64 << ty.bits()) - 1),
-                    _ => bits,
-                };
-                let hole = Hole {
-                    position: 0,
-                    inst,
-                    ty: result_type.unwrap_or(types::INVALID),
-                    site: HoleSite::Constant,
-                };
-                self.out.push_hole(masked, hole);
-            }
+            _ => walker.push(immediate.word()),
         }
+        Ok(())
+    }
+
+    fn mem_flags(&mut self, flags: MemFlags) -> Result<(), Unsupported> {
+        self.walker.mem_flags(flags)
+    }
+
+    fn block_call(&mut self, call: &BlockCall) -> Result<(), Unsupported> {
+        self.walker.block_call(call);
+        Ok(())
+    }
+
+    fn jump_table(&mut self, table: JumpTable) -> Result<(), Unsupported> {
+        let walker = &mut *self.walker;
+        let func = walker.func;
+        let Some(table) = func.dfg.jump_tables.get(table) else {
+            return unsupported(format!("reference to undeclared {table}"));
+        };
+        let branches = table.all_branches();
+        walker.push_len(branches.len());
+        for call in branches {
+            walker.block_call(call);
+        }
+        Ok(())
+    }
+
+    fn handler_block(&mut self, block: Block) -> Result<(), Unsupported> {
+        self.walker.block_ref(block);
+        Ok(())
+    }
+
+    fn function(&mut self, func_ref: FuncRef, use_: FunctionUse) -> Result<(), Unsupported> {
+        let walker = &mut *self.walker;
+        if use_ == FunctionUse::Address {
+            return walker.func_ref(func_ref, true);
+        }
+        let callees = walker.out.callees_written();
+        walker.func_ref(func_ref, false)?;
+        // A patchable call keeps its callee: the embedder patches that call site,
+        // which an indirect call through a parameter would not be.
+        let patchable = walker
+            .func
+            .dfg
+            .ext_funcs
+            .get(func_ref)
+            .is_some_and(|d| d.patchable);
+        if use_ == FunctionUse::Call && walker.out.callees_written() > callees && !patchable {
+            walker.out.note_call_site(self.inst);
+        }
+        Ok(())
+    }
+
+    fn signature(&mut self, sig: SigRef) -> Result<(), Unsupported> {
+        self.walker.sig_ref(sig)
+    }
+
+    fn exception_table(&mut self, table: ExceptionTable) -> Result<(), Unsupported> {
+        self.walker.exception_table(table)
+    }
+
+    fn stack_slot(&mut self, slot: StackSlot) -> Result<(), Unsupported> {
+        self.walker.stack_slot(slot)
+    }
+
+    fn dynamic_stack_slot(&mut self, slot: DynamicStackSlot) -> Result<(), Unsupported> {
+        self.walker.dynamic_stack_slot(slot)
+    }
+
+    fn global_value(&mut self, gv: GlobalValue) -> Result<(), Unsupported> {
+        self.walker.global_value(gv)
+    }
+
+    fn constant(&mut self, constant: Constant) -> Result<(), Unsupported> {
+        let walker = &mut *self.walker;
+        // `ConstantPool::get` panics on an unknown handle; look it up instead.
+        let constants = &walker.func.dfg.constants;
+        let Some((_, data)) = constants.iter().find(|(h, _)| **h == constant) else {
+            return unsupported(format!("reference to undeclared {constant}"));
+        };
+        walker.constant_bytes(data.as_slice());
+        Ok(())
+    }
+
+    fn shuffle_mask(&mut self, mask: ir::Immediate) -> Result<(), Unsupported> {
+        let walker = &mut *self.walker;
+        let Some(mask) = walker.func.dfg.immediates.get(mask) else {
+            return unsupported("shuffle mask missing from the immediate pool");
+        };
+        walker.constant_bytes(mask.as_slice());
         Ok(())
     }
 }

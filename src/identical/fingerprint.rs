@@ -17,17 +17,13 @@
 //! instructions, so the pass walks whole ([`Fingerprint::walk`]) only the
 //! functions whose prefix key another shares, and of those only the ones whose
 //! [`table_key`] (a sum over the instruction table, read in index order without
-//! the layout: about a nanosecond per instruction) another of them shares too.
-//! On the corpus programs the prefixes are 3.5–11% of the instructions, and the
-//! functions walked whole hold 11.4k instructions in brotli (28k without table
-//! keys), 40k in resvg (68k), 0.17k in sqljs (0.4k) and none in mozjpeg (0.6k).
+//! the layout: about a nanosecond per instruction) another of them shares too
+//! (docs/design.md has what each key saves on the corpus).
 //! The hashes of the functions walked whole are then refined by their callees'
 //! hashes ([`with_callees`]): functions of one class call functions of one class,
 //! so a function equal to another but for callees that differ in their hash is
 //! set apart before it is encoded, and the refinement is repeated so that a
-//! difference is carried up chains of callers (on the corpus this cuts the
-//! candidates from brotli 121 to 44 and resvg 112 to 12; one round alone gave
-//! 65 and 60).
+//! difference is carried up chains of callers.
 //! With the similar merge's fingerprints asked for, one look takes both prefix
 //! keys ([`Fingerprint::first_look`] with [`Chains::Both`]: the hole-blind one is to
 //! the hole-blind fingerprint ([`Chains::HoleBlind`]) what the prefix key is to the whole walk ([`Fingerprint::walk`])), and
@@ -43,10 +39,11 @@
 //! takes, in one pass over the layout:
 //!
 //! 1. **Blocks.** Every block of the layout is hashed on its own: its parameter
-//!    count, then each instruction in layout order, an opcode and the immediates
-//!    the encoding writes as they are (condition codes, trap codes, memory flags by
-//!    content, offsets, lane indices, constants, the signatures of indirect calls
-//!    by content, argument counts). Each instruction is one multiply in one chain per block: no value
+//!    count, then each instruction in layout order, its opcode and the parts
+//!    `instruction.rs` hands over that the encoding writes as they are
+//!    (condition codes, trap codes, memory flags by content, offsets, lane
+//!    indices, constants, the signatures of indirect calls by content, argument
+//!    counts). Each instruction is one multiply in one chain per block: no value
 //!    numbering, no types, no callees, no entity handles. The successors the
 //!    encoding follows (`jump`, `brif`, `br_table`, the normal return and handlers
 //!    of `try_call` and `try_call_indirect`, `exception_handler_address`) are noted
@@ -81,7 +78,10 @@
 //!
 //! **Agreement with the comparator.** `compare(f, g) == Equal` implies
 //! `hash(f) == hash(g)`, and the same of prefix keys, because both are functions
-//! of the encoding (the prefix key of its beginning, in its own order): equal
+//! of the encoding (the prefix key of its beginning, in its own order), by
+//! construction: the walks here and the encoding read an instruction's parts
+//! from one match (`instruction::visit`) and agree on which parts are holes
+//! through `instruction::Immediate`. Equal
 //! encodings visit the same number of blocks with, pairwise in visit order, the
 //! same parameter counts and the same instructions with the same opcodes and the
 //! same immediates, signatures and memory flags (all written by content), and the
@@ -99,10 +99,8 @@
 //! (instructions of unreachable blocks, instructions removed from the layout):
 //! equal functions share it when their tables hold only their reachable
 //! instructions, as cranelift-reader and frontends build them. It sets apart
-//! most of the long functions that share a prefix, so fewer are walked whole
-//! (on the corpus programs the instructions walked whole fall from 36k to 28k
-//! (brotli), 2.1k to 0.4k (sqljs), 167k to 68k (resvg) and 8.0k to 0.6k
-//! (mozjpeg)); two functions equal but for unreachable code are no longer
+//! most of the long functions that share a prefix, so fewer are walked whole;
+//! two functions equal but for unreachable code are no longer
 //! merged. The table key makes the same assumption: it reads every entry of the
 //! instruction table, so two functions equal but for different unreachable
 //! instructions (even as many) are not merged either. The property tests and the
@@ -113,12 +111,15 @@
 //! the whole walk's on every filetest.
 
 use super::hash::{HashedFunction, StructuralHash};
+use super::instruction::{self, FunctionUse, Immediate, InstructionVisitor};
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
-    AbiParam, ArgumentPurpose, Block, BlockCall, ExternalName, FuncRef, Function, GlobalValue,
-    GlobalValueData, Inst, InstructionData, MemFlags, Opcode, SigRef, Signature, Value, ValueDef,
+    self, AbiParam, ArgumentPurpose, Block, BlockCall, Constant, DynamicStackSlot, ExceptionTable,
+    ExternalName, FuncRef, Function, GlobalValue, GlobalValueData, Inst, InstructionData,
+    JumpTable, MemFlags, SigRef, Signature, StackSlot, Value, ValueDef, ValueListPool,
 };
+use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 
 /// Per-function tables of the hashing walk, kept between functions so that
@@ -818,20 +819,28 @@ impl<'a, const CHAINS: ChainSet> HashWalk<'a, CHAINS> {
     }
 
     /// The words one instruction adds to the chains `CHAINS` says: the first
-    /// chain's, and with [`BOTH`] the hole-blind one's (the first word again but
-    /// for a possible hole: the two chains differ only in those words).
+    /// chain's, and with [`BOTH`] the hole-blind one's (the two differ only in
+    /// the words of possible holes), from one visit of its parts ([`Words`]).
     #[inline(always)]
     fn words(&mut self, block: Block, data: &InstructionData) -> (u64, u64) {
-        let word = self.instruction(block, data, CHAINS == HOLE_BLIND);
-        let blind_word = if CHAINS == BOTH && may_be_hole(data) {
-            self.instruction(block, data, true)
-        } else {
-            word
+        let func = self.func;
+        let opcode = data.opcode() as u64;
+        let mut words = Words {
+            walk: self,
+            block,
+            word: opcode,
+            blind: opcode,
         };
-        if CHAINS != HOLE_BLIND && self.operands == Operands::Hashed {
-            return (word ^ self.operand_definitions(block, data), blind_word);
+        let Ok(()) = instruction::visit(data, &func.dfg.value_lists, &mut words);
+        let (word, blind) = (words.word, words.blind);
+        if CHAINS == HOLE_BLIND {
+            // A hole-blind walk's one chain is the hole-blind one.
+            return (blind, blind);
         }
-        (word, blind_word)
+        if self.operands == Operands::Hashed {
+            return (word ^ self.operand_definitions(block, data), blind);
+        }
+        (word, blind)
     }
 
     /// The word of an instruction's fixed operands ([`Operands::Hashed`]): per
@@ -861,182 +870,204 @@ impl<'a, const CHAINS: ChainSet> HashWalk<'a, CHAINS> {
         }
         word.rotate_left(17)
     }
+}
 
-    /// The word one instruction adds to its block's chain, with the holes left out
-    /// when `hole_blind`; notes its successors and address uses (a possible hole,
-    /// whose word [`BOTH`] chains ask for twice, has neither).
+/// The words of one instruction in the chains of a [`HashWalk`]: the opcode, then
+/// the instruction's parts as [`instruction::visit`] hands them over, the ones
+/// the encoding writes as they are (immediates, memory flags and signatures by
+/// content, argument counts). A possible hole (a constant, or the offset of a
+/// plain `load` from an entry-block parameter when load offsets are blanked) is
+/// left out of the hole-blind word. The successors the encoding follows and the
+/// functions named are noted in the walk's scratch.
+struct Words<'w, 'a, const CHAINS: ChainSet> {
+    walk: &'w mut HashWalk<'a, CHAINS>,
+    block: Block,
+    /// The first chain's word (unused in a hole-blind walk).
+    word: u64,
+    /// The hole-blind chain's word (unused in an exact walk).
+    blind: u64,
+}
+
+impl<const CHAINS: ChainSet> Words<'_, '_, CHAINS> {
+    /// Adds a part that is never a hole to both words.
     #[inline(always)]
-    fn instruction(&mut self, block: Block, data: &InstructionData, hole_blind: bool) -> u64 {
-        let func = self.func;
-        let dfg = &func.dfg;
-        let pool = &dfg.value_lists;
-        match *data {
-            InstructionData::Binary { opcode, .. }
-            | InstructionData::Ternary { opcode, .. }
-            | InstructionData::Unary { opcode, .. }
-            | InstructionData::NullAry { opcode }
-            | InstructionData::DynamicStackAddr { opcode, .. } => opcode as u64,
-            // `iconst`, `f32const` and `f64const` immediates are holes.
-            InstructionData::UnaryImm { opcode, .. }
-            | InstructionData::UnaryIeee32 { opcode, .. }
-            | InstructionData::UnaryIeee64 { opcode, .. }
-                if hole_blind =>
-            {
-                opcode as u64
-            }
-            InstructionData::UnaryImm { opcode, imm } => pair(opcode as u64, imm.bits() as u64),
-            // A possible callee load: its offset may be a hole.
-            InstructionData::Load {
-                opcode: opcode @ Opcode::Load,
-                flags,
-                arg,
-                ..
-            } if hole_blind && self.blank_load_offsets && self.is_entry_parameter(arg) => {
-                pair(opcode as u64, self.mem_flags(flags))
-            }
-            InstructionData::Load {
-                opcode,
-                flags,
-                offset,
-                ..
-            }
-            | InstructionData::Store {
-                opcode,
-                flags,
-                offset,
-                ..
-            } => pair(
-                opcode as u64 ^ (i64::from(offset) as u64) << 16,
-                self.mem_flags(flags),
-            ),
-            InstructionData::LoadNoOffset { opcode, flags, .. }
-            | InstructionData::StoreNoOffset { opcode, flags, .. }
-            | InstructionData::AtomicCas { opcode, flags, .. } => {
-                pair(opcode as u64, self.mem_flags(flags))
-            }
-            InstructionData::AtomicRmw {
-                opcode, flags, op, ..
-            } => pair(opcode as u64 ^ (op as u64) << 16, self.mem_flags(flags)),
-            InstructionData::BinaryImm8 { opcode, imm, .. }
-            | InstructionData::TernaryImm8 { opcode, imm, .. } => {
-                pair(opcode as u64, u64::from(imm))
-            }
-            InstructionData::IntCompare { opcode, cond, .. } => pair(opcode as u64, cond as u64),
-            InstructionData::FloatCompare { opcode, cond, .. } => pair(opcode as u64, cond as u64),
-            InstructionData::CondTrap { opcode, code, .. }
-            | InstructionData::IntAddTrap { opcode, code, .. }
-            | InstructionData::Trap { opcode, code } => {
-                pair(opcode as u64, u64::from(code.as_raw().get()))
-            }
-            InstructionData::Jump {
-                opcode,
-                destination,
-            } => {
-                self.successor(&destination);
-                opcode as u64
-            }
-            InstructionData::Brif { opcode, blocks, .. } => {
-                self.successor(&blocks[0]);
-                self.successor(&blocks[1]);
-                opcode as u64
-            }
-            InstructionData::BranchTable { opcode, table, .. } => {
-                let Some(table) = dfg.jump_tables.get(table) else {
-                    return pair(opcode as u64, UNDECLARED);
-                };
-                let branches = table.all_branches();
-                for call in branches {
-                    self.successor(call);
-                }
-                pair(opcode as u64, branches.len() as u64)
-            }
-            InstructionData::Call {
-                opcode,
-                args,
-                func_ref,
-            } => {
-                if self.record_calls {
-                    self.scratch.calls.push((block, func_ref));
-                }
-                // The callee's signature is left out: its argument count says most
-                // of it, and hashing it costs a lookup per import.
-                let callee = match dfg.ext_funcs.get(func_ref) {
-                    Some(data) => 2 | u64::from(data.colocated) | u64::from(data.patchable) << 2,
-                    None => UNDECLARED,
-                };
-                pair(opcode as u64 ^ (args.len(pool) as u64) << 16, callee)
-            }
-            InstructionData::CallIndirect {
-                opcode,
-                args,
-                sig_ref,
-            } => pair(
-                opcode as u64 ^ (args.len(pool) as u64) << 16,
-                self.sig_ref(sig_ref),
-            ),
-            InstructionData::TryCall {
-                opcode,
-                args,
-                exception,
-                ..
-            }
-            | InstructionData::TryCallIndirect {
-                opcode,
-                args,
-                exception,
-            } => {
-                let Some(table) = dfg.exception_tables.get(exception) else {
-                    return pair(opcode as u64, UNDECLARED);
-                };
-                if self.record_calls
-                    && let InstructionData::TryCall { func_ref, .. } = *data
-                {
-                    self.scratch.calls.push((block, func_ref));
-                }
-                for call in table.all_branches() {
-                    self.successor(call);
-                }
-                pair(
-                    opcode as u64 ^ (args.len(pool) as u64) << 16,
-                    self.sig_ref(table.signature()),
-                )
-            }
-            InstructionData::ExceptionHandlerAddress { opcode, block, imm } => {
-                self.scratch.successors.push(block);
-                pair(opcode as u64, imm.bits() as u64)
-            }
-            InstructionData::FuncAddr { opcode, func_ref } => {
-                if let Some(data) = dfg.ext_funcs.get(func_ref) {
-                    self.address_use(block, &data.name);
-                }
-                opcode as u64
-            }
-            InstructionData::UnaryGlobalValue {
-                opcode,
-                global_value,
-            } => {
-                if let Some(f) = symbol_of_global(func, self.module, global_value) {
-                    self.scratch.address_uses.push((block, f));
-                }
-                opcode as u64
-            }
-            InstructionData::StackAddr { opcode, offset, .. } => {
-                pair(opcode as u64, i64::from(offset) as u64)
-            }
-            InstructionData::MultiAry { opcode, args } => {
-                pair(opcode as u64, args.len(pool) as u64)
-            }
-            InstructionData::Shuffle { opcode, .. }
-            | InstructionData::UnaryConst { opcode, .. } => opcode as u64,
-            InstructionData::UnaryIeee16 { opcode, imm } => {
-                pair(opcode as u64, u64::from(imm.bits()))
-            }
-            InstructionData::UnaryIeee32 { opcode, imm } => {
-                pair(opcode as u64, u64::from(imm.bits()))
-            }
-            InstructionData::UnaryIeee64 { opcode, imm } => pair(opcode as u64, imm.bits()),
+    fn add(&mut self, part: u64) {
+        if CHAINS != HOLE_BLIND {
+            self.word = fold(self.word, part);
+        }
+        if CHAINS != EXACT {
+            self.blind = fold(self.blind, part);
         }
     }
+
+    /// Adds a possible hole: to the first word only.
+    #[inline(always)]
+    fn add_hole(&mut self, part: u64) {
+        if CHAINS != HOLE_BLIND {
+            self.word = fold(self.word, part);
+        }
+    }
+}
+
+impl<const CHAINS: ChainSet> InstructionVisitor for Words<'_, '_, CHAINS> {
+    type Error = Infallible;
+
+    /// Not hashed: a fixed operand's definition is read by
+    /// [`HashWalk::operand_definitions`], with [`Operands::Hashed`].
+    #[inline(always)]
+    fn value(&mut self, _value: Value) -> Result<(), Infallible> {
+        Ok(())
+    }
+
+    /// The count, which only varies for calls and returns (the values are
+    /// [`HashWalk::operand_definitions`]'s).
+    #[inline(always)]
+    fn values(&mut self, values: &[Value]) -> Result<(), Infallible> {
+        let count = (values.len() as u64) << 16;
+        self.word ^= count;
+        self.blind ^= count;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn immediate(&mut self, immediate: Immediate) -> Result<(), Infallible> {
+        let hole = immediate.is_constant()
+            || matches!(immediate, Immediate::LoadOffset { address, .. }
+                if CHAINS != EXACT
+                    && self.walk.blank_load_offsets
+                    && self.walk.is_entry_parameter(address));
+        if hole {
+            self.add_hole(immediate.word());
+        } else {
+            self.add(immediate.word());
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn mem_flags(&mut self, flags: MemFlags) -> Result<(), Infallible> {
+        let word = self.walk.mem_flags(flags);
+        self.add(word);
+        Ok(())
+    }
+
+    /// Not hashed: the successor is noted, and its block is hashed on its own.
+    #[inline(always)]
+    fn block_call(&mut self, call: &BlockCall) -> Result<(), Infallible> {
+        self.walk.successor(call);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn jump_table(&mut self, table: JumpTable) -> Result<(), Infallible> {
+        let func = self.walk.func;
+        let Some(table) = func.dfg.jump_tables.get(table) else {
+            self.add(UNDECLARED);
+            return Ok(());
+        };
+        let branches = table.all_branches();
+        for call in branches {
+            self.walk.successor(call);
+        }
+        self.add(branches.len() as u64);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn handler_block(&mut self, block: Block) -> Result<(), Infallible> {
+        self.walk.scratch.successors.push(block);
+        Ok(())
+    }
+
+    /// A callee by its flags (its name is what the refinement by callees reads);
+    /// an address use noted.
+    #[inline(always)]
+    fn function(&mut self, func_ref: FuncRef, use_: FunctionUse) -> Result<(), Infallible> {
+        let func = self.walk.func;
+        let data = func.dfg.ext_funcs.get(func_ref);
+        if use_ == FunctionUse::Address {
+            if let Some(data) = data {
+                self.walk.address_use(self.block, &data.name);
+            }
+            return Ok(());
+        }
+        if self.walk.record_calls {
+            self.walk.scratch.calls.push((self.block, func_ref));
+        }
+        // The callee's signature is left out: its argument count says most of it,
+        // and hashing it costs a lookup per import.
+        let callee = match data {
+            Some(data) => 2 | u64::from(data.colocated) | u64::from(data.patchable) << 2,
+            None => UNDECLARED,
+        };
+        self.add(callee);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn signature(&mut self, sig: SigRef) -> Result<(), Infallible> {
+        let word = self.walk.sig_ref(sig);
+        self.add(word);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn exception_table(&mut self, table: ExceptionTable) -> Result<(), Infallible> {
+        let func = self.walk.func;
+        let Some(table) = func.dfg.exception_tables.get(table) else {
+            self.add(UNDECLARED);
+            return Ok(());
+        };
+        for call in table.all_branches() {
+            self.walk.successor(call);
+        }
+        let word = self.walk.sig_ref(table.signature());
+        self.add(word);
+        Ok(())
+    }
+
+    /// Not hashed: slots are numbered by use in the encoding.
+    #[inline(always)]
+    fn stack_slot(&mut self, _slot: StackSlot) -> Result<(), Infallible> {
+        Ok(())
+    }
+
+    /// Not hashed, as [`Self::stack_slot`].
+    #[inline(always)]
+    fn dynamic_stack_slot(&mut self, _slot: DynamicStackSlot) -> Result<(), Infallible> {
+        Ok(())
+    }
+
+    /// Not hashed: a global value's chain is a lookup per use; the function whose
+    /// address it takes is noted.
+    #[inline(always)]
+    fn global_value(&mut self, gv: GlobalValue) -> Result<(), Infallible> {
+        let walk = &mut *self.walk;
+        if let Some(f) = symbol_of_global(walk.func, walk.module, gv) {
+            walk.scratch.address_uses.push((self.block, f));
+        }
+        Ok(())
+    }
+
+    /// Not hashed: a constant is a lookup in the pool.
+    #[inline(always)]
+    fn constant(&mut self, _constant: Constant) -> Result<(), Infallible> {
+        Ok(())
+    }
+
+    /// Not hashed, as [`Self::constant`].
+    #[inline(always)]
+    fn shuffle_mask(&mut self, _mask: ir::Immediate) -> Result<(), Infallible> {
+        Ok(())
+    }
+}
+
+/// A part of an instruction folded into its word (order-dependent, and
+/// independent of the chain, so it overlaps with the previous instruction's
+/// multiply).
+#[inline(always)]
+fn fold(word: u64, part: u64) -> u64 {
+    pair(word.rotate_left(7), part)
 }
 
 /// What the prefix walk finds.
@@ -1080,37 +1111,32 @@ const END_OF_BLOCK: u64 = 0xe0b0_e0b0_e0b0_e0b0;
 pub fn table_key(func: &Function) -> StructuralHash {
     let dfg = &func.dfg;
     let sum = (0..dfg.num_insts()).fold(0u64, |sum, index| {
-        sum.wrapping_add(avalanche(table_word(&dfg.insts[Inst::new(index)])))
+        sum.wrapping_add(avalanche(table_word(
+            &dfg.insts[Inst::new(index)],
+            &dfg.value_lists,
+        )))
     });
     StructuralHash(avalanche(sum))
 }
 
 /// An instruction's word in the table key: its opcode and the immediates the
-/// encoding writes as they are and the entry holds itself (no handle is
-/// followed: memory flags, signatures, constants and tables are left out).
+/// entry holds itself (no handle is followed: memory flags, signatures,
+/// constants and tables are left out).
 #[inline(always)]
-fn table_word(data: &InstructionData) -> u64 {
-    let opcode = data.opcode() as u64;
-    match *data {
-        InstructionData::UnaryImm { imm, .. } => pair(opcode, imm.bits() as u64),
-        InstructionData::Load { offset, .. } | InstructionData::Store { offset, .. } => {
-            pair(opcode, i64::from(offset) as u64)
+fn table_word(data: &InstructionData, pool: &ValueListPool) -> u64 {
+    /// The immediates of one instruction, folded.
+    struct Immediates(u64);
+    impl InstructionVisitor for Immediates {
+        type Error = Infallible;
+        #[inline(always)]
+        fn immediate(&mut self, immediate: Immediate) -> Result<(), Infallible> {
+            self.0 = fold(self.0, immediate.word());
+            Ok(())
         }
-        InstructionData::AtomicRmw { op, .. } => pair(opcode, op as u64),
-        InstructionData::BinaryImm8 { imm, .. } | InstructionData::TernaryImm8 { imm, .. } => {
-            pair(opcode, u64::from(imm))
-        }
-        InstructionData::IntCompare { cond, .. } => pair(opcode, cond as u64),
-        InstructionData::FloatCompare { cond, .. } => pair(opcode, cond as u64),
-        InstructionData::CondTrap { code, .. }
-        | InstructionData::IntAddTrap { code, .. }
-        | InstructionData::Trap { code, .. } => pair(opcode, u64::from(code.as_raw().get())),
-        InstructionData::StackAddr { offset, .. } => pair(opcode, i64::from(offset) as u64),
-        InstructionData::UnaryIeee16 { imm, .. } => pair(opcode, u64::from(imm.bits())),
-        InstructionData::UnaryIeee32 { imm, .. } => pair(opcode, u64::from(imm.bits())),
-        InstructionData::UnaryIeee64 { imm, .. } => pair(opcode, imm.bits()),
-        _ => opcode,
     }
+    let mut word = Immediates(data.opcode() as u64);
+    let Ok(()) = instruction::visit(data, pool, &mut word);
+    word.0
 }
 
 /// Both keys of a function longer than its prefix in one: the first look ([`Fingerprint::first_look`])'s and
@@ -1130,24 +1156,6 @@ pub fn has_address_instructions(func: &Function) -> bool {
             InstructionData::FuncAddr { .. } | InstructionData::UnaryGlobalValue { .. }
         )
     })
-}
-
-/// Whether `data` may hold a hole (the hole-blind fingerprint ([`Chains::HoleBlind`])): an `iconst`,
-/// `f32const` or `f64const`, or a plain `load` (whose offset is one when it loads
-/// from an entry-block parameter). Every other instruction has the same word in
-/// both chains.
-#[inline(always)]
-fn may_be_hole(data: &InstructionData) -> bool {
-    matches!(
-        data,
-        InstructionData::UnaryImm { .. }
-            | InstructionData::UnaryIeee32 { .. }
-            | InstructionData::UnaryIeee64 { .. }
-            | InstructionData::Load {
-                opcode: Opcode::Load,
-                ..
-            }
-    )
 }
 
 /// A set of memory flags by content: the flags, and the alias region by its user

@@ -34,6 +34,7 @@ pub mod encode;
 pub mod encoded;
 pub mod fingerprint;
 pub mod hash;
+pub(crate) mod instruction;
 pub mod partition;
 pub mod plan;
 pub mod rewrite;
