@@ -63,13 +63,13 @@
 //! parameters and names are deterministic: the same input gives the same output.
 //!
 //! Sizes are *priced* ([`Pricing`]). By default ([`Pricing::Modeled`]) the ISA's
-//! [`SizeModel`] (`size_model.rs`: bytes predicted from counts of instructions by
+//! `SizeModel` (`size_model.rs`: bytes predicted from counts of instructions by
 //! kind, calls, constants, parameters and blocks, fitted on Cranelift's compiled
 //! sizes of the corpus) prices every member and every merge tried, and decides;
 //! only the merges it accepts by a small margin (predicted to save less than
-//! [`CLOSE_CALL`] of the members' size) are compiled to confirm, and dropped if
+//! `CLOSE_CALL`, 5%, of the members' size) are compiled to confirm, and dropped if
 //! Cranelift's code does not shrink; a group of small functions (at most
-//! [`SMALL_GROUP`] predicted bytes in all) that the model would not merge at all is
+//! `SMALL_GROUP`, 1 KiB, predicted bytes in all) that the model would not merge at all is
 //! planned by compiled sizes, as the model errs most there and compiling them is
 //! cheap. Compiling every candidate instead
 //! ([`Pricing::Compiled`], the only way on ISAs without a model) costs about half
@@ -96,8 +96,8 @@
 //! priced by the model like a group, but a close call is judged against the
 //! smaller member (what a pair saves is about the code the two share), a small
 //! pair the model rejects is compiled only when predicted to grow by at most
-//! [`ALIGNED_GROWTH`], and a close call on a pair larger than [`ALIGNED_CONFIRM`]
-//! bytes is not merged (`Planner::plan_aligned`).
+//! `ALIGNED_GROWTH` (5%), and a close call on a pair larger than `ALIGNED_CONFIRM`
+//! (8 KiB) is not merged (`Planner::plan_aligned`).
 //!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
@@ -116,20 +116,20 @@
 mod align;
 pub(crate) mod cost;
 pub(crate) mod entry_points;
-mod groups;
+pub(crate) mod groups;
 mod merged_body;
-pub mod size_model;
+pub(crate) mod size_model;
 mod splice;
 
 pub use entry_points::EntryPoints;
-pub use groups::{HoleKind, HoleParameter, hole_blind_disagreements};
+pub use groups::{HoleKind, HoleParameter};
 
 use crate::identical::encode::FunctionEncoding;
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOutcome, SimilarFingerprints};
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
-use cost::{NotCompiled, host_isa, size_of, verified_size_of};
+use cost::{NotCompiled, size_of, verified_size_of};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
@@ -187,8 +187,8 @@ impl Default for SimilarOptions {
 /// ISA; without one, sizes are instruction counts either way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum Pricing {
-    /// The ISA's [`SizeModel`] predicts every size and plans every group; each
-    /// merge so planned that is predicted to save less than [`CLOSE_CALL`] of its
+    /// The ISA's size model predicts every size and plans every group; each
+    /// merge so planned that is predicted to save less than 5% of its
     /// members' size is then compiled (members, merged body, entry points) and made
     /// only if it pays. An ISA without a model compiles, as [`Pricing::Compiled`].
     #[default]
@@ -206,7 +206,7 @@ pub enum Pricing {
 /// one series of runs on a busy machine) in the similar merge at 0.05 and 4.6% at
 /// 0.1 (5.4% at 0.2 without `SMALL_GROUP`), while the bytes saved on the corpus
 /// moved by less than 0.01 percentage points.
-pub const CLOSE_CALL: f64 = 0.05;
+pub(crate) const CLOSE_CALL: f64 = 0.05;
 
 /// A small aligned pair (members predicted at most [`SMALL_GROUP`] bytes) that the
 /// size model predicts not to pay is compiled to check only when the merge is
@@ -216,20 +216,20 @@ pub const CLOSE_CALL: f64 = 0.05;
 /// many a pair predicted to grow by 10-40% shrinks when compiled; but each such
 /// pair saved 20 bytes on average for the compile of five functions (at 1.4,
 /// compiling them took 2% of brotli's compile time to save 0.03% of its code).
-pub const ALIGNED_GROWTH: f64 = 1.05;
+pub(crate) const ALIGNED_GROWTH: f64 = 1.05;
 
 /// A merge of an aligned pair that the size model accepts only as a close call
 /// ([`CLOSE_CALL`] of the smaller member's predicted size) is compiled to confirm
 /// only when its members are predicted to take at most this many bytes; a larger
 /// one is not merged (compiling large pairs is what costs; `docs/similar.md`,
 /// "Merging by alignment").
-pub const ALIGNED_CONFIRM: u64 = 8192;
+pub(crate) const ALIGNED_CONFIRM: u64 = 8192;
 
 /// A group whose members are predicted to take at most this many bytes in all,
 /// and that the model would not merge at all, is planned by compiled sizes under
 /// [`Pricing::Modeled`]: the model errs most on small functions, and they compile
 /// fast.
-pub const SMALL_GROUP: u64 = 1024;
+pub(crate) const SMALL_GROUP: u64 = 1024;
 
 impl SimilarOptions {
     /// These options with at most `max_holes` parameters per merged group.
@@ -262,7 +262,7 @@ impl SimilarOptions {
 pub enum SizeBasis {
     /// Code bytes Cranelift emitted for the ISA.
     Compiled,
-    /// Code bytes predicted by the ISA's [`SizeModel`].
+    /// Code bytes predicted by the ISA's size model.
     Predicted,
     /// Instruction counts (no ISA).
     Instructions,
@@ -333,116 +333,11 @@ impl SimilarOutcome {
 }
 
 /// Finds the groups of similar functions in `module` and builds their merged bodies
-/// and entry points, measuring sizes on the host ISA.
-///
-/// ```
-/// use clif_merge::similar::{SimilarOptions, merge_similar};
-/// use clif_merge::{FunctionSet, Linkage};
-///
-/// // Two functions equal but for one constant.
-/// let function = |name: &str, constant: i32| {
-///     format!(
-///         "function %{name}(i32, i32) -> i32 {{
-/// block0(v0: i32, v1: i32):
-///     v2 = iconst.i32 {constant}
-///     v3 = imul v0, v2
-///     v4 = iadd v3, v1
-///     v5 = bxor v4, v0
-///     v6 = ishl v5, v1
-///     v7 = isub v6, v3
-///     v8 = band v7, v4
-///     v9 = bor v8, v5
-///     v10 = imul v9, v9
-///     v11 = iadd v10, v6
-///     v12 = bxor v11, v7
-///     v13 = imul v12, v8
-///     v14 = iadd v13, v9
-///     v15 = rotl v14, v1
-///     v16 = bxor v15, v10
-///     return v16
-/// }}
-/// "
-///     )
-/// };
-/// let clif = function("f", 17) + &function("g", 23);
-/// let mut module = FunctionSet::new();
-/// for func in cranelift_reader::parse_functions(&clif)? {
-///     module.push(func, Linkage::Local)?;
-/// }
-///
-/// let outcome = merge_similar(&module, &SimilarOptions::default());
-///
-/// // One merged body taking the constant as a parameter, and `%f` and `%g` become
-/// // entry points that call it with 17 and 23.
-/// assert_eq!(outcome.groups.len(), 1);
-/// let group = &outcome.groups[0];
-/// assert_eq!(group.parameters.len(), 1);
-/// assert_eq!(group.parameters[0].values, [17, 23]);
-/// assert!(group.size_after < group.size_before);
-/// let (f, g) = (group.members[0], group.members[1]);
-/// assert!(outcome.entry_points.get(f).is_some() && outcome.entry_points.get(g).is_some());
-/// println!("{}", outcome.merged_bodies[0].display());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarOutcome {
-    let isa = host_isa();
-    merge_similar_for(module, options, isa.as_deref())
-}
-
-/// Like [`merge_similar`], for code compiled by `isa` (sizes are measured on it, and
+/// and entry points, for code compiled by `isa` (sizes are measured on it, and
 /// entry points use `return_call` only where it compiles: the `tail` convention,
 /// with frame pointers kept). Without an ISA, sizes are instruction counts.
-///
-/// ```
-/// use clif_merge::similar::{SimilarOptions, SizeBasis, merge_similar_for};
-/// use clif_merge::{FunctionSet, Linkage};
-///
-/// // Two functions equal but for one constant.
-/// let function = |name: &str, constant: i32| {
-///     format!(
-///         "function %{name}(i32, i32) -> i32 {{
-/// block0(v0: i32, v1: i32):
-///     v2 = iconst.i32 {constant}
-///     v3 = imul v0, v2
-///     v4 = iadd v3, v1
-///     v5 = bxor v4, v0
-///     v6 = ishl v5, v1
-///     v7 = isub v6, v3
-///     v8 = band v7, v4
-///     v9 = bor v8, v5
-///     v10 = imul v9, v9
-///     v11 = iadd v10, v6
-///     v12 = bxor v11, v7
-///     v13 = imul v12, v8
-///     v14 = iadd v13, v9
-///     v15 = rotl v14, v1
-///     v16 = bxor v15, v10
-///     return v16
-/// }}
-/// "
-///     )
-/// };
-/// let clif = function("f", 17) + &function("g", 23);
-/// let mut module = FunctionSet::new();
-/// for func in cranelift_reader::parse_functions(&clif)? {
-///     module.push(func, Linkage::Local)?;
-/// }
-///
-/// // No ISA: a merge pays when it takes fewer instructions.
-/// let outcome = merge_similar_for(&module, &SimilarOptions::default(), None);
-/// let group = &outcome.groups[0];
-/// assert_eq!(group.size_basis, SizeBasis::Instructions);
-/// assert!(group.size_after < group.size_before);
-///
-/// // Asking for more than the group saves leaves it alone, with the reason.
-/// let saved = group.size_before - group.size_after;
-/// let options = SimilarOptions::default().with_min_saved(saved + 1);
-/// let outcome = merge_similar_for(&module, &options, None);
-/// assert!(outcome.groups.is_empty());
-/// assert_eq!(outcome.rejected.len(), 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn merge_similar_for(
+/// Embedders run it through [`SimilarPass::after`], on the identical merge's output.
+pub(crate) fn merge_similar_for(
     module: &FunctionSet,
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
@@ -948,8 +843,7 @@ impl Planner<'_> {
 /// // The similar merge on what stayed, sized for the host ISA.
 /// let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
 ///     .finish(cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder()))?;
-/// let similar =
-///     SimilarPass::after_merge_for(&module, &outcome, &SimilarOptions::default(), Some(&*isa));
+/// let similar = SimilarPass::after(&module, &outcome, &SimilarOptions::default(), Some(&*isa));
 /// let reports = similar.group_reports();
 /// assert_eq!(reports.len(), 1);
 /// assert_eq!(reports[0].members, ["%f", "%g"]);
@@ -970,11 +864,16 @@ pub struct SimilarPass {
 }
 
 impl SimilarPass {
-    /// Runs the similar merge over the bodies of `output`, the result of merging
-    /// identical functions of `module`, measuring sizes on the host ISA.
+    /// Runs the similar merge over the bodies the identical merge `identical` of
+    /// `module` kept, for code compiled by `isa`: sizes are measured on it (without
+    /// one, they are instruction counts), and entry points use `return_call` only
+    /// where it compiles (the `tail` convention, with frame pointers kept). With
+    /// [`MergeOptions::similar_fingerprints`](crate::MergeOptions::similar_fingerprints)
+    /// set for the identical merge, the fingerprints it computed are not computed
+    /// again.
     ///
     /// ```
-    /// use clif_merge::similar::{SimilarOptions, SimilarPass};
+    /// use clif_merge::similar::{SimilarOptions, SimilarPass, SizeBasis};
     /// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
     ///
     /// // Two functions equal but for one constant.
@@ -1007,47 +906,40 @@ impl SimilarPass {
     /// for func in cranelift_reader::parse_functions(&clif)? {
     ///     module.push(func, Linkage::Local)?;
     /// }
+    /// let identical = merge_functions(&module, &MergeOptions::default());
     ///
-    /// let outcome = merge_functions(&module, &MergeOptions::default());
-    /// let similar = SimilarPass::after(&module, &outcome.output, &SimilarOptions::default());
+    /// // No ISA: a merge pays when it takes fewer instructions.
+    /// let similar = SimilarPass::after(&module, &identical, &SimilarOptions::default(), None);
+    ///
+    /// // One merged body taking the constant as a parameter, and `%f` and `%g` become
+    /// // entry points that call it with 17 and 23.
     /// let f = module.iter().next().unwrap().0;
+    /// let group = similar.group_of(f).unwrap();
+    /// assert_eq!(group.members.len(), 2);
+    /// assert_eq!(group.parameters[0].values, [17, 23]);
+    /// assert_eq!(group.size_basis, SizeBasis::Instructions);
+    /// assert!(group.size_after < group.size_before);
     /// assert!(similar.entry_point(f).is_some());
-    /// assert_eq!(similar.group_of(f).unwrap().members.len(), 2);
+    ///
+    /// // Asking for more than the group saves leaves it alone, with the reason.
+    /// let saved = group.size_before - group.size_after;
+    /// let options = SimilarOptions::default().with_min_saved(saved + 1);
+    /// let similar = SimilarPass::after(&module, &identical, &options, None);
+    /// assert!(similar.outcome.groups.is_empty());
+    /// assert_eq!(similar.outcome.rejected.len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn after(
         module: &FunctionSet,
-        output: &[OutputEntry<'_>],
-        options: &SimilarOptions,
-    ) -> Self {
-        let isa = host_isa();
-        Self::after_for(module, output, options, isa.as_deref())
-    }
-
-    /// Like [`Self::after`], for code compiled by `isa` ([`merge_similar_for`]).
-    pub fn after_for(
-        module: &FunctionSet,
-        output: &[OutputEntry<'_>],
+        identical: &MergeOutcome<'_>,
         options: &SimilarOptions,
         isa: Option<&dyn TargetIsa>,
     ) -> Self {
-        Self::after_merging(module, output, None, options, isa)
+        let fingerprints = identical.similar_fingerprints.as_ref();
+        Self::after_merging(module, &identical.output, fingerprints, options, isa)
     }
 
-    /// Like [`Self::after_for`], on the whole outcome of the identical merge: with
-    /// [`MergeOptions::similar_fingerprints`](crate::MergeOptions::similar_fingerprints)
-    /// set for it, the fingerprints it computed are not computed again.
-    pub fn after_merge_for(
-        module: &FunctionSet,
-        outcome: &MergeOutcome<'_>,
-        options: &SimilarOptions,
-        isa: Option<&dyn TargetIsa>,
-    ) -> Self {
-        let fingerprints = outcome.similar_fingerprints.as_ref();
-        Self::after_merging(module, &outcome.output, fingerprints, options, isa)
-    }
-
-    /// [`Self::after_for`] on `output`, which may be part of the first pass's
+    /// [`Self::after`] on `output`, which may be part of the first pass's
     /// output, with the fingerprints that pass computed if any.
     pub(crate) fn after_merging(
         module: &FunctionSet,
