@@ -66,10 +66,10 @@
 //! `SizeModel` (`size_model.rs`: bytes predicted from counts of instructions by
 //! kind, calls, constants, parameters and blocks, fitted on Cranelift's compiled
 //! sizes of the corpus) prices every member and every merge tried, and decides;
-//! only the merges it accepts by a small margin (predicted to save less than
-//! `CLOSE_CALL`, 5%, of the members' size) are compiled to confirm, and dropped if
-//! Cranelift's code does not shrink; a group of small functions (at most
-//! `SMALL_GROUP`, 1 KiB, predicted bytes in all) that the model would not merge at all is
+//! only the merges it accepts by a small margin (predicted to save less than 5%
+//! of the members' size, `CLOSE_CALL`) are compiled to confirm, and dropped if
+//! Cranelift's code does not shrink; a group of small functions (at most 1 KiB
+//! predicted in all, `SMALL_GROUP`) that the model would not merge at all is
 //! planned by compiled sizes, as the model errs most there and compiling them is
 //! cheap. Compiling every candidate instead
 //! ([`Pricing::Compiled`], the only way on ISAs without a model) costs about half
@@ -95,9 +95,9 @@
 //! arms rejoin the rest of the block. The entry points pass `0` and `1`. A pair is
 //! priced by the model like a group, but a close call is judged against the
 //! smaller member (what a pair saves is about the code the two share), a small
-//! pair the model rejects is compiled only when predicted to grow by at most
-//! `ALIGNED_GROWTH` (5%), and a close call on a pair larger than `ALIGNED_CONFIRM`
-//! (8 KiB) is not merged (`Planner::plan_aligned`).
+//! pair the model rejects is compiled only when predicted to grow by at most 5%
+//! (`ALIGNED_GROWTH`), and a close call on a pair larger than 8 KiB
+//! (`ALIGNED_CONFIRM`) is not merged (`Planner::plan_aligned`).
 //!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
@@ -188,9 +188,9 @@ impl Default for SimilarOptions {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum Pricing {
     /// The ISA's size model predicts every size and plans every group; each
-    /// merge so planned that is predicted to save less than 5% of its
-    /// members' size is then compiled (members, merged body, entry points) and made
-    /// only if it pays. An ISA without a model compiles, as [`Pricing::Compiled`].
+    /// merge so planned that is predicted to save less than 5% of its members'
+    /// size is then compiled (members, merged body, entry points) and made only
+    /// if it pays. An ISA without a model compiles, as [`Pricing::Compiled`].
     #[default]
     Modeled,
     /// Every member and every merge tried is compiled by Cranelift and its code
