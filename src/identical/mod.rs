@@ -29,6 +29,7 @@
 //! `partition` uses `compare` and `tree`, `plan` uses `partition`, `rewrite` uses
 //! `plan` and `thunks`; nothing here imports a folder above `ir`.
 
+pub(crate) mod callee_loads;
 pub mod compare;
 pub mod encode;
 pub mod encoded;
