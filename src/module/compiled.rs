@@ -196,8 +196,16 @@ impl ExactTarget {
 /// The stencils compiled so far, by Cranelift's incremental-cache key (a
 /// SHA-256 of the function's stencil, the ISA's name, triple and flags): the
 /// [`CacheKvStore`] of compile-once, in memory, for one module.
+///
+/// The key and the stored stencil (serialized) cost about a tenth of a compile,
+/// so a function goes through the cache only from the second time a stencil of
+/// its 64-bit hash is defined: the first of each stencil is compiled plainly, and
+/// the cache saves the compiles from the third on. The hash only chooses the
+/// path; what is reused is chosen by Cranelift's key.
 #[derive(Default)]
 pub(super) struct Stencils {
+    /// The 64-bit hashes of the stencils defined so far.
+    seen: hashbrown::HashSet<u64, FxBuildHasher>,
     /// Each key's serialized stencil, and whether its optimized IR read machine
     /// state (`None` until its compile returns).
     entries: HashMap<[u8; 32], (Vec<u8>, Option<bool>), FxBuildHasher>,
@@ -235,6 +243,12 @@ impl Stencils {
         ctrl_plane: &mut ControlPlane,
         isa: &dyn TargetIsa,
     ) -> ModuleResult<bool> {
+        let mut hasher = FxHasher::default();
+        ctx.func.stencil.hash(&mut hasher);
+        if self.seen.insert(hasher.finish()) {
+            ctx.compile(isa, ctrl_plane)?;
+            return Ok(reads_machine_state(&ctx.func));
+        }
         self.last_key.set(None);
         let (_, reused) = ctx.compile_with_cache(isa, self, ctrl_plane)?;
         let entry = self
