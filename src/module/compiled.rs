@@ -197,9 +197,9 @@ impl ExactTarget {
 /// SHA-256 of the function's stencil, the ISA's name, triple and flags): the
 /// [`CacheKvStore`] of compile-once, in memory, for one module.
 ///
-/// The key and the stored stencil (serialized) cost about a tenth of a compile,
-/// so a function goes through the cache only from the second time a stencil of
-/// its 64-bit hash is defined: the first of each stencil is compiled plainly, and
+/// The key and the stored stencil (serialized) cost a tenth to a fifth of a
+/// compile (measured on the bench's inputs), so a function goes through the cache
+/// only from the second time a stencil of its 64-bit hash is defined: the first of each stencil is compiled plainly, and
 /// the cache saves the compiles from the third on. The hash only chooses the
 /// path; what is reused is chosen by Cranelift's key.
 #[derive(Default)]
