@@ -6,7 +6,7 @@
 //! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
-//! cargo bench --bench merge_bench -- module INPUT...
+//! cargo bench --bench merge_bench -- module [--repeat K] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! ```
@@ -29,7 +29,8 @@
 //! and decisions (removed, thunked, promoted), and stage 3: every part applying
 //! its decisions, one after another (total and slowest part). `module` defines the
 //! inputs through a plain `ObjectModule` and through `MergingModule<ObjectModule>`
-//! in each compile mode on one thread (`module_wrapper.rs`). `similar` times the
+//! in each compile mode on one thread, the median of `--repeat` runs, with and
+//! without compile-once (`module_wrapper.rs`). `similar` times the
 //! similar merge against compile, both on one thread, and `size-model` refits the
 //! size model that prices similar merging (`similar_cost.rs`). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
@@ -147,7 +148,7 @@ fn run() -> anyhow::Result<()> {
         "size-model" => similar_cost::size_model_command(&options.inputs),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
-            module_wrapper::module_bench(&label(&options.inputs), &module)
+            module_wrapper::module_bench(&label(&options.inputs), &module, options.repeat)
         }
         "compile" => {
             let (module, _) = load_inputs(&options.inputs)?;

@@ -1,10 +1,11 @@
 //! `module`: the cost of `MergingModule` to a backend, measured as a backend meets
 //! it: the input's functions defined one after another through a plain
-//! `ObjectModule`, then through `MergingModule<ObjectModule>` in each compile mode,
-//! all on this thread, each run timed from the first define to the emitted object,
+//! `ObjectModule`, then through `MergingModule<ObjectModule>` in each compile mode
+//! (compile-at-define with and without compile-once), all on this thread, each run timed from the first define to the emitted object,
 //! with the heap's high-water mark above what was live before the run. Each
 //! function's IR is made (cloned from the parsed input) just before its define, as
-//! a frontend makes it, and dropped by the define, as a backend drops it.
+//! a frontend makes it, and dropped by the define, as a backend drops it. The
+//! objects written with and without compile-once must be the same bytes.
 
 use super::measure::{live_bytes, peak_bytes, reset_peak};
 use anyhow::Context as _;
@@ -23,16 +24,30 @@ use std::time::{Duration, Instant};
 enum Variant {
     /// A plain `ObjectModule`.
     Plain,
-    /// `MergingModule` in a compile mode.
-    Merging(CompileMode),
+    /// `MergingModule` in a compile mode, compiling each equal function once or
+    /// not ([`ModuleMergeOptions::compile_once`], which only compile-at-define
+    /// reads).
+    Merging(CompileMode, bool),
 }
 
-/// One run: time, heap, object size, and what the pass merged.
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Plain => write!(f, "Plain"),
+            Self::Merging(CompileMode::AtDefine, true) => write!(f, "AtDefine+once"),
+            Self::Merging(mode, _) => write!(f, "{mode:?}"),
+        }
+    }
+}
+
+/// One run: time, heap, the object, and what the pass merged.
 struct Measured {
     time: Duration,
     peak_heap: usize,
-    object_bytes: usize,
+    object: Vec<u8>,
     merged: usize,
+    /// Defines that reused an equal function's compile.
+    reused: usize,
 }
 
 /// The functions of `module` as a backend would define them: every callee named
@@ -97,34 +112,40 @@ fn run_variant(
     let start = Instant::now();
     let builder = ObjectBuilder::new(isa, "bench", cranelift_module::default_libcall_names())?;
     let inner = ObjectModule::new(builder);
-    let (object_bytes, merged) = match variant {
+    let (object, merged, reused) = match variant {
         Variant::Plain => {
             let mut module = inner;
-            define_all(&mut module, functions, names)?;
-            (module.finish().emit()?.len(), 0)
+            define_all(&mut module, functions, names, true)?;
+            (module.finish().emit()?, 0, 0)
         }
-        Variant::Merging(mode) => {
-            let options = ModuleMergeOptions::default().with_compile(mode);
+        Variant::Merging(mode, once) => {
+            let options = ModuleMergeOptions::default()
+                .with_compile(mode)
+                .with_compile_once(once);
             let mut module = MergingModule::new(inner, options);
-            define_all(&mut module, functions, names)?;
+            define_all(&mut module, functions, names, mode == CompileMode::AtDefine)?;
             let (product, report) = module.finish_object()?;
-            (product.emit()?.len(), report.merged())
+            (product.emit()?, report.merged(), report.compiles_reused)
         }
     };
     Ok(Measured {
         time: start.elapsed(),
         peak_heap: peak_bytes().saturating_sub(base),
-        object_bytes,
+        object,
         merged,
+        reused,
     })
 }
 
 /// Declares every function of `names` (the first `functions.len()` exported, the
-/// rest imports), then defines `functions` in order.
+/// rest imports), then defines `functions` in order, checking that each define
+/// left its compiled code in the context if `compiles` (every mode but
+/// compile-at-finish).
 fn define_all<M: Module>(
     module: &mut M,
     functions: &[Function],
     names: &[String],
+    compiles: bool,
 ) -> anyhow::Result<()> {
     for (i, name) in names.iter().enumerate() {
         let (linkage, sig) = match functions.get(i) {
@@ -139,40 +160,70 @@ fn define_all<M: Module>(
         module
             .define_function(FuncId::from_u32(i as u32), &mut ctx)
             .with_context(|| names[i].clone())?;
+        // What an embedder reads after every define (unwind info): compile-once
+        // must leave it too.
+        anyhow::ensure!(
+            !compiles || ctx.compiled_code().is_some(),
+            "no compiled code after defining {}",
+            names[i]
+        );
     }
     Ok(())
 }
 
-/// Runs every variant on `module` and prints one line each, then the ratios.
-pub fn module_bench(label: &str, module: &FunctionSet) -> anyhow::Result<()> {
+/// Runs every variant on `module` `repeat` times, interleaved (so that a slow
+/// spell of a shared machine hits every variant alike), and prints one line each
+/// with the median time, then the ratios of the medians.
+pub fn module_bench(label: &str, module: &FunctionSet, repeat: usize) -> anyhow::Result<()> {
     let variants = [
         Variant::Plain,
-        Variant::Merging(CompileMode::AtDefine),
-        Variant::Merging(CompileMode::AtFinish),
+        Variant::Merging(CompileMode::AtDefine, true),
+        Variant::Merging(CompileMode::AtDefine, false),
+        Variant::Merging(CompileMode::AtFinish, true),
     ];
-    let mut results = Vec::new();
     let (functions, names) = prepared(module);
-    for variant in variants {
-        let m = run_variant(variant, &functions, &names)?;
-        println!(
-            "{label}: {variant:?}: {} functions, {:.1} ms, peak heap {:.1} MB, object {} bytes, {} merged",
-            module.len(),
-            m.time.as_secs_f64() * 1e3,
-            m.peak_heap as f64 / 1e6,
-            m.object_bytes,
-            m.merged
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let mut last: Vec<Measured> = Vec::new();
+    for _ in 0..repeat.max(1) {
+        last.clear();
+        for (i, &variant) in variants.iter().enumerate() {
+            let m = run_variant(variant, &functions, &names)?;
+            times[i].push(m.time);
+            last.push(m);
+        }
+        // Compile-once reuses only what a fresh compile would give: the same object.
+        anyhow::ensure!(
+            last[1].object == last[2].object,
+            "{label}: the object with compile-once differs from the one without"
         );
-        results.push(m);
     }
-    let plain = &results[0];
-    for (variant, m) in variants.iter().zip(&results).skip(1) {
+    let median = |t: &mut Vec<Duration>| {
+        t.sort_unstable();
+        t[t.len() / 2]
+    };
+    let medians: Vec<Duration> = times.iter_mut().map(median).collect();
+    for ((variant, m), time) in variants.iter().zip(&last).zip(&medians) {
         println!(
-            "{label}: {variant:?} / Plain: time {:.3}x, peak heap {:.3}x, object {:.3}x; merged {:.1}% of the functions",
-            m.time.as_secs_f64() / plain.time.as_secs_f64(),
+            "{label}: {variant}: {} functions, {:.1} ms (median of {}), peak heap {:.1} MB, object {} bytes, {} merged, {} compiles reused",
+            module.len(),
+            time.as_secs_f64() * 1e3,
+            repeat.max(1),
+            m.peak_heap as f64 / 1e6,
+            m.object.len(),
+            m.merged,
+            m.reused
+        );
+    }
+    let (plain, plain_time) = (&last[0], medians[0]);
+    for ((variant, m), time) in variants.iter().zip(&last).zip(&medians).skip(1) {
+        println!(
+            "{label}: {variant} / Plain: time {:.3}x, peak heap {:.3}x, object {:.3}x; merged {:.1}% of the functions",
+            time.as_secs_f64() / plain_time.as_secs_f64(),
             m.peak_heap as f64 / plain.peak_heap.max(1) as f64,
-            m.object_bytes as f64 / plain.object_bytes.max(1) as f64,
+            m.object.len() as f64 / plain.object.len().max(1) as f64,
             100.0 * m.merged as f64 / module.len().max(1) as f64,
         );
     }
+    println!("{label}: AtDefine+once object = AtDefine object (byte for byte, every run)");
     Ok(())
 }

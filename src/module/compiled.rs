@@ -21,7 +21,12 @@
 //! Phases:
 //!
 //! 1. *Record* ([`record`]), at define: compile, keep the code, alignment and
-//!    relocations, and a hash of the content (function targets left out).
+//!    relocations, and a hash of the content (function targets left out). With
+//!    compile-once ([`Stencils`]) a function whose IR equals one compiled before
+//!    (Cranelift's incremental-cache key: everything but the names of its callees
+//!    and its base source location, and the ISA with its flags) is not compiled
+//!    again: the earlier stencil is finished with its own names, as
+//!    `Context::compile_with_cache` does, and is what a fresh compile gives.
 //! 2. *Classes* ([`classes`]), at finish: functions of one hash are split into
 //!    classes of equal content, then classes are split until every member's
 //!    function targets are, position by position, in one class (lld's iteration;
@@ -39,13 +44,16 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::incremental_cache::CacheKvStore;
 use cranelift_codegen::ir::{KnownSymbol, LibCall, TrapCode};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{Final, MachBufferFinalized};
 use cranelift_module::{
     FuncId, ModuleDeclarations, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
 };
-use rustc_hash::FxHasher;
+use rustc_hash::{FxBuildHasher, FxHasher};
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
@@ -185,15 +193,107 @@ impl ExactTarget {
     }
 }
 
-/// Phase 1: compiles `ctx.func` (function `id`) for `isa`, leaving the compiled
-/// code in `ctx`, and returns what the comparison and the finish need.
+/// The stencils compiled so far, by Cranelift's incremental-cache key (a
+/// SHA-256 of the function's stencil, the ISA's name, triple and flags): the
+/// [`CacheKvStore`] of compile-once, in memory, for one module.
+///
+/// The key and the stored stencil (serialized) cost a tenth to a fifth of a
+/// compile (measured on the bench's inputs), so a function goes through the cache
+/// only from the second time a stencil of its 64-bit hash is defined: the first of each stencil is compiled plainly, and
+/// the cache saves the compiles from the third on. The hash only chooses the
+/// path; what is reused is chosen by Cranelift's key.
+#[derive(Default)]
+pub(super) struct Stencils {
+    /// The 64-bit hashes of the stencils defined so far.
+    seen: hashbrown::HashSet<u64, FxBuildHasher>,
+    /// Each key's serialized stencil, and whether its optimized IR read machine
+    /// state (`None` until its compile returns).
+    entries: HashMap<[u8; 32], (Vec<u8>, Option<bool>), FxBuildHasher>,
+    /// The key of the last lookup: Cranelift looks a function up under the key it
+    /// then stores it under, and the key is not otherwise given out.
+    last_key: Cell<Option<[u8; 32]>>,
+    /// How many defines reused a stencil instead of compiling.
+    pub(super) reused: usize,
+}
+
+impl CacheKvStore for Stencils {
+    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        let key: [u8; 32] = key.try_into().ok()?;
+        self.last_key.set(Some(key));
+        self.entries
+            .get(&key)
+            .map(|(blob, _)| Cow::Borrowed(blob.as_slice()))
+    }
+
+    fn insert(&mut self, key: &[u8], val: Vec<u8>) {
+        if let Ok(key) = <[u8; 32]>::try_from(key) {
+            self.entries.insert(key, (val, None));
+        }
+    }
+}
+
+impl Stencils {
+    /// Compiles `ctx.func` as [`Context::compile`] would, reusing an equal
+    /// function's stencil; returns whether the optimized IR reads machine state
+    /// (what [`reads_machine_state`] says of the IR a fresh compile leaves in
+    /// `ctx.func`, which a reuse leaves unoptimized).
+    fn compile(
+        &mut self,
+        ctx: &mut Context,
+        ctrl_plane: &mut ControlPlane,
+        isa: &dyn TargetIsa,
+    ) -> ModuleResult<bool> {
+        let mut hasher = FxHasher::default();
+        ctx.func.stencil.hash(&mut hasher);
+        if self.seen.insert(hasher.finish()) {
+            ctx.compile(isa, ctrl_plane)?;
+            return Ok(reads_machine_state(&ctx.func));
+        }
+        self.last_key.set(None);
+        let (_, reused) = ctx.compile_with_cache(isa, self, ctrl_plane)?;
+        let entry = self
+            .last_key
+            .get()
+            .and_then(|key| self.entries.get_mut(&key));
+        if reused {
+            self.reused += 1;
+            // Unknown only if Cranelift's lookup changed: then the answer that
+            // keeps every thunk away is the safe one.
+            return Ok(entry.and_then(|(_, reads)| *reads).unwrap_or(true));
+        }
+        let reads = reads_machine_state(&ctx.func);
+        if let Some((_, slot)) = entry {
+            *slot = Some(reads);
+        }
+        Ok(reads)
+    }
+}
+
+/// Whether compile-once may reuse a stencil for `ctx`: not when it asks for the
+/// disassembly (the key leaves `want_disasm` out), nor under Cranelift's chaos
+/// mode, whose control plane (left out of the key too) has state and changes the
+/// code; without chaos mode `ControlPlane` is zero-sized.
+fn reusable(ctx: &Context) -> bool {
+    !ctx.want_disasm && std::mem::size_of::<ControlPlane>() == 0
+}
+
+/// Phase 1: compiles `ctx.func` (function `id`) for `isa`, reusing the stencil of
+/// an equal function from `stencils` if given, leaving the compiled code in `ctx`,
+/// and returns what the comparison and the finish need.
 pub(super) fn record(
     id: FuncId,
     ctx: &mut Context,
     ctrl_plane: &mut ControlPlane,
     isa: &dyn TargetIsa,
+    stencils: Option<&mut Stencils>,
 ) -> ModuleResult<CompiledFunction> {
-    ctx.compile(isa, ctrl_plane)?;
+    let reads_machine_state = match stencils {
+        Some(stencils) if reusable(ctx) => stencils.compile(ctx, ctrl_plane, isa)?,
+        _ => {
+            ctx.compile(isa, ctrl_plane)?;
+            reads_machine_state(&ctx.func)
+        }
+    };
     let Some(compiled) = ctx.compiled_code() else {
         return Err(ModuleError::Backend(anyhow::anyhow!(
             "Cranelift compiled {id} but kept no code"
@@ -223,7 +323,7 @@ pub(super) fn record(
         alignment,
         relocs,
         metadata,
-        reads_machine_state: reads_machine_state(&ctx.func),
+        reads_machine_state,
         hash: hasher.finish(),
     })
 }

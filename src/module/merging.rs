@@ -2,8 +2,8 @@
 //! defining what stays in the inner module.
 
 use super::compiled::{
-    CompiledFunction, DeclaredFunctions, Retargets, function_target, plan_recorded, record,
-    reference_of,
+    CompiledFunction, DeclaredFunctions, Retargets, Stencils, function_target, plan_recorded,
+    record, reference_of,
 };
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use super::data::{DataMerging, fold};
@@ -38,8 +38,9 @@ pub enum CompileMode {
     /// (what a wrapper that records unwind info needs); the wrapper keeps its
     /// machine code and relocations, no IR, and compares functions by them (lld's
     /// identical code folding). At finish the kept functions' code goes to the
-    /// inner module (`define_function_bytes`). Every duplicate was compiled once
-    /// for nothing.
+    /// inner module (`define_function_bytes`). With
+    /// [`ModuleMergeOptions::compile_once`] (the default) a function equal to one
+    /// compiled before is not compiled again.
     #[default]
     AtDefine,
     /// Each function's IR is recorded and only the kept ones are compiled, at
@@ -68,6 +69,16 @@ pub struct ModuleMergeOptions {
     pub similar: Option<SimilarOptions>,
     /// When functions are compiled (default: as they are defined).
     pub compile: CompileMode,
+    /// In [`CompileMode::AtDefine`], compile each equal function once (default:
+    /// on): a function whose IR equals, but for the names it refers to (callees,
+    /// data) and its base source location, one compiled before for the same ISA
+    /// and flags gets that compile's result finished with its own names (Cranelift's
+    /// incremental cache, `Context::compile_with_cache`, in memory), and
+    /// `ctx.compiled_code()` is what a fresh compile would leave; the object is the
+    /// same byte for byte. A define that asks for the disassembly
+    /// (`ctx.set_disasm(true)`) is always compiled. Off: every function is
+    /// compiled.
+    pub compile_once: bool,
     /// Which read-only data objects may be folded with an identical one (default:
     /// none). Only [`MergingModule::finish_object`](super::MergingModule::finish_object)
     /// folds.
@@ -81,6 +92,7 @@ impl Default for ModuleMergeOptions {
             enabled: true,
             similar: None,
             compile: CompileMode::default(),
+            compile_once: true,
             data: DataMerging::default(),
         }
     }
@@ -114,6 +126,13 @@ impl ModuleMergeOptions {
     /// These options compiling functions as `compile` says.
     pub fn with_compile(mut self, compile: CompileMode) -> Self {
         self.compile = compile;
+        self
+    }
+
+    /// These options compiling each equal function once, or every function
+    /// ([`Self::compile_once`]).
+    pub fn with_compile_once(mut self, compile_once: bool) -> Self {
+        self.compile_once = compile_once;
         self
     }
 
@@ -163,6 +182,9 @@ pub struct MergeReport {
     /// embedder that recorded unwind info for them must describe the thunk's code
     /// instead ([`ThunkCode`]).
     pub thunks: Vec<ThunkCode>,
+    /// Defines that reused the compile of an equal function instead of compiling
+    /// ([`ModuleMergeOptions::compile_once`]).
+    pub compiles_reused: usize,
     /// Read-only data objects folded into an identical one
     /// ([`ModuleMergeOptions::data`]): `(duplicate, kept)`, by name.
     pub data_folded: Vec<(String, String)>,
@@ -204,6 +226,8 @@ pub struct MergingModule<M: Module> {
     recorded: Vec<RecordedFunction>,
     /// Functions compiled as they were defined ([`CompileMode::AtDefine`]).
     compiled: Vec<CompiledFunction>,
+    /// The stencils compiled so far ([`ModuleMergeOptions::compile_once`]).
+    stencils: Stencils,
     /// Every function defined through the wrapper.
     defined: HashSet<FuncId>,
     /// How many functions the inner module declares (every `FuncId` below is
@@ -233,6 +257,7 @@ impl<M: Module> MergingModule<M> {
             options,
             recorded: Vec::new(),
             compiled: Vec::new(),
+            stencils: Stencils::default(),
             defined: HashSet::new(),
             declared_functions,
             thunks: Vec::new(),
@@ -379,6 +404,8 @@ impl<M: Module> MergingModule<M> {
             self.needs_ir("applying whole-program decisions")?;
         }
         let recorded = std::mem::take(&mut self.compiled);
+        // No function is compiled any more: the stencils' memory goes back now.
+        let compiles_reused = std::mem::take(&mut self.stencils).reused;
         let count = self.declared_functions;
         let (plan, retargets) = {
             let names = DeclaredFunctions::new(self.inner.declarations(), count, &recorded);
@@ -434,6 +461,7 @@ impl<M: Module> MergingModule<M> {
         let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
         let mut report = report_of(&names, &merged.plan);
         report.functions = defined;
+        report.compiles_reused = compiles_reused;
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
         self.complete_report(&merged, &mut report);
         Ok((self.inner, report, Some(merged)))
@@ -872,6 +900,7 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         similar: None,
         without_code: Vec::new(),
         thunks: Vec::new(),
+        compiles_reused: 0,
         data_folded: Vec::new(),
         data_bytes_saved: 0,
     }
@@ -931,7 +960,8 @@ impl<M: Module> Module for MergingModule<M> {
                 .define_function_with_control_plane(func, ctx, ctrl_plane);
         }
         if self.options.effective_compile() == CompileMode::AtDefine {
-            let compiled = record(func, ctx, ctrl_plane, self.inner.isa())?;
+            let stencils = self.options.compile_once.then_some(&mut self.stencils);
+            let compiled = record(func, ctx, ctrl_plane, self.inner.isa(), stencils)?;
             self.compiled.push(compiled);
             return Ok(());
         }
