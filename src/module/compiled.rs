@@ -102,9 +102,9 @@ pub(super) struct CompiledFunction {
     /// Its relocations, as the inner module would have received them.
     pub(super) relocs: Vec<ModuleReloc>,
     /// The metadata compiled with the code.
-    metadata: Metadata,
+    pub(super) metadata: Metadata,
     /// Whether its IR reads machine state (no thunk may front it).
-    reads_machine_state: bool,
+    pub(super) reads_machine_state: bool,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
 }
@@ -114,14 +114,14 @@ pub(super) struct CompiledFunction {
 /// equal. (Debug tags and source locations are not compared: they change what a
 /// debugger shows, not what the code does.)
 #[derive(Default, PartialEq, Eq, Hash)]
-struct Metadata {
+pub(super) struct Metadata {
     /// Trap sites: offset and trap code.
-    traps: Vec<(u32, TrapCode)>,
+    pub(super) traps: Vec<(u32, TrapCode)>,
     /// The rest, rendered (empty when there is none): the call sites with
     /// exception handlers (return address, frame offset, handlers), user stack maps
     /// and patchable call sites. A call site without handlers adds nothing the
     /// code does not say: its return address and frame follow from the code.
-    rest: String,
+    pub(super) rest: String,
 }
 
 impl Metadata {
@@ -427,6 +427,13 @@ impl Retargets {
                 MergeAction::Thunk => {}
             }
         }
+        Self { all, calls }
+    }
+
+    /// Every reference to a key of `all` goes to its value, and every direct call
+    /// of a key of `calls` (whole-program decisions, after the module's own merge).
+    #[cfg(feature = "separate")]
+    pub(super) fn from_maps(all: HashMap<u32, u32>, calls: HashMap<u32, u32>) -> Self {
         Self { all, calls }
     }
 

@@ -94,6 +94,8 @@
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
+#[cfg(feature = "separate")]
+mod code_summary;
 mod compiled;
 mod cross_module;
 mod data;
