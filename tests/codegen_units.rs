@@ -212,10 +212,14 @@ struct Unit {
     similar_groups: usize,
 }
 
-/// Compiles every unit on its own thread; with `merge`, through the three stages
-/// (the main thread plans in between). The units in order, the plan's counts and
+/// Compiles every unit on its own thread, as `compile` says; with `merge`, through
+/// the three stages (the main thread plans in between). The units in order, the plan's counts and
 /// its program hash (which marks promoted names; 0 without `merge`).
-fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u64), String> {
+fn build_program(
+    merge: bool,
+    similar: bool,
+    compile: CompileMode,
+) -> Result<(Vec<Unit>, PlanCounts, u64), String> {
     std::thread::scope(|scope| {
         let (summary_tx, summary_rx) = channel::<Vec<u8>>();
         let mut decision_txs = Vec::new();
@@ -233,9 +237,9 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u
                         cranelift_module::default_libcall_names(),
                     )
                     .map_err(|e| e.to_string())?;
-                    // Summaries and decisions need the functions' IR.
+                    // AtFinish summarizes the IR, AtDefine the machine code.
                     let options = ModuleMergeOptions::default()
-                        .with_compile(CompileMode::AtFinish)
+                        .with_compile(compile)
                         .with_enabled(merge)
                         .with_similar(similar.then(SimilarOptions::default));
                     let mut module = MergingModule::new(ObjectModule::new(builder), options);
@@ -318,19 +322,32 @@ fn copies(symbols: &str, name: &str, hash: u64) -> (usize, usize) {
 
 #[test]
 fn codegen_units_share_one_copy_of_each_local_helper() {
-    check_codegen_units(false);
+    check_codegen_units(false, CompileMode::AtFinish);
 }
 
 /// The same with the similar merge on: it runs on what the whole-program decisions
 /// leave, and merges each unit's `poly0` and `poly1`.
 #[test]
 fn codegen_units_merge_similar_functions_the_decisions_leave() {
-    check_codegen_units(true);
+    check_codegen_units(true, CompileMode::AtFinish);
 }
 
-fn check_codegen_units(similar: bool) {
-    let (plain, _, _) = build_program(false, false).expect("plain build");
-    let (merged, counts, hash) = build_program(true, similar).expect("merged build");
+/// The same program compiled at define: the summaries are written from machine
+/// code, the plan is the one the IR summaries give (the same counts and the same
+/// classes), and the linked program prints what the unmerged one prints.
+#[test]
+fn codegen_units_compiled_at_define_get_the_plan_of_the_ir() {
+    let (_, at_finish, _) =
+        build_program(true, false, CompileMode::AtFinish).expect("merged at finish");
+    let at_define = check_codegen_units(false, CompileMode::AtDefine);
+    assert_eq!(at_define, at_finish, "plan counts: AtDefine vs AtFinish");
+}
+
+/// Builds the program unmerged and merged (compiled as `compile` says), checks the
+/// plan, the linked program's output and its symbols; returns the plan's counts.
+fn check_codegen_units(similar: bool, compile: CompileMode) -> PlanCounts {
+    let (plain, _, _) = build_program(false, false, compile).expect("plain build");
+    let (merged, counts, hash) = build_program(true, similar, compile).expect("merged build");
     assert_eq!(
         counts,
         PlanCounts {
@@ -397,4 +414,5 @@ fn check_codegen_units(similar: bool) {
         merged_run.stdout
     );
     assert!(after < before, ".text {before} -> {after}");
+    counts
 }

@@ -135,9 +135,20 @@ fn tokens_of(
     tokens.push(relocs.len() as u64);
     let mut references = Vec::new();
     let mut taken = Vec::new();
-    for reloc in &relocs {
+    for (reloc, original) in relocs.iter().zip(&function.relocs) {
         tokens.extend([u64::from(reloc.offset), reloc.kind as u64, reloc.addend as u64]);
-        let reference = reference_of(reloc, &function.code);
+        // Asked of the target the IR named (the own merge may have retargeted it).
+        let reference = match (reference_of(reloc, &function.code), &original.name) {
+            // Its IR only calls the target: the code loads the address to call it.
+            (
+                Reference::Address,
+                ModuleRelocTarget::User {
+                    namespace: 0,
+                    index,
+                },
+            ) if function.ir_address_taken.binary_search(index).is_err() => Reference::Call,
+            (reference, _) => reference,
+        };
         if let Some((target, offset)) = function_target(&reloc.name) {
             if reference == Reference::Address {
                 taken.push(target);

@@ -39,14 +39,16 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
-use cranelift_codegen::ir::{KnownSymbol, LibCall, TrapCode};
+use cranelift_codegen::ir::{
+    ExternalName, Function, GlobalValueData, Inst, InstructionData, KnownSymbol, LibCall, TrapCode,
+};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{Final, MachBufferFinalized};
 use cranelift_module::{
     FuncId, ModuleDeclarations, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
 };
 use rustc_hash::FxHasher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 /// The module's declared functions as the plan sees them: `FuncIndex` N is the
@@ -105,6 +107,10 @@ pub(super) struct CompiledFunction {
     pub(super) metadata: Metadata,
     /// Whether its IR reads machine state (no thunk may front it).
     pub(super) reads_machine_state: bool,
+    /// The functions (`FuncId` indices, sorted) whose address its IR may take:
+    /// a relocation to any other function comes from a call, even where the code
+    /// loads the callee's address first (a call through the GOT).
+    pub(super) ir_address_taken: Vec<u32>,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
 }
@@ -224,8 +230,50 @@ pub(super) fn record(
         relocs,
         metadata,
         reads_machine_state: reads_machine_state(&ctx.func),
+        ir_address_taken: ir_address_taken(&ctx.func),
         hash: hasher.finish(),
     })
+}
+
+/// The module functions (`FuncId` indices, sorted) whose address `func` may take:
+/// those a `func_addr` or a symbol global value names, and any whose function
+/// reference is used by no call (so by something else, or by nothing).
+fn ir_address_taken(func: &Function) -> Vec<u32> {
+    let function = |name: &ExternalName| match name {
+        ExternalName::User(r) => func
+            .params
+            .user_named_funcs()
+            .get(*r)
+            .filter(|user| user.namespace == 0)
+            .map(|user| user.index),
+        _ => None,
+    };
+    let mut called = HashSet::new();
+    let mut taken = Vec::new();
+    for inst in (0..func.dfg.num_insts()).map(Inst::new) {
+        match func.dfg.insts[inst] {
+            InstructionData::Call { func_ref, .. } | InstructionData::TryCall { func_ref, .. } => {
+                called.insert(func_ref);
+            }
+            InstructionData::FuncAddr { func_ref, .. } => {
+                taken.extend(function(&func.dfg.ext_funcs[func_ref].name));
+            }
+            _ => {}
+        }
+    }
+    for (func_ref, data) in func.dfg.ext_funcs.iter() {
+        if !called.contains(&func_ref) {
+            taken.extend(function(&data.name));
+        }
+    }
+    for gv in func.global_values.values() {
+        if let GlobalValueData::Symbol { name, .. } = gv {
+            taken.extend(function(name));
+        }
+    }
+    taken.sort_unstable();
+    taken.dedup();
+    taken
 }
 
 /// Whether `a` and `b` are equal but for which functions their function targets

@@ -165,6 +165,13 @@ pub struct MergeReport {
     /// embedder that recorded unwind info for them must describe the thunk's code
     /// instead ([`ThunkCode`]).
     pub thunks: Vec<ThunkCode>,
+    /// Local functions a whole-program decision promoted: `(function, promoted)`,
+    /// the code of the first now defined under the second, a new hidden function
+    /// (the first is in [`Self::without_code`], or in [`Self::thunks`] where the
+    /// finish keeps its symbol as a thunk). An embedder that recorded unwind info
+    /// for the first's code at define must describe the second with it.
+    #[cfg(feature = "separate")]
+    pub promoted: Vec<(FuncId, FuncId)>,
     /// Read-only data objects folded into an identical one
     /// ([`ModuleMergeOptions::data`]): `(duplicate, kept)`, by name.
     pub data_folded: Vec<(String, String)>,
@@ -929,6 +936,11 @@ impl<M: Module> MergingModule<M> {
                     (declared(*id), into, r.action.into())
                 })
                 .collect();
+            report.promoted = cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Promote)
+                .map(|(id, r)| (*id, r.target))
+                .collect();
         }
         #[cfg(not(feature = "separate"))]
         let _ = (cross_module, resolved);
@@ -1026,6 +1038,8 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         similar_groups: 0,
         #[cfg(feature = "separate")]
         cross_module: Vec::new(),
+        #[cfg(feature = "separate")]
+        promoted: Vec::new(),
         similar: None,
         without_code: Vec::new(),
         thunks: Vec::new(),
