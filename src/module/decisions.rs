@@ -186,6 +186,10 @@ pub(super) fn resolve_checked<M: Module, X>(
                 // declaration).
                 _ => inner.declare_function(&d.to, Linkage::Hidden, &signature)?,
             }
+        } else if let Some(FuncOrDataId::Func(id)) = inner.declarations().get_name(&d.to) {
+            // Already imported (checked: not defined here), maybe under another
+            // signature where machine code of two conventions came out equal.
+            id
         } else {
             inner.declare_function(&d.to, Linkage::Import, &signature)?
         };
