@@ -16,8 +16,7 @@ mod define_support;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{
-    DecisionAction, DecisionError, ModuleDecisions, PlanError, Summary, SummarySource,
-    plan_program,
+    DecisionAction, DecisionError, ModuleDecisions, PlanError, Summary, SummarySource, plan_program,
 };
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::{AbiParam, InstBuilder};
@@ -114,7 +113,10 @@ fn machine_code_summaries_name_their_source_and_survive_the_file_format() {
         panic!("a summary of machine code says {:?}", summary.source);
     };
     assert_eq!(*target, target_lexicon::Triple::host().to_string());
-    assert_eq!(Summary::from_bytes(&summary.to_bytes()), Ok(summary.clone()));
+    assert_eq!(
+        Summary::from_bytes(&summary.to_bytes()),
+        Ok(summary.clone())
+    );
     let names: Vec<&str> = summary.functions.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["fb", "gb"]);
     let ir = module("b", B, CompileMode::AtFinish, "speed")

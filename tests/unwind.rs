@@ -803,7 +803,10 @@ int main(void) {
                             drop(summary_tx);
                             let bytes = decision_rx.recv().expect("decisions");
                             let decisions = ModuleDecisions::from_bytes(&bytes).expect("read");
-                            let UnwindModule { module: inner, recorded } = module;
+                            let UnwindModule {
+                                module: inner,
+                                recorded,
+                            } = module;
                             module = UnwindModule {
                                 module: inner.with_decisions(decisions),
                                 recorded,
@@ -874,7 +877,11 @@ int main(void) {
         for (unit, (_, report)) in merged.iter().enumerate() {
             let expected = if unit == 0 { 2 } else { 3 };
             assert_eq!(report.cross_module.len(), expected, "cgu{unit}: applied");
-            assert_eq!(report.promoted.len(), 2 * usize::from(unit == 0), "cgu{unit}");
+            assert_eq!(
+                report.promoted.len(),
+                2 * usize::from(unit == 0),
+                "cgu{unit}"
+            );
         }
         let objects = |units: &[(Vec<u8>, MergeReport)]| -> Vec<Vec<u8>> {
             units.iter().map(|(o, _)| o.clone()).collect()

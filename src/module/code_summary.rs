@@ -136,7 +136,11 @@ fn tokens_of(
     let mut references = Vec::new();
     let mut taken = Vec::new();
     for (reloc, original) in relocs.iter().zip(&function.relocs) {
-        tokens.extend([u64::from(reloc.offset), reloc.kind as u64, reloc.addend as u64]);
+        tokens.extend([
+            u64::from(reloc.offset),
+            reloc.kind as u64,
+            reloc.addend as u64,
+        ]);
         // Asked of the target the IR named (the own merge may have retargeted it).
         let reference = match (reference_of(reloc, &function.code), &original.name) {
             // Its IR only calls the target: the code loads the address to call it.
@@ -335,9 +339,8 @@ pub(super) fn resolve_code_decisions<M: Module>(
         .collect();
     let names = DeclaredNames(declarations);
     // Every name the module's code refers to is a symbol of its summary.
-    let referenced = |_: &()| -> HashSet<String> {
-        summary.symbols.iter().map(|s| s.name.clone()).collect()
-    };
+    let referenced =
+        |_: &()| -> HashSet<String> { summary.symbols.iter().map(|s| s.name.clone()).collect() };
     let checked = check_summary(&summary, ids.len(), (), decisions, &names, referenced)
         .map_err(decision_error)?;
     let (per_id, calls, qualified) = resolve_checked(

@@ -1,14 +1,14 @@
 //! [`MergingModule`] itself: recording definitions, running the pass at finish,
 //! defining what stays in the inner module.
 
+#[cfg(feature = "separate")]
+use super::code_summary::{CodeModule, decision_retargets, resolve_code_decisions, summarize_code};
 use super::compiled::{
     CompiledFunction, DeclaredFunctions, Retargets, function_target, plan_recorded, record,
     reference_of,
 };
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use super::data::{DataMerging, fold};
-#[cfg(feature = "separate")]
-use super::code_summary::{CodeModule, decision_retargets, resolve_code_decisions, summarize_code};
 #[cfg(feature = "separate")]
 use super::decisions::{DeclaredNames, resolve_decisions};
 use super::thunk::{ThunkCode, code_size, define_thunk};
@@ -46,9 +46,10 @@ pub enum CompileMode {
     AtDefine,
     /// Each function's IR is recorded and only the kept ones are compiled, at
     /// finish: saves the compile time of every duplicate, for a backend that never
-    /// reads `ctx.compiled_code()` after a define. Merging similar functions and
-    /// separate compilation (summaries and decisions) need the IR, so they need
-    /// this mode ([`ModuleMergeOptions::similar`] selects it).
+    /// reads `ctx.compiled_code()` after a define. Merging similar functions
+    /// needs the IR, so it needs this mode ([`ModuleMergeOptions::similar`]
+    /// selects it); separate compilation summarizes the IR here, the machine code
+    /// in [`CompileMode::AtDefine`].
     AtFinish,
 }
 
@@ -286,7 +287,9 @@ impl<M: Module> MergingModule<M> {
             let targets = self.held_back_targets();
             let module = self.code_module(&self.compiled, &plan, &retargets, &targets);
             let declarations = self.inner.declarations();
-            return Ok(summarize_code(&module, declarations, self.inner.isa(), module_name).summary);
+            return Ok(
+                summarize_code(&module, declarations, self.inner.isa(), module_name).summary,
+            );
         }
         let (set, _) = self.recorded_set()?;
         Ok(summarize_with(
@@ -305,7 +308,10 @@ impl<M: Module> MergingModule<M> {
     /// [`ModuleError::Backend`]). A duplicate becomes a
     /// thunk to its representative, imported when it lives in another module; with
     /// [`MergingModule::finish_object`](super::MergingModule::finish_object), a local duplicate whose address is never
-    /// taken is not compiled at all (other finishes make it a thunk too). Calls in
+    /// taken gets no code at all (other finishes make it a thunk too). In
+    /// [`CompileMode::AtDefine`] the checks run against the summary of the machine
+    /// code and the decisions are applied to that code (a function that reads
+    /// machine state is left as it is where it could only become a thunk). Calls in
     /// this module go straight to the representative. With
     /// [`ModuleMergeOptions::similar`], the similar-function merge runs on the
     /// functions the decisions leave as they are.
@@ -587,8 +593,11 @@ impl<M: Module> MergingModule<M> {
             .iter()
             .filter(|(_, _, action)| *action == CrossAction::Redirect)
             .map(|&(import, target, action)| (import, ResolvedDecision { action, target }));
-        let held_back: Vec<(FuncId, ResolvedDecision)> =
-            cross_module.iter().copied().chain(removed_imports).collect();
+        let held_back: Vec<(FuncId, ResolvedDecision)> = cross_module
+            .iter()
+            .copied()
+            .chain(removed_imports)
+            .collect();
         self.define_held_back(&mut merged, &held_back, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, None);
         report.functions = defined;

@@ -326,7 +326,10 @@ pub fn check_summary<'d, N: AppliedNames, M>(
     for d in &decisions.decisions {
         if d.action == DecisionAction::Promote {
             let referenced = referenced_set.get_or_insert_with(|| {
-                referenced.take().map(|list| list(&module)).unwrap_or_default()
+                referenced
+                    .take()
+                    .map(|list| list(&module))
+                    .unwrap_or_default()
             });
             if defined.contains(d.to.as_str())
                 || names.declares(&d.to)
