@@ -110,6 +110,10 @@ pub(super) struct CompiledFunction {
     /// The functions (`FuncId` indices, sorted) whose address its IR may take:
     /// a relocation to any other function comes from a call, even where the code
     /// loads the callee's address first (a call through the GOT).
+    #[cfg_attr(
+        not(feature = "separate"),
+        allow(dead_code, reason = "read by the machine-code summary")
+    )]
     pub(super) ir_address_taken: Vec<u32>,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
