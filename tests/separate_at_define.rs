@@ -24,7 +24,8 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_module::{Linkage, Module, ModuleError};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use define_support::define_unary;
+use define_support::{call_unary, define_unary};
+use std::process::Command;
 
 /// The host's ISA, position-independent, optimizing at `opt_level`.
 fn isa(opt_level: &str) -> OwnedTargetIsa {
@@ -200,4 +201,115 @@ fn summaries_of_different_sources_are_never_planned_together() {
         ),
         "decisions planned from IR applied to machine code"
     );
+}
+
+/// Module `a` exports `fa`; module `b` has a local `lb` equal to it and exports
+/// `cb`, which calls `lb`. The plan removes `lb` and `b`'s call, compiled as a
+/// call of a function of its own object, goes to `a`'s exported `fa`: linked into
+/// a shared library (where the linker must route a call of an exported symbol
+/// through the PLT; on ELF cranelift-object writes such calls as `R_X86_64_PLT32`
+/// anyway), the program must still run as before. Returns the two objects, merged
+/// or not.
+fn shared_library_objects(merge: bool) -> Vec<Vec<u8>> {
+    let mut a = at_define("a", A);
+    let mut b = at_define("b", &[]);
+    let mut sig = b.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.returns.push(AbiParam::new(I64));
+    let lb = b
+        .declare_function("lb", Linkage::Local, &sig)
+        .expect("declare");
+    define_unary(&mut b, lb, &sig, |_, builder, x| {
+        let y = builder.ins().imul_imm_s(x, 7);
+        builder.ins().iadd_imm_s(y, 1)
+    });
+    let cb = b
+        .declare_function("cb", Linkage::Export, &sig)
+        .expect("declare");
+    define_unary(&mut b, cb, &sig, |m, builder, x| {
+        let y = call_unary(m, builder, lb, x);
+        builder.ins().iadd_imm_s(y, 2)
+    });
+    if merge {
+        let summaries = [
+            a.summarize("a").expect("summary"),
+            b.summarize("b").expect("summary"),
+        ];
+        let plan = plan_program(&summaries).expect("plan");
+        let mut decisions = plan.decisions.into_iter();
+        let (da, db) = (decisions.next().expect("a"), decisions.next().expect("b"));
+        assert_eq!(
+            db.decisions
+                .iter()
+                .map(|d| (d.function.as_str(), d.action, d.to.as_str()))
+                .collect::<Vec<_>>(),
+            [("lb", DecisionAction::Redirect, "fa")]
+        );
+        a = a.with_decisions(da);
+        b = b.with_decisions(db);
+    }
+    [a, b]
+        .into_iter()
+        .map(|m| {
+            let (product, _) = m.finish_object().expect("finish");
+            product.emit().expect("emit")
+        })
+        .collect()
+}
+
+/// Links `objects` into a shared library, a C `main` against it, runs it, and
+/// returns its output.
+fn run_as_shared_library(objects: &[Vec<u8>], tag: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("clif-merge-shared-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut link = Command::new("cc");
+    link.arg("-shared").arg("-o").arg(dir.join("libab.so"));
+    for (i, object) in objects.iter().enumerate() {
+        let path = dir.join(format!("m{i}.o"));
+        std::fs::write(&path, object).expect("write object");
+        link.arg(path);
+    }
+    let linked = link.output().expect("the system C compiler `cc`");
+    assert!(
+        linked.status.success(),
+        "{tag}: linking the shared library failed:\n{}",
+        String::from_utf8_lossy(&linked.stderr)
+    );
+    let main = dir.join("main.c");
+    std::fs::write(
+        &main,
+        "#include <stdio.h>\n#include <stdint.h>\nextern int64_t cb(int64_t), fa(int64_t);\n\
+         int main(void) { printf(\"%lld %lld\\n\", (long long)cb(5), (long long)fa(5)); return 0; }\n",
+    )
+    .expect("write main");
+    let program = dir.join("program");
+    let built = Command::new("cc")
+        .arg(&main)
+        .arg(format!("-L{}", dir.display()))
+        .arg("-lab")
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .expect("cc");
+    assert!(
+        built.status.success(),
+        "{tag}: linking main failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let run = Command::new(&program).output().expect("run");
+    assert!(run.status.success(), "{tag}: the program failed");
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+#[test]
+fn a_call_redirected_to_another_objects_export_links_into_a_shared_library() {
+    if target_lexicon::Triple::host().binary_format != target_lexicon::BinaryFormat::Elf {
+        panic!("this test links an ELF shared library");
+    }
+    let plain = run_as_shared_library(&shared_library_objects(false), "plain");
+    let merged = run_as_shared_library(&shared_library_objects(true), "merged");
+    assert_eq!(plain, "38 36\n");
+    assert_eq!(merged, plain);
 }
