@@ -6,6 +6,10 @@
 //! one without, such as a representative other modules rely on
 //! (`NotPlannedModule`).
 //!
+//! The tool dumps such summaries and refuses to plan them with IR summaries, and a
+//! call redirected to another object's exported function links into a shared
+//! library and runs as before.
+//!
 //! Module `a` exports `fa`; module `b` exports `fb` (equal to `fa`: the plan makes
 //! it a thunk to `a`'s) and `gb` (equal to nothing).
 
@@ -13,6 +17,9 @@
 
 #[path = "support/define.rs"]
 mod define_support;
+#[path = "support/process.rs"]
+#[allow(dead_code)]
+mod process;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{
@@ -312,4 +319,45 @@ fn a_call_redirected_to_another_objects_export_links_into_a_shared_library() {
     let merged = run_as_shared_library(&shared_library_objects(true), "merged");
     assert_eq!(plain, "38 36\n");
     assert_eq!(merged, plain);
+}
+
+/// The tool reads summaries of machine code that a compiler wrote: `dump` says
+/// their source, and `plan` refuses one planned with a summary of IR (exit 2).
+#[test]
+fn the_tool_dumps_machine_code_summaries_and_refuses_to_mix_them() {
+    let dir = process::TempDir::new("mixed-sources");
+    let machine_code = dir.write(
+        "b.sum",
+        at_define("b", B)
+            .summarize("b")
+            .expect("summary")
+            .to_bytes(),
+    );
+    let ir = dir.write(
+        "a.sum",
+        module("a", A, CompileMode::AtFinish, "speed")
+            .summarize("a")
+            .expect("summary")
+            .to_bytes(),
+    );
+    let dump = process::ok(process::clif_merge(["dump".into(), machine_code.clone()]));
+    assert!(
+        dump.stdout.contains("summarized from machine code for"),
+        "{}",
+        dump.stdout
+    );
+    let planned = process::clif_merge([
+        "plan".into(),
+        ir,
+        machine_code,
+        "--out-dir".into(),
+        dir.join("dec"),
+    ]);
+    process::bad_input(&planned);
+    assert!(
+        planned.stderr.contains("was summarized from IR")
+            && planned.stderr.contains("from machine code for"),
+        "{}",
+        planned.stderr
+    );
 }
