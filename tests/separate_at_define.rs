@@ -18,7 +18,6 @@
 #[path = "support/define.rs"]
 mod define_support;
 #[path = "support/process.rs"]
-#[allow(dead_code)]
 mod process;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
