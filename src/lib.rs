@@ -101,10 +101,7 @@ pub use identical::rewrite::OutputEntry;
 pub use identical::{
     MergeOptions, MergeOutcome, MergeStats, merge_functions, merge_functions_in_place,
 };
-pub use ir::{
-    DefinedFunction, DefinitionError, FuncIndex, FunctionSet, Linkage, SparseFunctionMap,
-    SymbolKey, SymbolName,
-};
+pub use ir::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, Linkage, SymbolName};
 
 /// Internals that the crate's own tests, benchmarks and fuzz targets reach into.
 /// Not part of the API: no stability promise.
@@ -122,6 +119,34 @@ pub mod testing {
     pub use crate::ir::symbols::mentioned_names;
     pub use crate::similar::cost::{compiled_size, host_isa};
     pub use crate::similar::entry_points::entry_point_features;
+    pub use crate::similar::groups::hole_blind_disagreements;
+    pub use crate::similar::size_model::{Feature, SizeFeatures, SizeModel};
+
+    use crate::similar::{SimilarOptions, SimilarOutcome};
+    use crate::{FuncIndex, FunctionSet, MergeOutcome};
+    use cranelift_codegen::entity::SecondaryMap;
+    use cranelift_codegen::isa::TargetIsa;
+
+    /// The similar merge on `module` as it is (no identical merge before it, no
+    /// name reserved besides `module`'s), for code compiled by `isa`.
+    pub fn merge_similar_for(
+        module: &FunctionSet,
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+    ) -> SimilarOutcome {
+        crate::similar::merge_similar_for(module, options, isa)
+    }
+
+    /// Which functions of `module` may name one of `named` (`FunctionSet::naming`).
+    pub fn naming(module: &FunctionSet, named: &[FuncIndex]) -> SecondaryMap<FuncIndex, bool> {
+        module.naming(named)
+    }
+
+    /// Whether the identical merge took the similar merge's fingerprints
+    /// (`MergeOptions::similar_fingerprints`).
+    pub fn took_similar_fingerprints(outcome: &MergeOutcome<'_>) -> bool {
+        outcome.similar_fingerprints.is_some()
+    }
 
     #[cfg(feature = "cli")]
     pub use crate::cli::{

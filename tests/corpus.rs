@@ -13,12 +13,10 @@
 //! asserted exactly, as a snapshot table (`tests/support/snapshot.rs`).
 
 use clif_merge::MergeAction;
-use clif_merge::similar::{
-    HoleKind, SimilarGroup, SimilarOptions, SimilarOutcome, hole_blind_disagreements,
-    merge_similar_for,
-};
+use clif_merge::similar::{HoleKind, SimilarGroup, SimilarOptions, SimilarOutcome};
 use clif_merge::testing::load;
 use clif_merge::testing::{compiled_size, host_isa};
+use clif_merge::testing::{hole_blind_disagreements, merge_similar_for};
 use clif_merge::validate::{validate, validate_similar};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
@@ -640,7 +638,7 @@ fn corpus_similar_merges_shrink_code_and_validate() {
             group.members.retain(|&m| {
                 match outcome.entry_points.get(m).and_then(with_wrong_constant) {
                     Some(func) => {
-                        wrong.entry_points.insert(m, func);
+                        *wrong.entry_points.get_mut(m).expect("an entry point") = func;
                         corrupted += 1;
                         true
                     }

@@ -257,7 +257,12 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         let options = SimilarOptions::default()
             .with_max_holes(option("--max-holes").map_or(defaults.max_holes, |n| n as usize))
             .with_min_saved(option("--min-saved").unwrap_or(defaults.min_saved));
-        let similar = SimilarPass::after(&module, &outcome.output, &options);
+        let similar = SimilarPass::after(
+            &module,
+            &outcome,
+            &options,
+            clif_merge::testing::host_isa().as_deref(),
+        );
         let report =
             validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
         assert!(

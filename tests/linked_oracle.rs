@@ -338,7 +338,12 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
 fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
     let result = catch(|| {
         let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
-        let similar = SimilarPass::after(set, &outcome.output, &SimilarOptions::default());
+        let similar = SimilarPass::after(
+            set,
+            &outcome,
+            &SimilarOptions::default(),
+            clif_merge::testing::host_isa().as_deref(),
+        );
         let mut object: Object = similar
             .functions()
             .into_iter()

@@ -23,9 +23,9 @@
 //! the same) is checked by the interpreter and by linked programs elsewhere.
 
 use clap::Parser;
+use clif_merge::SymbolName;
 use clif_merge::testing::mentioned_names;
 use clif_merge::testing::{Args, run};
-use clif_merge::{SymbolKey, SymbolName};
 use cranelift_codegen::ir::{Function, Signature};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -193,8 +193,7 @@ impl Names {
             let previous = defined.insert(SymbolName::of_function(func), func.signature.clone());
             assert!(previous.is_none(), "{} is defined twice", func.name);
             for name in mentioned_names(func) {
-                let key = SymbolKey::of_external(func, name).expect("verified IR");
-                mentioned.insert(key.to_name());
+                mentioned.insert(SymbolName::of_external(func, name).expect("verified IR"));
             }
         }
         Self { defined, mentioned }

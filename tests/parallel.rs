@@ -20,12 +20,11 @@ mod generator;
 mod skip;
 
 use clif_merge::OutputEntry;
-use clif_merge::similar::size_model::SizeFeatures;
 use clif_merge::similar::{SimilarOptions, SimilarPass};
-use clif_merge::testing::entry_point_features;
 use clif_merge::testing::{
     EncodedFunctions, Fingerprint, FingerprintScratch, WalkOptions, partition,
 };
+use clif_merge::testing::{SizeFeatures, entry_point_features, naming, took_similar_fingerprints};
 use clif_merge::testing::{clif_text, json_report, similar_json};
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{
@@ -92,7 +91,12 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
             .expect("thread pool");
         pool.install(|| {
             let outcome = merge_functions(module, &MergeOptions::default());
-            let similar = SimilarPass::after(module, &outcome.output, &SimilarOptions::default());
+            let similar = SimilarPass::after(
+                module,
+                &outcome,
+                &SimilarOptions::default(),
+                clif_merge::testing::host_isa().as_deref(),
+            );
             (
                 clif_text(module, &outcome, Some(&similar), ""),
                 similar_json(&similar.group_reports()).to_string(),
@@ -112,12 +116,11 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
     let options = MergeOptions::default().with_similar_fingerprints(true);
     let outcome = merge_functions(module, &options);
     assert!(
-        outcome.similar_fingerprints.is_some(),
+        took_similar_fingerprints(&outcome),
         "{name}: no fingerprints"
     );
     let isa = clif_merge::testing::host_isa();
-    let similar =
-        SimilarPass::after_merge_for(module, &outcome, &SimilarOptions::default(), isa.as_deref());
+    let similar = SimilarPass::after(module, &outcome, &SimilarOptions::default(), isa.as_deref());
     let reused = (
         clif_text(module, &outcome, Some(&similar), ""),
         similar_json(&similar.group_reports()).to_string(),
@@ -191,7 +194,7 @@ fn check_hash_first(name: &str, module: &FunctionSet) {
         let lazy_candidates = lazy.candidates();
         // Asked about every function, the address uses it left out are found.
         let all: Vec<FuncIndex> = (0..module.len()).map(FuncIndex::new).collect();
-        lazy.resolve_address_taken(module, &module.naming(&all));
+        lazy.resolve_address_taken(module, &naming(module, &all));
         let mut scratch = FingerprintScratch::default();
         let mut alone = Vec::new();
         for i in 0..module.len() {
@@ -347,7 +350,7 @@ fn filetests_are_merged_identically_on_any_number_of_threads() {
         let outcome = merge_functions(&module, &MergeOptions::default());
         let isa = clif_merge::testing::host_isa();
         let options = SimilarOptions::default();
-        let similar = SimilarPass::after_for(&module, &outcome.output, &options, isa.as_deref());
+        let similar = SimilarPass::after(&module, &outcome, &options, isa.as_deref());
         check_entry_point_features(&name, &similar, isa.as_deref());
     }
 }

@@ -424,7 +424,12 @@ block0(v0: i64, v1: i64, v2: i32, v3: i32):
 fn similar_merge_of_negative_vmctx_callees() -> SimilarPass {
     let set = module(&callees_at_negative_vmctx_offsets());
     let outcome = merge_functions(&set, &MergeOptions::default());
-    let similar = SimilarPass::after(&set, &outcome.output, &SimilarOptions::default());
+    let similar = SimilarPass::after(
+        &set,
+        &outcome,
+        &SimilarOptions::default(),
+        clif_merge::testing::host_isa().as_deref(),
+    );
     assert_eq!(similar.outcome.groups.len(), 1, "one group");
     assert_eq!(similar.outcome.groups[0].members.len(), 3, "three members");
     let entry = similar
@@ -680,7 +685,12 @@ fn progress_of_the_similar_validation_counts_members() {
     let text = include_str!("../filetests/similar/group_of_five.clif");
     let set = module(text);
     let outcome = merge_functions(&set, &MergeOptions::default());
-    let similar = SimilarPass::after(&set, &outcome.output, &SimilarOptions::default());
+    let similar = SimilarPass::after(
+        &set,
+        &outcome,
+        &SimilarOptions::default(),
+        clif_merge::testing::host_isa().as_deref(),
+    );
     let members: usize = similar.outcome.groups.iter().map(|g| g.members.len()).sum();
     assert_eq!(members, 5, "the five functions are one group");
     let recorder = Recorder::default();

@@ -4,7 +4,7 @@
 //! `similar INPUT...` takes each input as one program and times what `--similar`
 //! adds, on a pool of ONE thread: the identical merge asked for the similar
 //! merge's fingerprints (`MergeOptions::similar_fingerprints`) followed by the
-//! similar merge on its outcome (`SimilarPass::after_merge_for`), less the
+//! similar merge on its outcome (`SimilarPass::after`), less the
 //! identical merge alone; by the size model (`Pricing::Modeled`, the default) and
 //! by compiling every candidate (`Pricing::Compiled`); against a single-threaded
 //! Cranelift compile of the program's functions (`compile_all`), all in turn in
@@ -26,10 +26,8 @@
 
 use crate::measure::compile_all;
 use anyhow::bail;
-use clif_merge::similar::size_model::{Feature, SizeFeatures, SizeModel};
-use clif_merge::similar::{
-    Pricing, SimilarOptions, SimilarOutcome, SimilarPass, merge_similar_for,
-};
+use clif_merge::similar::{Pricing, SimilarOptions, SimilarOutcome, SimilarPass};
+use clif_merge::testing::{Feature, SizeFeatures, SizeModel, merge_similar_for};
 use clif_merge::testing::{compiled_size, expand_inputs, host_isa, load};
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::ir::Function;
@@ -168,7 +166,7 @@ fn measure_program(
             let (wall, cpu, pass) = pool.install(|| {
                 timed(|| {
                     let outcome = merge_functions(module, &with_options);
-                    SimilarPass::after_merge_for(module, &outcome, &options, isa.as_deref())
+                    SimilarPass::after(module, &outcome, &options, isa.as_deref())
                 })
             });
             best.add(wall, cpu);

@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
         // The similar-function merge on top (sizes by instruction count, so no
         // compiling): entry points and merged bodies must print, parse and verify.
         let similar =
-            SimilarPass::after_for(&module, &outcome.output, &SimilarOptions::default(), None);
+            SimilarPass::after(&module, &outcome, &SimilarOptions::default(), None);
         let printed = clif_text(&module, &outcome, Some(&similar), "");
         let reparsed = cranelift_reader::parse_functions(&printed)
             .unwrap_or_else(|e| panic!("similar-merged output does not parse: {e}\n{printed}"));

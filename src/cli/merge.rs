@@ -218,7 +218,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_align(!args.no_align);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
-        SimilarPass::after_merge_for(&loaded.functions, &outcome, &options, isa.as_deref())
+        SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())
     });
     let printed: Vec<&Function> = match &similar {
         Some(similar) => similar.functions(),

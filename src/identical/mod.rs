@@ -29,6 +29,7 @@
 //! `partition` uses `compare` and `tree`, `plan` uses `partition`, `rewrite` uses
 //! `plan` and `thunks`; nothing here imports a folder above `ir`.
 
+pub(crate) mod callee_loads;
 pub mod compare;
 pub mod encode;
 pub mod encoded;
@@ -61,9 +62,9 @@ pub struct MergeOptions {
     pub mode: MergeMode,
     /// Whether the pass also takes the similar-function merge's first look at
     /// every function (its fingerprints with the holes left out) in its own walk,
-    /// for [`SimilarPass::after_merge_for`](crate::similar::SimilarPass::after_merge_for)
-    /// to reuse: set it when the similar merge runs next. Off, the pass computes
-    /// only its own fingerprints.
+    /// for [`SimilarPass::after`](crate::similar::SimilarPass::after) to reuse:
+    /// set it when the similar merge runs next. Off, the pass computes only its
+    /// own fingerprints.
     pub similar_fingerprints: bool,
 }
 
@@ -85,7 +86,7 @@ impl MergeOptions {
 /// The similar-function merge's fingerprints of a module's functions, computed by
 /// the identical merge's walk ([`MergeOptions::similar_fingerprints`]).
 #[derive(Clone, Debug, Default)]
-pub struct SimilarFingerprints {
+pub(crate) struct SimilarFingerprints {
     /// Whether they leave callee-load offsets out (the walk option
     /// `callee_load_holes` they were computed with).
     pub(crate) callee_load_holes: bool,
@@ -140,7 +141,7 @@ pub struct MergeOutcome<'a> {
     /// Counters and timings.
     pub stats: MergeStats,
     /// The similar merge's fingerprints, when the options asked for them.
-    pub similar_fingerprints: Option<SimilarFingerprints>,
+    pub(crate) similar_fingerprints: Option<SimilarFingerprints>,
 }
 
 /// Runs the pass over `module` and rewrites it in place, copying nothing: what a

@@ -140,7 +140,7 @@ impl FunctionSet {
     /// walked, the memory of the next ones (their records and the start of the
     /// arrays that `reads` says the walk reads) is asked for (`ir::prefetch`):
     /// the walk to use for reading every function of a list once.
-    pub fn map_walk<S, R>(
+    pub(crate) fn map_walk<S, R>(
         &self,
         functions: &[FuncIndex],
         reads: Reads,
@@ -166,7 +166,7 @@ impl FunctionSet {
     /// next: the parts of the `Function` records of `records`, and the start of
     /// the arrays of `arrays`, whose records were asked for before
     /// (`Reads::prefetch_record`, `Reads::prefetch_arrays`).
-    pub fn prefetch_ahead(&self, records: &[FuncIndex], arrays: &[FuncIndex], reads: Reads) {
+    pub(crate) fn prefetch_ahead(&self, records: &[FuncIndex], arrays: &[FuncIndex], reads: Reads) {
         for &f in records {
             reads.prefetch_record(&self.functions[f].func);
         }
@@ -182,7 +182,7 @@ impl FunctionSet {
 
     /// Runs `f` on every definition, in parallel (with the `parallel` feature). `f` must
     /// not rename the function (the name index would no longer match).
-    pub fn par_for_each_mut(&mut self, f: impl Fn(FuncIndex, &mut DefinedFunction) + Sync) {
+    pub(crate) fn par_for_each_mut(&mut self, f: impl Fn(FuncIndex, &mut DefinedFunction) + Sync) {
         let mut definitions: Vec<(FuncIndex, &mut DefinedFunction)> =
             self.functions.iter_mut().collect();
         parallel::for_each_mut(&mut definitions, 32, |(index, def)| f(*index, def));
@@ -199,13 +199,17 @@ impl FunctionSet {
     }
 
     /// The definition a borrowed name refers to, if the module defines it.
-    pub fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex> {
+    pub(crate) fn lookup_key(&self, key: SymbolKey<'_>) -> Option<FuncIndex> {
         self.by_name.get(&key).copied()
     }
 
     /// The definition an external name inside `func` refers to, if the module
     /// defines it ([`SymbolKey::of_external`], then [`Self::lookup_key`]).
-    pub fn lookup_external(&self, func: &Function, name: &ExternalName) -> Option<FuncIndex> {
+    pub(crate) fn lookup_external(
+        &self,
+        func: &Function,
+        name: &ExternalName,
+    ) -> Option<FuncIndex> {
         self.lookup_key(SymbolKey::of_external(func, name)?)
     }
 
@@ -216,7 +220,7 @@ impl FunctionSet {
     /// (`uN:M`, as compilers name functions), only the functions' tables of user
     /// names are read, an array of pairs per function; a function with an entry
     /// that nothing refers to may then be said to name one when it does not.
-    pub fn naming(&self, named: &[FuncIndex]) -> SecondaryMap<FuncIndex, bool> {
+    pub(crate) fn naming(&self, named: &[FuncIndex]) -> SecondaryMap<FuncIndex, bool> {
         let mut naming: SecondaryMap<FuncIndex, bool> = SecondaryMap::with_capacity(self.len());
         if named.is_empty() {
             return naming;

@@ -113,7 +113,7 @@ impl<'a> SymbolKey<'a> {
 
 impl SymbolName {
     /// The borrowed view of this name.
-    pub fn key(&self) -> SymbolKey<'_> {
+    pub(crate) fn key(&self) -> SymbolKey<'_> {
         match self {
             Self::User { namespace, index } => SymbolKey::User {
                 namespace: *namespace,

@@ -111,5 +111,5 @@ pub use summary::{
     ClifNames, FunctionSummary, Summary, SymbolNames, SymbolRef, Visibility, summarize,
     summarize_modules, summarize_with,
 };
-pub use transform::{TransformError, apply_decisions};
+pub use transform::{AppliedDecision, AppliedModule, ModuleAlias, apply_decisions};
 pub use vocabulary::{SummarySource, Vocabulary};

@@ -23,9 +23,6 @@ use crate::identical::thunks::build_thunk;
 use crate::ir::{FunctionSet, Linkage, SymbolName};
 use cranelift_codegen::ir::UserFuncName;
 
-/// The name this error had before the checks were shared with `MergingModule`.
-pub type TransformError = DecisionError;
-
 /// A second name for a function's code, made by the module's own merge
 /// (`--mode all`): CLIF has no aliases, so it is returned beside the functions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,7 +69,7 @@ pub struct AppliedModule {
 /// the same function, and `b`'s becomes a thunk to `a`'s:
 ///
 /// ```
-/// use clif_merge::separate::{TransformError, apply_decisions, plan_program, summarize};
+/// use clif_merge::separate::{DecisionError, apply_decisions, plan_program, summarize};
 /// use clif_merge::{FunctionSet, Linkage, MergeMode, MergeOptions};
 ///
 /// let module = |name: &str| -> Result<FunctionSet, Box<dyn std::error::Error>> {
@@ -103,7 +100,7 @@ pub struct AppliedModule {
 /// // Decisions are refused where they do not fit: here, planned in another mode.
 /// let all = MergeOptions::default().with_mode(MergeMode::All);
 /// let refused = apply_decisions(&b, &all, &plan.decisions[1]);
-/// assert_eq!(refused.err(), Some(TransformError::ModeMismatch));
+/// assert_eq!(refused.err(), Some(DecisionError::ModeMismatch));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn apply_decisions(

@@ -30,8 +30,9 @@ use std::fmt;
 use std::sync::OnceLock;
 
 /// The source files whose text decides what a summary's tokens and hashes mean.
-const WALK_SOURCES: [&str; 7] = [
+const WALK_SOURCES: [&str; 8] = [
     include_str!("../identical/encode.rs"),
+    include_str!("../identical/callee_loads.rs"),
     include_str!("../identical/instruction.rs"),
     include_str!("../identical/fingerprint.rs"),
     include_str!("../identical/tokens.rs"),

@@ -11,11 +11,46 @@ use crate::ir::{FuncIndex, FunctionSet, SparseFunctionMap};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, types};
 
-/// Each merged member's new body (its entry point), by function: kept for the
-/// members only ([`SparseFunctionMap`]), as a `Function` in place per function
-/// of the module would take 960 bytes each, a megabyte for a program of a
-/// thousand functions, mostly empty and all written once.
-pub type EntryPoints = SparseFunctionMap<Function>;
+/// Each merged member's new body (its entry point), by function.
+///
+/// Kept for the members only (a sparse map inside), as a `Function` in place per
+/// function of the module would take 960 bytes each, a megabyte for a program of
+/// a thousand functions, mostly empty and all written once.
+#[derive(Clone, Debug, Default)]
+pub struct EntryPoints(SparseFunctionMap<Function>);
+
+impl EntryPoints {
+    /// The entry point of function `f`, if `f` became one.
+    pub fn get(&self, f: FuncIndex) -> Option<&Function> {
+        self.0.get(f)
+    }
+
+    /// The entry point of function `f`, to change in place, if `f` became one.
+    pub fn get_mut(&mut self, f: FuncIndex) -> Option<&mut Function> {
+        self.0.get_mut(f)
+    }
+
+    /// Makes `entry` the entry point of function `f`.
+    pub(crate) fn insert(&mut self, f: FuncIndex, entry: Function) {
+        self.0.insert(f, entry);
+    }
+
+    /// Every function that became an entry point, with its new body, in function
+    /// order.
+    pub fn iter(&self) -> impl Iterator<Item = (FuncIndex, &Function)> {
+        self.0.iter()
+    }
+
+    /// How many functions became entry points.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no function became one.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// One entry point per member of `members` (in member order), each calling
 /// `merged` with its own values of `parameters`. `frame_pointers`: whether the

@@ -63,13 +63,13 @@
 //! parameters and names are deterministic: the same input gives the same output.
 //!
 //! Sizes are *priced* ([`Pricing`]). By default ([`Pricing::Modeled`]) the ISA's
-//! [`SizeModel`] (`size_model.rs`: bytes predicted from counts of instructions by
+//! `SizeModel` (`size_model.rs`: bytes predicted from counts of instructions by
 //! kind, calls, constants, parameters and blocks, fitted on Cranelift's compiled
 //! sizes of the corpus) prices every member and every merge tried, and decides;
-//! only the merges it accepts by a small margin (predicted to save less than
-//! [`CLOSE_CALL`] of the members' size) are compiled to confirm, and dropped if
-//! Cranelift's code does not shrink; a group of small functions (at most
-//! [`SMALL_GROUP`] predicted bytes in all) that the model would not merge at all is
+//! only the merges it accepts by a small margin (predicted to save less than 5%
+//! of the members' size, `CLOSE_CALL`) are compiled to confirm, and dropped if
+//! Cranelift's code does not shrink; a group of small functions (at most 1 KiB
+//! predicted in all, `SMALL_GROUP`) that the model would not merge at all is
 //! planned by compiled sizes, as the model errs most there and compiling them is
 //! cheap. Compiling every candidate instead
 //! ([`Pricing::Compiled`], the only way on ISAs without a model) costs about half
@@ -95,9 +95,9 @@
 //! arms rejoin the rest of the block. The entry points pass `0` and `1`. A pair is
 //! priced by the model like a group, but a close call is judged against the
 //! smaller member (what a pair saves is about the code the two share), a small
-//! pair the model rejects is compiled only when predicted to grow by at most
-//! [`ALIGNED_GROWTH`], and a close call on a pair larger than [`ALIGNED_CONFIRM`]
-//! bytes is not merged (`Planner::plan_aligned`).
+//! pair the model rejects is compiled only when predicted to grow by at most 5%
+//! (`ALIGNED_GROWTH`), and a close call on a pair larger than 8 KiB
+//! (`ALIGNED_CONFIRM`) is not merged (`Planner::plan_aligned`).
 //!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
@@ -106,43 +106,42 @@
 //!
 //! 1. `groups`: which functions are similar (equal blanked streams), which
 //!    constants differ, which share a parameter, how a group splits.
-//! 2. This file plans each group (in parallel): the group whole or split, priced
+//! 2. `plan`: each group planned (in parallel): the group whole or split, priced
 //!    by `size_model` (predicted code size) or `cost` (compiled code size).
 //! 3. `align`: pairs of the functions left that align, each planned the same way.
 //! 4. `merged_body` (the parameterized copy and its name, with `splice` for the
 //!    stretches of an aligned pair) and `entry_points` (the members' new bodies),
 //!    for every merge made.
+//!
+//! This file holds the options and the outcome and runs the four phases
+//! (`merge_similar_reserving`); `pass` runs them on the identical merge's output
+//! ([`SimilarPass`]), as the command line and `MergingModule` do.
 
 mod align;
 pub(crate) mod cost;
 pub(crate) mod entry_points;
-mod groups;
+pub(crate) mod groups;
 mod merged_body;
-pub mod size_model;
+mod pass;
+mod plan;
+pub(crate) mod size_model;
 mod splice;
 
 pub use entry_points::EntryPoints;
-pub use groups::{HoleKind, HoleParameter, hole_blind_disagreements};
+pub use groups::{HoleKind, HoleParameter};
+pub use pass::{SimilarGroupReport, SimilarPass};
+use plan::{Merge, Planner};
 
-use crate::identical::encode::FunctionEncoding;
-use crate::identical::rewrite::OutputEntry;
-use crate::identical::{MergeOutcome, SimilarFingerprints};
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
-use cost::{NotCompiled, host_isa, size_of, verified_size_of};
 use cranelift_codegen::entity::SecondaryMap;
-use cranelift_codegen::ir::{Function, Type, UserFuncName, types};
+use cranelift_codegen::ir::{Function, UserFuncName, types};
 use cranelift_codegen::isa::TargetIsa;
-use entry_points::{build_entry_points, entry_point_features};
-use groups::{
-    Differing, KnownFingerprints, differing_parameters, find_groups, similar_walk,
-    split_by_parameter, split_parameter,
-};
+use entry_points::build_entry_points;
+use groups::{KnownFingerprints, find_groups, similar_walk};
 use merged_body::{MergedNames, build_merged_body};
 use size_model::SizeModel;
 use splice::NotSpliced;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 /// The default [`SimilarOptions::max_holes`]. Chosen from measurements on the
 /// corpus (see "The default `--max-holes`" in `docs/similar.md`): the code saved
@@ -187,10 +186,10 @@ impl Default for SimilarOptions {
 /// ISA; without one, sizes are instruction counts either way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum Pricing {
-    /// The ISA's [`SizeModel`] predicts every size and plans every group; each
-    /// merge so planned that is predicted to save less than [`CLOSE_CALL`] of its
-    /// members' size is then compiled (members, merged body, entry points) and made
-    /// only if it pays. An ISA without a model compiles, as [`Pricing::Compiled`].
+    /// The ISA's size model predicts every size and plans every group; each
+    /// merge so planned that is predicted to save less than 5% of its members'
+    /// size is then compiled (members, merged body, entry points) and made only
+    /// if it pays. An ISA without a model compiles, as [`Pricing::Compiled`].
     #[default]
     Modeled,
     /// Every member and every merge tried is compiled by Cranelift and its code
@@ -198,38 +197,6 @@ pub enum Pricing {
     /// several times.
     Compiled,
 }
-
-/// A merge predicted to save less than this share of its members' predicted size
-/// is confirmed by compiling under [`Pricing::Modeled`]. Chosen on the corpus
-/// (`docs/similar.md`, "Pricing"), with [`SMALL_GROUP`]: brotli, the
-/// program with the most similar code, spent 3.6% of its compile time (one thread,
-/// one series of runs on a busy machine) in the similar merge at 0.05 and 4.6% at
-/// 0.1 (5.4% at 0.2 without `SMALL_GROUP`), while the bytes saved on the corpus
-/// moved by less than 0.01 percentage points.
-pub const CLOSE_CALL: f64 = 0.05;
-
-/// A small aligned pair (members predicted at most [`SMALL_GROUP`] bytes) that the
-/// size model predicts not to pay is compiled to check only when the merge is
-/// predicted to grow the code by at most this factor. Chosen on the corpus
-/// (`docs/similar.md`, "Merging by alignment"): the model over-predicts small merged pairs
-/// (it under-predicts their members by 15% and over-predicts entry points), so
-/// many a pair predicted to grow by 10-40% shrinks when compiled; but each such
-/// pair saved 20 bytes on average for the compile of five functions (at 1.4,
-/// compiling them took 2% of brotli's compile time to save 0.03% of its code).
-pub const ALIGNED_GROWTH: f64 = 1.05;
-
-/// A merge of an aligned pair that the size model accepts only as a close call
-/// ([`CLOSE_CALL`] of the smaller member's predicted size) is compiled to confirm
-/// only when its members are predicted to take at most this many bytes; a larger
-/// one is not merged (compiling large pairs is what costs; `docs/similar.md`,
-/// "Merging by alignment").
-pub const ALIGNED_CONFIRM: u64 = 8192;
-
-/// A group whose members are predicted to take at most this many bytes in all,
-/// and that the model would not merge at all, is planned by compiled sizes under
-/// [`Pricing::Modeled`]: the model errs most on small functions, and they compile
-/// fast.
-pub const SMALL_GROUP: u64 = 1024;
 
 impl SimilarOptions {
     /// These options with at most `max_holes` parameters per merged group.
@@ -262,7 +229,7 @@ impl SimilarOptions {
 pub enum SizeBasis {
     /// Code bytes Cranelift emitted for the ISA.
     Compiled,
-    /// Code bytes predicted by the ISA's [`SizeModel`].
+    /// Code bytes predicted by the ISA's size model.
     Predicted,
     /// Instruction counts (no ISA).
     Instructions,
@@ -333,116 +300,11 @@ impl SimilarOutcome {
 }
 
 /// Finds the groups of similar functions in `module` and builds their merged bodies
-/// and entry points, measuring sizes on the host ISA.
-///
-/// ```
-/// use clif_merge::similar::{SimilarOptions, merge_similar};
-/// use clif_merge::{FunctionSet, Linkage};
-///
-/// // Two functions equal but for one constant.
-/// let function = |name: &str, constant: i32| {
-///     format!(
-///         "function %{name}(i32, i32) -> i32 {{
-/// block0(v0: i32, v1: i32):
-///     v2 = iconst.i32 {constant}
-///     v3 = imul v0, v2
-///     v4 = iadd v3, v1
-///     v5 = bxor v4, v0
-///     v6 = ishl v5, v1
-///     v7 = isub v6, v3
-///     v8 = band v7, v4
-///     v9 = bor v8, v5
-///     v10 = imul v9, v9
-///     v11 = iadd v10, v6
-///     v12 = bxor v11, v7
-///     v13 = imul v12, v8
-///     v14 = iadd v13, v9
-///     v15 = rotl v14, v1
-///     v16 = bxor v15, v10
-///     return v16
-/// }}
-/// "
-///     )
-/// };
-/// let clif = function("f", 17) + &function("g", 23);
-/// let mut module = FunctionSet::new();
-/// for func in cranelift_reader::parse_functions(&clif)? {
-///     module.push(func, Linkage::Local)?;
-/// }
-///
-/// let outcome = merge_similar(&module, &SimilarOptions::default());
-///
-/// // One merged body taking the constant as a parameter, and `%f` and `%g` become
-/// // entry points that call it with 17 and 23.
-/// assert_eq!(outcome.groups.len(), 1);
-/// let group = &outcome.groups[0];
-/// assert_eq!(group.parameters.len(), 1);
-/// assert_eq!(group.parameters[0].values, [17, 23]);
-/// assert!(group.size_after < group.size_before);
-/// let (f, g) = (group.members[0], group.members[1]);
-/// assert!(outcome.entry_points.get(f).is_some() && outcome.entry_points.get(g).is_some());
-/// println!("{}", outcome.merged_bodies[0].display());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn merge_similar(module: &FunctionSet, options: &SimilarOptions) -> SimilarOutcome {
-    let isa = host_isa();
-    merge_similar_for(module, options, isa.as_deref())
-}
-
-/// Like [`merge_similar`], for code compiled by `isa` (sizes are measured on it, and
+/// and entry points, for code compiled by `isa` (sizes are measured on it, and
 /// entry points use `return_call` only where it compiles: the `tail` convention,
 /// with frame pointers kept). Without an ISA, sizes are instruction counts.
-///
-/// ```
-/// use clif_merge::similar::{SimilarOptions, SizeBasis, merge_similar_for};
-/// use clif_merge::{FunctionSet, Linkage};
-///
-/// // Two functions equal but for one constant.
-/// let function = |name: &str, constant: i32| {
-///     format!(
-///         "function %{name}(i32, i32) -> i32 {{
-/// block0(v0: i32, v1: i32):
-///     v2 = iconst.i32 {constant}
-///     v3 = imul v0, v2
-///     v4 = iadd v3, v1
-///     v5 = bxor v4, v0
-///     v6 = ishl v5, v1
-///     v7 = isub v6, v3
-///     v8 = band v7, v4
-///     v9 = bor v8, v5
-///     v10 = imul v9, v9
-///     v11 = iadd v10, v6
-///     v12 = bxor v11, v7
-///     v13 = imul v12, v8
-///     v14 = iadd v13, v9
-///     v15 = rotl v14, v1
-///     v16 = bxor v15, v10
-///     return v16
-/// }}
-/// "
-///     )
-/// };
-/// let clif = function("f", 17) + &function("g", 23);
-/// let mut module = FunctionSet::new();
-/// for func in cranelift_reader::parse_functions(&clif)? {
-///     module.push(func, Linkage::Local)?;
-/// }
-///
-/// // No ISA: a merge pays when it takes fewer instructions.
-/// let outcome = merge_similar_for(&module, &SimilarOptions::default(), None);
-/// let group = &outcome.groups[0];
-/// assert_eq!(group.size_basis, SizeBasis::Instructions);
-/// assert!(group.size_after < group.size_before);
-///
-/// // Asking for more than the group saves leaves it alone, with the reason.
-/// let saved = group.size_before - group.size_after;
-/// let options = SimilarOptions::default().with_min_saved(saved + 1);
-/// let outcome = merge_similar_for(&module, &options, None);
-/// assert!(outcome.groups.is_empty());
-/// assert_eq!(outcome.rejected.len(), 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn merge_similar_for(
+/// Embedders run it through [`SimilarPass::after`], on the identical merge's output.
+pub(crate) fn merge_similar_for(
     module: &FunctionSet,
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
@@ -562,620 +424,4 @@ fn build_merge(
         frame_pointers,
     );
     Ok((merged, entry_points))
-}
-
-/// A group chosen for merging, measured.
-struct Merge {
-    /// The members, in input order.
-    members: Vec<FuncIndex>,
-    /// Its parameters and the slots they replace.
-    differing: Differing,
-    /// Size of the members.
-    size_before: u64,
-    /// Size of the merged body and the entry points.
-    size_after: u64,
-    /// What the sizes are.
-    basis: SizeBasis,
-}
-
-/// What to do with a group: the subgroups to merge (the group itself, or parts of
-/// it), what they save, and the parts not merged, with the reason.
-#[derive(Default)]
-struct Plan {
-    merges: Vec<Merge>,
-    saved: u64,
-    rejected: Vec<(Vec<FuncIndex>, String)>,
-}
-
-/// The sizes of the members of one group, each measured once however many
-/// subgroups it is tried in.
-type MemberSizes = HashMap<FuncIndex, Result<u64, NotCompiled>>;
-
-/// How a plan finds sizes.
-#[derive(Copy, Clone)]
-enum Sizer<'a> {
-    /// Predicted by the model.
-    Model(&'a SizeModel),
-    /// Compiled on the ISA, or instruction counts without one ([`size_of`]).
-    Measure,
-}
-
-/// Whether a predicted saving of `saved` for a group whose members take `size` is
-/// a close call.
-fn is_close(saved: u64, size: u64) -> bool {
-    (saved as f64) < CLOSE_CALL * size as f64
-}
-
-/// Plans groups: what is constant for every group of a module.
-struct Planner<'a> {
-    module: &'a FunctionSet,
-    encodings: &'a SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
-    options: &'a SimilarOptions,
-    isa: Option<&'a dyn TargetIsa>,
-    pointer_type: Type,
-}
-
-impl Planner<'_> {
-    /// The plan for the aligned pair of `first` and `alignment.second`: merged
-    /// whole or not at all. Without a `model`, by measured sizes. With one, the
-    /// pair is built once and its predicted sizes decide:
-    ///
-    /// * predicted to save at least `min_saved`: merged on the model's word,
-    ///   unless the saving is a close call *measured against the smaller member*
-    ///   ([`CLOSE_CALL`] of its predicted size): what a pair saves is about the
-    ///   code the two share (the second member's copy of it goes away), so the
-    ///   model's error on the saving scales with the smaller member, not with the
-    ///   pair. A close call is compiled to confirm when the members take at most
-    ///   [`ALIGNED_CONFIRM`] bytes, and not merged otherwise;
-    /// * predicted not to save: compiled only when the members are small
-    ///   ([`SMALL_GROUP`]) and the merge is predicted to grow the code by at most
-    ///   [`ALIGNED_GROWTH`] (the model over-predicts small merged pairs, but
-    ///   rarely by more than that); not merged otherwise.
-    fn plan_aligned(
-        &self,
-        first: FuncIndex,
-        alignment: &align::Alignment,
-        model: Option<&SizeModel>,
-    ) -> Plan {
-        let members = [first, alignment.second];
-        let differing = Differing::aligned(alignment.clone());
-        let rejected = |reason: String| Plan {
-            rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
-            ..Plan::default()
-        };
-        let merged = |merge: Merge| Plan {
-            saved: merge.size_before - merge.size_after,
-            merges: vec![merge],
-            rejected: Vec::new(),
-        };
-        let compiled = |differing: Differing| match self.measure(
-            &members,
-            differing,
-            Sizer::Measure,
-            &mut MemberSizes::new(),
-        ) {
-            Ok(merge) => merged(merge),
-            Err(reason) => rejected(reason),
-        };
-        let Some(model) = model else {
-            return compiled(differing);
-        };
-        let mut sizes = MemberSizes::new();
-        let predicted = match self.sized(&members, differing, Sizer::Model(model), &mut sizes) {
-            Ok(predicted) => predicted,
-            Err(reason) => return rejected(reason),
-        };
-        let (before, after) = (predicted.size_before, predicted.size_after);
-        if self.saves_enough(before, after) {
-            let saved = before - after;
-            let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
-            if !is_close(saved, smaller.unwrap_or(before)) {
-                return merged(predicted);
-            }
-            if before > ALIGNED_CONFIRM {
-                return rejected(format!(
-                    "predicted to save only {saved} of {before} bytes, too large to confirm"
-                ));
-            }
-            return compiled(predicted.differing);
-        }
-        let growth = after as f64 / before.max(1) as f64;
-        if growth > ALIGNED_GROWTH || before > SMALL_GROUP {
-            return rejected(format!(
-                "predicted not smaller ({before} -> {after}, {:+.0}%)",
-                (growth - 1.0) * 100.0
-            ));
-        }
-        compiled(predicted.differing)
-    }
-
-    /// The best plan for the group `members`. With a `model`, planned by predicted
-    /// sizes, then each merge the plan makes that is predicted to save less than
-    /// [`CLOSE_CALL`] of its members' size is compiled to confirm, and dropped
-    /// when it does not pay (a small group the model rejects is planned by
-    /// compiled sizes instead). Without one, planned by measured sizes (compiled,
-    /// or instruction counts without an ISA).
-    fn plan_group(&self, members: &[FuncIndex], model: Option<&SizeModel>) -> Plan {
-        let plan = |sizer: Sizer<'_>, sizes: &mut MemberSizes| self.plan(members, sizer, sizes);
-        let Some(model) = model else {
-            return plan(Sizer::Measure, &mut MemberSizes::new());
-        };
-        let mut predicted_sizes = MemberSizes::new();
-        let predicted = plan(Sizer::Model(model), &mut predicted_sizes);
-        if predicted.merges.is_empty() {
-            // Small functions are where the model errs most and compiling costs
-            // least: a small group it rejects is planned by compiled sizes.
-            let size: u64 = members
-                .iter()
-                .map(|&m| model.predict(&self.module.get(m).func))
-                .sum();
-            if size <= SMALL_GROUP {
-                return plan(Sizer::Measure, &mut MemberSizes::new());
-            }
-            return predicted;
-        }
-        let mut plan = Plan {
-            rejected: predicted.rejected,
-            ..Plan::default()
-        };
-        let mut sizes = MemberSizes::new();
-        for merge in predicted.merges {
-            let saved = merge.size_before - merge.size_after;
-            if !is_close(saved, merge.size_before) {
-                plan.saved += saved;
-                plan.merges.push(merge);
-                continue;
-            }
-            match self.measure(&merge.members, merge.differing, Sizer::Measure, &mut sizes) {
-                Ok(merge) => {
-                    plan.saved += merge.size_before - merge.size_after;
-                    plan.merges.push(merge);
-                }
-                Err(reason) => plan.rejected.push((
-                    merge.members,
-                    format!("predicted to save {saved} bytes, but compiled {reason}"),
-                )),
-            }
-        }
-        plan
-    }
-
-    /// The best plan for `members` (in input order) with sizes by `sizer`: merged
-    /// whole when it needs at most `max_holes` parameters and saves at least
-    /// `min_saved`, or split by the parameter with the fewest distinct values into
-    /// subgroups planned the same way, whichever saves more (the whole group on a
-    /// tie). Every subgroup a lower limit would merge is among those tried, so a
-    /// higher limit never saves less.
-    fn plan(&self, members: &[FuncIndex], sizer: Sizer<'_>, sizes: &mut MemberSizes) -> Plan {
-        let Some(differing) = differing_parameters(members, self.encodings, self.pointer_type)
-        else {
-            return Plan::default();
-        };
-        // Nothing differs: equal functions the first pass left apart on purpose
-        // (distinct addresses).
-        let Some(split_at) = split_parameter(&differing.parameters) else {
-            return Plan::default();
-        };
-        let mut split = Plan::default();
-        let parts = split_by_parameter(members, split_at);
-        for part in &parts {
-            let plan = self.plan(part, sizer, sizes);
-            split.merges.extend(plan.merges);
-            split.saved += plan.saved;
-            split.rejected.extend(plan.rejected);
-        }
-        let max_holes = self.options.max_holes;
-        let whole = if differing.parameters.len() > max_holes {
-            Err(format!(
-                "{} parameters (at most {max_holes})",
-                differing.parameters.len()
-            ))
-        } else {
-            self.measure(members, differing, sizer, sizes)
-        };
-        match whole {
-            Ok(merge) if merge.size_before - merge.size_after >= split.saved => Plan {
-                saved: merge.size_before - merge.size_after,
-                merges: vec![merge],
-                rejected: Vec::new(),
-            },
-            Err(reason) if split.merges.is_empty() => {
-                let reason = if parts.is_empty() {
-                    reason
-                } else {
-                    format!("{reason}, and none of its subgroups merges")
-                };
-                Plan {
-                    rejected: vec![(members.to_vec(), reason)],
-                    ..Plan::default()
-                }
-            }
-            _ => split,
-        }
-    }
-
-    /// The size of `func` by `sizer`.
-    fn size(&self, sizer: Sizer<'_>, func: &Function) -> Result<u64, NotCompiled> {
-        match sizer {
-            Sizer::Model(model) => Ok(model.predict(func)),
-            Sizer::Measure => size_of(self.isa, func),
-        }
-    }
-
-    /// The group `members` merged whole with the parameters `differing`, sized by
-    /// `sizer`; an error (the reason) when it does not save at least `min_saved` or
-    /// the target cannot compile it.
-    fn measure(
-        &self,
-        members: &[FuncIndex],
-        differing: Differing,
-        sizer: Sizer<'_>,
-        sizes: &mut MemberSizes,
-    ) -> Result<Merge, String> {
-        let merge = self.sized(members, differing, sizer, sizes)?;
-        let (size_before, size_after) = (merge.size_before, merge.size_after);
-        if !self.saves_enough(size_before, size_after) {
-            let min_saved = self.options.min_saved.max(1);
-            return Err(if size_after >= size_before {
-                format!("not smaller ({size_before} -> {size_after})")
-            } else {
-                format!(
-                    "saves {} (less than {min_saved}: {size_before} -> {size_after})",
-                    size_before - size_after
-                )
-            });
-        }
-        Ok(merge)
-    }
-
-    /// Whether going from `before` to `after` saves at least `min_saved` (and at
-    /// least 1).
-    fn saves_enough(&self, before: u64, after: u64) -> bool {
-        after.saturating_add(self.options.min_saved.max(1)) <= before
-    }
-
-    /// The group `members` merged whole with the parameters `differing`, its
-    /// members and its merge (merged body and entry points) sized by `sizer`,
-    /// whatever it saves; an error (the reason) when it cannot be built or the
-    /// target cannot compile it.
-    fn sized(
-        &self,
-        members: &[FuncIndex],
-        differing: Differing,
-        sizer: Sizer<'_>,
-        sizes: &mut MemberSizes,
-    ) -> Result<Merge, String> {
-        let cannot_compile =
-            |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
-        let mut size_before = 0;
-        for &m in members {
-            let size = sizes
-                .entry(m)
-                .or_insert_with(|| self.size(sizer, &self.module.get(m).func));
-            size_before += size.clone().map_err(cannot_compile)?;
-        }
-        let basis = match (sizer, self.isa) {
-            (Sizer::Model(_), _) => SizeBasis::Predicted,
-            (Sizer::Measure, Some(_)) => SizeBasis::Compiled,
-            (Sizer::Measure, None) => SizeBasis::Instructions,
-        };
-        let mut merge = Merge {
-            members: members.to_vec(),
-            differing,
-            size_before,
-            size_after: 0,
-            basis,
-        };
-        // Measured under a stand-in name: the name of a callee does not change the
-        // size of a call.
-        let frame_pointers = self
-            .isa
-            .is_none_or(|isa| isa.flags().preserve_frame_pointers());
-        let name = UserFuncName::testcase("clif_merge_measured");
-        match sizer {
-            // The entry points are predicted from their features, without
-            // building them.
-            Sizer::Model(model) => {
-                let first = &self.module.get(members[0]).func;
-                let merged = build_merged_body(self.module, first, name, &merge.differing)
-                    .map_err(|NotSpliced(reason)| reason)?;
-                merge.size_after = model.predict(&merged);
-                let parameters = &merge.differing.parameters;
-                for features in
-                    entry_point_features(self.module, members, parameters, frame_pointers)
-                {
-                    merge.size_after += model.predict_features(&features);
-                }
-            }
-            Sizer::Measure => {
-                let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
-                    .map_err(|NotSpliced(reason)| reason)?;
-                for func in std::iter::once(&merged).chain(&entry_points) {
-                    merge.size_after += verified_size_of(self.isa, func).map_err(cannot_compile)?;
-                }
-            }
-        }
-        Ok(merge)
-    }
-}
-
-/// The similar-function merge run on the output of the identical-function merge:
-/// the module it saw (the bodies that stayed, with their linkage) and what it did.
-///
-/// The two passes in sequence, as the command line's `--similar` and
-/// `MergingModule` run them:
-///
-/// ```
-/// use clif_merge::similar::{SimilarOptions, SimilarPass};
-/// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
-///
-/// let function = |name: &str, constant: i32| {
-///     format!(
-///         "function %{name}(i32, i32) -> i32 {{
-/// block0(v0: i32, v1: i32):
-///     v2 = iconst.i32 {constant}
-///     v3 = imul v0, v2
-///     v4 = iadd v3, v1
-///     v5 = bxor v4, v0
-///     v6 = ishl v5, v1
-///     v7 = isub v6, v3
-///     v8 = band v7, v4
-///     v9 = bor v8, v5
-///     v10 = imul v9, v9
-///     v11 = iadd v10, v6
-///     v12 = bxor v11, v7
-///     v13 = imul v12, v8
-///     v14 = iadd v13, v9
-///     v15 = rotl v14, v1
-///     v16 = bxor v15, v10
-///     return v16
-/// }}
-/// "
-///     )
-/// };
-/// // `%f` and `%f_copy` are identical; `%g` is similar to both.
-/// let clif = function("f", 17) + &function("f_copy", 17) + &function("g", 23);
-/// let mut module = FunctionSet::new();
-/// for func in cranelift_reader::parse_functions(&clif)? {
-///     module.push(func, Linkage::Local)?;
-/// }
-///
-/// // The identical merge, taking the similar merge's first look on the way.
-/// let options = MergeOptions::default().with_similar_fingerprints(true);
-/// let outcome = merge_functions(&module, &options);
-/// assert_eq!(outcome.plan.decisions.len(), 1); // %f_copy into %f
-///
-/// // The similar merge on what stayed, sized for the host ISA.
-/// let isa = cranelift_codegen::isa::lookup(target_lexicon::Triple::host())?
-///     .finish(cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder()))?;
-/// let similar =
-///     SimilarPass::after_merge_for(&module, &outcome, &SimilarOptions::default(), Some(&*isa));
-/// let reports = similar.group_reports();
-/// assert_eq!(reports.len(), 1);
-/// assert_eq!(reports[0].members, ["%f", "%g"]);
-///
-/// // The final module: %f and %g as entry points, then the merged body.
-/// assert_eq!(similar.functions().len(), 3);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub struct SimilarPass {
-    /// The functions the similar merge ran on: every body of the first pass's output,
-    /// in output order.
-    pub module: FunctionSet,
-    /// For each function of the first pass's module, its index in [`Self::module`]
-    /// (`None` for a removed duplicate).
-    pub index_of: SecondaryMap<FuncIndex, Option<FuncIndex>>,
-    /// What the similar merge did.
-    pub outcome: SimilarOutcome,
-}
-
-impl SimilarPass {
-    /// Runs the similar merge over the bodies of `output`, the result of merging
-    /// identical functions of `module`, measuring sizes on the host ISA.
-    ///
-    /// ```
-    /// use clif_merge::similar::{SimilarOptions, SimilarPass};
-    /// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
-    ///
-    /// // Two functions equal but for one constant.
-    /// let function = |name: &str, constant: i32| {
-    ///     format!(
-    ///         "function %{name}(i32, i32) -> i32 {{
-    /// block0(v0: i32, v1: i32):
-    ///     v2 = iconst.i32 {constant}
-    ///     v3 = imul v0, v2
-    ///     v4 = iadd v3, v1
-    ///     v5 = bxor v4, v0
-    ///     v6 = ishl v5, v1
-    ///     v7 = isub v6, v3
-    ///     v8 = band v7, v4
-    ///     v9 = bor v8, v5
-    ///     v10 = imul v9, v9
-    ///     v11 = iadd v10, v6
-    ///     v12 = bxor v11, v7
-    ///     v13 = imul v12, v8
-    ///     v14 = iadd v13, v9
-    ///     v15 = rotl v14, v1
-    ///     v16 = bxor v15, v10
-    ///     return v16
-    /// }}
-    /// "
-    ///     )
-    /// };
-    /// let clif = function("f", 17) + &function("g", 23);
-    /// let mut module = FunctionSet::new();
-    /// for func in cranelift_reader::parse_functions(&clif)? {
-    ///     module.push(func, Linkage::Local)?;
-    /// }
-    ///
-    /// let outcome = merge_functions(&module, &MergeOptions::default());
-    /// let similar = SimilarPass::after(&module, &outcome.output, &SimilarOptions::default());
-    /// let f = module.iter().next().unwrap().0;
-    /// assert!(similar.entry_point(f).is_some());
-    /// assert_eq!(similar.group_of(f).unwrap().members.len(), 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn after(
-        module: &FunctionSet,
-        output: &[OutputEntry<'_>],
-        options: &SimilarOptions,
-    ) -> Self {
-        let isa = host_isa();
-        Self::after_for(module, output, options, isa.as_deref())
-    }
-
-    /// Like [`Self::after`], for code compiled by `isa` ([`merge_similar_for`]).
-    pub fn after_for(
-        module: &FunctionSet,
-        output: &[OutputEntry<'_>],
-        options: &SimilarOptions,
-        isa: Option<&dyn TargetIsa>,
-    ) -> Self {
-        Self::after_merging(module, output, None, options, isa)
-    }
-
-    /// Like [`Self::after_for`], on the whole outcome of the identical merge: with
-    /// [`MergeOptions::similar_fingerprints`](crate::MergeOptions::similar_fingerprints)
-    /// set for it, the fingerprints it computed are not computed again.
-    pub fn after_merge_for(
-        module: &FunctionSet,
-        outcome: &MergeOutcome<'_>,
-        options: &SimilarOptions,
-        isa: Option<&dyn TargetIsa>,
-    ) -> Self {
-        let fingerprints = outcome.similar_fingerprints.as_ref();
-        Self::after_merging(module, &outcome.output, fingerprints, options, isa)
-    }
-
-    /// [`Self::after_for`] on `output`, which may be part of the first pass's
-    /// output, with the fingerprints that pass computed if any.
-    pub(crate) fn after_merging(
-        module: &FunctionSet,
-        output: &[OutputEntry<'_>],
-        fingerprints: Option<&SimilarFingerprints>,
-        options: &SimilarOptions,
-        isa: Option<&dyn TargetIsa>,
-    ) -> Self {
-        // Names the first pass removed (erased duplicates, aliases) still mean
-        // something in the output: reserve every name of the original module.
-        let reserved = module.iter().map(|(_, def)| &*def.func);
-        Self::after_reserving(module, output, fingerprints, options, isa, reserved)
-    }
-
-    /// Like [`Self::after_merging`], never naming a merged body with a name any of
-    /// `reserved` defines or mentions (rather than those of `module`).
-    pub(crate) fn after_reserving<'f>(
-        module: &FunctionSet,
-        output: &[OutputEntry<'_>],
-        fingerprints: Option<&SimilarFingerprints>,
-        options: &SimilarOptions,
-        isa: Option<&dyn TargetIsa>,
-        reserved: impl IntoIterator<Item = &'f Function>,
-    ) -> Self {
-        // Fingerprints taken with the walk this merge uses, if any.
-        let fingerprints =
-            fingerprints.filter(|f| f.callee_load_holes == similar_walk().callee_load_holes);
-        let mut set = FunctionSet::new();
-        let mut index_of = SecondaryMap::new();
-        let mut known = KnownFingerprints::new();
-        for (function, body) in output.iter().filter_map(OutputEntry::kept) {
-            let def = module.get(function);
-            // A body the first pass left as it was is shared, not copied, and
-            // keeps the fingerprint that pass took of it.
-            let unchanged = std::ptr::eq(body, &*def.func);
-            let body = if unchanged {
-                def.func.clone()
-            } else {
-                Arc::new(body.clone())
-            };
-            // Names are unique in `module`, so they are in a subset of its bodies.
-            if let Ok(index) = set.push_shared(body, def.linkage) {
-                index_of[function] = Some(index);
-                if unchanged && let Some(fingerprints) = fingerprints {
-                    known[index] = Some(fingerprints.hashes[function]);
-                }
-            }
-        }
-        let mut authority = NameAuthority::new();
-        for func in reserved {
-            authority.reserve_function(func);
-        }
-        let outcome = merge_similar_reserving(&set, options, isa, authority, &known);
-        Self {
-            module: set,
-            index_of,
-            outcome,
-        }
-    }
-
-    /// The body printed for function `f` of the first pass's module: its entry point
-    /// if it became one.
-    pub fn entry_point(&self, f: FuncIndex) -> Option<&Function> {
-        self.index_of[f].and_then(|i| self.outcome.entry_points.get(i))
-    }
-
-    /// The merged body printed just before function `f` (the first member of its
-    /// group), with the group.
-    pub fn merged_before(&self, f: FuncIndex) -> Option<(&SimilarGroup, &Function)> {
-        self.index_of[f].and_then(|i| self.outcome.merged_before(i))
-    }
-
-    /// The merged group function `f` of the first pass's module belongs to.
-    pub fn group_of(&self, f: FuncIndex) -> Option<&SimilarGroup> {
-        let i = self.index_of[f]?;
-        self.outcome.groups.iter().find(|g| g.members.contains(&i))
-    }
-
-    /// Every function of the final module: bodies with entry points in place, then
-    /// the merged bodies.
-    pub fn functions(&self) -> Vec<&Function> {
-        self.module
-            .iter()
-            .map(|(f, d)| self.outcome.entry_points.get(f).unwrap_or(&d.func))
-            .chain(&self.outcome.merged_bodies)
-            .collect()
-    }
-
-    /// The merged groups described by name (the names of [`Self::module`]), in
-    /// group order: what reports print.
-    pub fn group_reports(&self) -> Vec<SimilarGroupReport> {
-        self.outcome
-            .groups
-            .iter()
-            .map(|g| SimilarGroupReport {
-                members: g
-                    .members
-                    .iter()
-                    .map(|&m| self.module.display_name(m))
-                    .collect(),
-                holes: g.parameters.len(),
-                replaced: g.parameters.iter().map(|p| p.uses).sum(),
-                merged_into: g.merged_name.to_string(),
-                size_before: g.size_before,
-                size_after: g.size_after,
-                size_basis: g.size_basis,
-            })
-            .collect()
-    }
-}
-
-/// A merged group described by names, for reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SimilarGroupReport {
-    /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order.
-    pub members: Vec<String>,
-    /// Number of parameters (differing constants, callees and offsets; those holding
-    /// the same value in every member share one).
-    pub holes: usize,
-    /// Number of differing constants, callees and offsets the parameters stand for
-    /// (more than [`Self::holes`] when some share a parameter).
-    pub replaced: usize,
-    /// The merged body's name.
-    pub merged_into: String,
-    /// Code bytes (or instructions) of the members.
-    pub size_before: u64,
-    /// Code bytes (or instructions) of the merged body and the entry points.
-    pub size_after: u64,
-    /// What the sizes are.
-    pub size_basis: SizeBasis,
 }

@@ -290,12 +290,14 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 
 /// Checks the similar-function merge: every member of every group, run in the
 /// original module, against its entry point (which calls the merged body) run in
-/// the merged module. Runs on a thread with a large stack, like [`validate`].
+/// the merged module. `module` is the module the similar merge ran on
+/// ([`SimilarPass::module`](crate::similar::SimilarPass::module)). Runs on a thread
+/// with a large stack, like [`validate`].
 ///
 /// ```
-/// use clif_merge::similar::{SimilarOptions, merge_similar_for};
+/// use clif_merge::similar::{SimilarOptions, SimilarPass};
 /// use clif_merge::validate::validate_similar;
-/// use clif_merge::{FunctionSet, Linkage};
+/// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
 ///
 /// // Equal but for one constant (sizes in instructions: no ISA).
 /// let function = |name: &str, constant: i64| {
@@ -320,10 +322,11 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// for func in cranelift_reader::parse_functions(&(function("f", 3) + &function("g", 5)))? {
 ///     module.push(func, Linkage::Export)?;
 /// }
-/// let outcome = merge_similar_for(&module, &SimilarOptions::default(), None);
-/// assert_eq!(outcome.groups.len(), 1);
+/// let identical = merge_functions(&module, &MergeOptions::default());
+/// let similar = SimilarPass::after(&module, &identical, &SimilarOptions::default(), None);
+/// assert_eq!(similar.outcome.groups.len(), 1);
 ///
-/// let report = validate_similar(&module, &outcome)?;
+/// let report = validate_similar(&similar.module, &similar.outcome)?;
 /// assert_eq!(report.validated, 2); // each member against its entry point
 /// assert!(report.mismatches.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())

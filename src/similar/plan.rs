@@ -1,0 +1,384 @@
+//! Planning a group of similar functions, or an aligned pair: merged whole, split,
+//! or not at all, priced by the size model (`size_model.rs`) or by compiled sizes
+//! (`cost.rs`), with the thresholds that decide a close call.
+
+use super::cost::{NotCompiled, size_of, verified_size_of};
+use super::entry_points::entry_point_features;
+use super::groups::{Differing, differing_parameters, split_by_parameter, split_parameter};
+use super::merged_body::build_merged_body;
+use super::size_model::SizeModel;
+use super::splice::NotSpliced;
+use super::{SimilarOptions, SizeBasis, align, build_merge};
+use crate::identical::encode::FunctionEncoding;
+use crate::ir::{FuncIndex, FunctionSet};
+use cranelift_codegen::entity::SecondaryMap;
+use cranelift_codegen::ir::{Function, Type, UserFuncName};
+use cranelift_codegen::isa::TargetIsa;
+use std::collections::HashMap;
+
+/// A merge predicted to save less than this share of its members' predicted size
+/// is confirmed by compiling under [`Pricing::Modeled`](super::Pricing::Modeled). Chosen on the corpus
+/// (`docs/similar.md`, "Pricing"), with [`SMALL_GROUP`]: brotli, the
+/// program with the most similar code, spent 3.6% of its compile time (one thread,
+/// one series of runs on a busy machine) in the similar merge at 0.05 and 4.6% at
+/// 0.1 (5.4% at 0.2 without `SMALL_GROUP`), while the bytes saved on the corpus
+/// moved by less than 0.01 percentage points.
+pub(crate) const CLOSE_CALL: f64 = 0.05;
+
+/// A small aligned pair (members predicted at most [`SMALL_GROUP`] bytes) that the
+/// size model predicts not to pay is compiled to check only when the merge is
+/// predicted to grow the code by at most this factor. Chosen on the corpus
+/// (`docs/similar.md`, "Merging by alignment"): the model over-predicts small merged pairs
+/// (it under-predicts their members by 15% and over-predicts entry points), so
+/// many a pair predicted to grow by 10-40% shrinks when compiled; but each such
+/// pair saved 20 bytes on average for the compile of five functions (at 1.4,
+/// compiling them took 2% of brotli's compile time to save 0.03% of its code).
+pub(crate) const ALIGNED_GROWTH: f64 = 1.05;
+
+/// A merge of an aligned pair that the size model accepts only as a close call
+/// ([`CLOSE_CALL`] of the smaller member's predicted size) is compiled to confirm
+/// only when its members are predicted to take at most this many bytes; a larger
+/// one is not merged (compiling large pairs is what costs; `docs/similar.md`,
+/// "Merging by alignment").
+pub(crate) const ALIGNED_CONFIRM: u64 = 8192;
+
+/// A group whose members are predicted to take at most this many bytes in all,
+/// and that the model would not merge at all, is planned by compiled sizes under
+/// [`Pricing::Modeled`](super::Pricing::Modeled): the model errs most on small functions, and they compile
+/// fast.
+pub(crate) const SMALL_GROUP: u64 = 1024;
+
+/// A group chosen for merging, measured.
+pub(super) struct Merge {
+    /// The members, in input order.
+    pub(super) members: Vec<FuncIndex>,
+    /// Its parameters and the slots they replace.
+    pub(super) differing: Differing,
+    /// Size of the members.
+    pub(super) size_before: u64,
+    /// Size of the merged body and the entry points.
+    pub(super) size_after: u64,
+    /// What the sizes are.
+    pub(super) basis: SizeBasis,
+}
+
+/// What to do with a group: the subgroups to merge (the group itself, or parts of
+/// it), what they save, and the parts not merged, with the reason.
+#[derive(Default)]
+pub(super) struct Plan {
+    pub(super) merges: Vec<Merge>,
+    pub(super) saved: u64,
+    pub(super) rejected: Vec<(Vec<FuncIndex>, String)>,
+}
+
+/// The sizes of the members of one group, each measured once however many
+/// subgroups it is tried in.
+type MemberSizes = HashMap<FuncIndex, Result<u64, NotCompiled>>;
+
+/// How a plan finds sizes.
+#[derive(Copy, Clone)]
+enum Sizer<'a> {
+    /// Predicted by the model.
+    Model(&'a SizeModel),
+    /// Compiled on the ISA, or instruction counts without one ([`size_of`]).
+    Measure,
+}
+
+/// Whether a predicted saving of `saved` for a group whose members take `size` is
+/// a close call.
+fn is_close(saved: u64, size: u64) -> bool {
+    (saved as f64) < CLOSE_CALL * size as f64
+}
+
+/// Plans groups: what is constant for every group of a module.
+pub(super) struct Planner<'a> {
+    pub(super) module: &'a FunctionSet,
+    pub(super) encodings: &'a SecondaryMap<FuncIndex, Option<FunctionEncoding>>,
+    pub(super) options: &'a SimilarOptions,
+    pub(super) isa: Option<&'a dyn TargetIsa>,
+    pub(super) pointer_type: Type,
+}
+
+impl Planner<'_> {
+    /// The plan for the aligned pair of `first` and `alignment.second`: merged
+    /// whole or not at all. Without a `model`, by measured sizes. With one, the
+    /// pair is built once and its predicted sizes decide:
+    ///
+    /// * predicted to save at least `min_saved`: merged on the model's word,
+    ///   unless the saving is a close call *measured against the smaller member*
+    ///   ([`CLOSE_CALL`] of its predicted size): what a pair saves is about the
+    ///   code the two share (the second member's copy of it goes away), so the
+    ///   model's error on the saving scales with the smaller member, not with the
+    ///   pair. A close call is compiled to confirm when the members take at most
+    ///   [`ALIGNED_CONFIRM`] bytes, and not merged otherwise;
+    /// * predicted not to save: compiled only when the members are small
+    ///   ([`SMALL_GROUP`]) and the merge is predicted to grow the code by at most
+    ///   [`ALIGNED_GROWTH`] (the model over-predicts small merged pairs, but
+    ///   rarely by more than that); not merged otherwise.
+    pub(super) fn plan_aligned(
+        &self,
+        first: FuncIndex,
+        alignment: &align::Alignment,
+        model: Option<&SizeModel>,
+    ) -> Plan {
+        let members = [first, alignment.second];
+        let differing = Differing::aligned(alignment.clone());
+        let rejected = |reason: String| Plan {
+            rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
+            ..Plan::default()
+        };
+        let merged = |merge: Merge| Plan {
+            saved: merge.size_before - merge.size_after,
+            merges: vec![merge],
+            rejected: Vec::new(),
+        };
+        let compiled = |differing: Differing| match self.measure(
+            &members,
+            differing,
+            Sizer::Measure,
+            &mut MemberSizes::new(),
+        ) {
+            Ok(merge) => merged(merge),
+            Err(reason) => rejected(reason),
+        };
+        let Some(model) = model else {
+            return compiled(differing);
+        };
+        let mut sizes = MemberSizes::new();
+        let predicted = match self.sized(&members, differing, Sizer::Model(model), &mut sizes) {
+            Ok(predicted) => predicted,
+            Err(reason) => return rejected(reason),
+        };
+        let (before, after) = (predicted.size_before, predicted.size_after);
+        if self.saves_enough(before, after) {
+            let saved = before - after;
+            let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
+            if !is_close(saved, smaller.unwrap_or(before)) {
+                return merged(predicted);
+            }
+            if before > ALIGNED_CONFIRM {
+                return rejected(format!(
+                    "predicted to save only {saved} of {before} bytes, too large to confirm"
+                ));
+            }
+            return compiled(predicted.differing);
+        }
+        let growth = after as f64 / before.max(1) as f64;
+        if growth > ALIGNED_GROWTH || before > SMALL_GROUP {
+            return rejected(format!(
+                "predicted not smaller ({before} -> {after}, {:+.0}%)",
+                (growth - 1.0) * 100.0
+            ));
+        }
+        compiled(predicted.differing)
+    }
+
+    /// The best plan for the group `members`. With a `model`, planned by predicted
+    /// sizes, then each merge the plan makes that is predicted to save less than
+    /// [`CLOSE_CALL`] of its members' size is compiled to confirm, and dropped
+    /// when it does not pay (a small group the model rejects is planned by
+    /// compiled sizes instead). Without one, planned by measured sizes (compiled,
+    /// or instruction counts without an ISA).
+    pub(super) fn plan_group(&self, members: &[FuncIndex], model: Option<&SizeModel>) -> Plan {
+        let plan = |sizer: Sizer<'_>, sizes: &mut MemberSizes| self.plan(members, sizer, sizes);
+        let Some(model) = model else {
+            return plan(Sizer::Measure, &mut MemberSizes::new());
+        };
+        let mut predicted_sizes = MemberSizes::new();
+        let predicted = plan(Sizer::Model(model), &mut predicted_sizes);
+        if predicted.merges.is_empty() {
+            // Small functions are where the model errs most and compiling costs
+            // least: a small group it rejects is planned by compiled sizes.
+            let size: u64 = members
+                .iter()
+                .map(|&m| model.predict(&self.module.get(m).func))
+                .sum();
+            if size <= SMALL_GROUP {
+                return plan(Sizer::Measure, &mut MemberSizes::new());
+            }
+            return predicted;
+        }
+        let mut plan = Plan {
+            rejected: predicted.rejected,
+            ..Plan::default()
+        };
+        let mut sizes = MemberSizes::new();
+        for merge in predicted.merges {
+            let saved = merge.size_before - merge.size_after;
+            if !is_close(saved, merge.size_before) {
+                plan.saved += saved;
+                plan.merges.push(merge);
+                continue;
+            }
+            match self.measure(&merge.members, merge.differing, Sizer::Measure, &mut sizes) {
+                Ok(merge) => {
+                    plan.saved += merge.size_before - merge.size_after;
+                    plan.merges.push(merge);
+                }
+                Err(reason) => plan.rejected.push((
+                    merge.members,
+                    format!("predicted to save {saved} bytes, but compiled {reason}"),
+                )),
+            }
+        }
+        plan
+    }
+
+    /// The best plan for `members` (in input order) with sizes by `sizer`: merged
+    /// whole when it needs at most `max_holes` parameters and saves at least
+    /// `min_saved`, or split by the parameter with the fewest distinct values into
+    /// subgroups planned the same way, whichever saves more (the whole group on a
+    /// tie). Every subgroup a lower limit would merge is among those tried, so a
+    /// higher limit never saves less.
+    fn plan(&self, members: &[FuncIndex], sizer: Sizer<'_>, sizes: &mut MemberSizes) -> Plan {
+        let Some(differing) = differing_parameters(members, self.encodings, self.pointer_type)
+        else {
+            return Plan::default();
+        };
+        // Nothing differs: equal functions the first pass left apart on purpose
+        // (distinct addresses).
+        let Some(split_at) = split_parameter(&differing.parameters) else {
+            return Plan::default();
+        };
+        let mut split = Plan::default();
+        let parts = split_by_parameter(members, split_at);
+        for part in &parts {
+            let plan = self.plan(part, sizer, sizes);
+            split.merges.extend(plan.merges);
+            split.saved += plan.saved;
+            split.rejected.extend(plan.rejected);
+        }
+        let max_holes = self.options.max_holes;
+        let whole = if differing.parameters.len() > max_holes {
+            Err(format!(
+                "{} parameters (at most {max_holes})",
+                differing.parameters.len()
+            ))
+        } else {
+            self.measure(members, differing, sizer, sizes)
+        };
+        match whole {
+            Ok(merge) if merge.size_before - merge.size_after >= split.saved => Plan {
+                saved: merge.size_before - merge.size_after,
+                merges: vec![merge],
+                rejected: Vec::new(),
+            },
+            Err(reason) if split.merges.is_empty() => {
+                let reason = if parts.is_empty() {
+                    reason
+                } else {
+                    format!("{reason}, and none of its subgroups merges")
+                };
+                Plan {
+                    rejected: vec![(members.to_vec(), reason)],
+                    ..Plan::default()
+                }
+            }
+            _ => split,
+        }
+    }
+
+    /// The size of `func` by `sizer`.
+    fn size(&self, sizer: Sizer<'_>, func: &Function) -> Result<u64, NotCompiled> {
+        match sizer {
+            Sizer::Model(model) => Ok(model.predict(func)),
+            Sizer::Measure => size_of(self.isa, func),
+        }
+    }
+
+    /// The group `members` merged whole with the parameters `differing`, sized by
+    /// `sizer`; an error (the reason) when it does not save at least `min_saved` or
+    /// the target cannot compile it.
+    fn measure(
+        &self,
+        members: &[FuncIndex],
+        differing: Differing,
+        sizer: Sizer<'_>,
+        sizes: &mut MemberSizes,
+    ) -> Result<Merge, String> {
+        let merge = self.sized(members, differing, sizer, sizes)?;
+        let (size_before, size_after) = (merge.size_before, merge.size_after);
+        if !self.saves_enough(size_before, size_after) {
+            let min_saved = self.options.min_saved.max(1);
+            return Err(if size_after >= size_before {
+                format!("not smaller ({size_before} -> {size_after})")
+            } else {
+                format!(
+                    "saves {} (less than {min_saved}: {size_before} -> {size_after})",
+                    size_before - size_after
+                )
+            });
+        }
+        Ok(merge)
+    }
+
+    /// Whether going from `before` to `after` saves at least `min_saved` (and at
+    /// least 1).
+    fn saves_enough(&self, before: u64, after: u64) -> bool {
+        after.saturating_add(self.options.min_saved.max(1)) <= before
+    }
+
+    /// The group `members` merged whole with the parameters `differing`, its
+    /// members and its merge (merged body and entry points) sized by `sizer`,
+    /// whatever it saves; an error (the reason) when it cannot be built or the
+    /// target cannot compile it.
+    fn sized(
+        &self,
+        members: &[FuncIndex],
+        differing: Differing,
+        sizer: Sizer<'_>,
+        sizes: &mut MemberSizes,
+    ) -> Result<Merge, String> {
+        let cannot_compile =
+            |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
+        let mut size_before = 0;
+        for &m in members {
+            let size = sizes
+                .entry(m)
+                .or_insert_with(|| self.size(sizer, &self.module.get(m).func));
+            size_before += size.clone().map_err(cannot_compile)?;
+        }
+        let basis = match (sizer, self.isa) {
+            (Sizer::Model(_), _) => SizeBasis::Predicted,
+            (Sizer::Measure, Some(_)) => SizeBasis::Compiled,
+            (Sizer::Measure, None) => SizeBasis::Instructions,
+        };
+        let mut merge = Merge {
+            members: members.to_vec(),
+            differing,
+            size_before,
+            size_after: 0,
+            basis,
+        };
+        // Measured under a stand-in name: the name of a callee does not change the
+        // size of a call.
+        let frame_pointers = self
+            .isa
+            .is_none_or(|isa| isa.flags().preserve_frame_pointers());
+        let name = UserFuncName::testcase("clif_merge_measured");
+        match sizer {
+            // The entry points are predicted from their features, without
+            // building them.
+            Sizer::Model(model) => {
+                let first = &self.module.get(members[0]).func;
+                let merged = build_merged_body(self.module, first, name, &merge.differing)
+                    .map_err(|NotSpliced(reason)| reason)?;
+                merge.size_after = model.predict(&merged);
+                let parameters = &merge.differing.parameters;
+                for features in
+                    entry_point_features(self.module, members, parameters, frame_pointers)
+                {
+                    merge.size_after += model.predict_features(&features);
+                }
+            }
+            Sizer::Measure => {
+                let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
+                    .map_err(|NotSpliced(reason)| reason)?;
+                for func in std::iter::once(&merged).chain(&entry_points) {
+                    merge.size_after += verified_size_of(self.isa, func).map_err(cannot_compile)?;
+                }
+            }
+        }
+        Ok(merge)
+    }
+}
