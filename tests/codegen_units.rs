@@ -212,10 +212,21 @@ struct Unit {
     similar_groups: usize,
 }
 
-/// Compiles every unit on its own thread; with `merge`, through the three stages
-/// (the main thread plans in between). The units in order, the plan's counts and
+/// What the plan found: its counts and how many classes across units.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+struct Planned {
+    counts: PlanCounts,
+    classes: usize,
+}
+
+/// Compiles every unit on its own thread, as `compile` says; with `merge`, through
+/// the three stages (the main thread plans in between). The units in order, the plan's counts and
 /// its program hash (which marks promoted names; 0 without `merge`).
-fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u64), String> {
+fn build_program(
+    merge: bool,
+    similar: bool,
+    compile: CompileMode,
+) -> Result<(Vec<Unit>, Planned, u64), String> {
     std::thread::scope(|scope| {
         let (summary_tx, summary_rx) = channel::<Vec<u8>>();
         let mut decision_txs = Vec::new();
@@ -233,9 +244,9 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u
                         cranelift_module::default_libcall_names(),
                     )
                     .map_err(|e| e.to_string())?;
-                    // Summaries and decisions need the functions' IR.
+                    // AtFinish summarizes the IR, AtDefine the machine code.
                     let options = ModuleMergeOptions::default()
-                        .with_compile(CompileMode::AtFinish)
+                        .with_compile(compile)
                         .with_enabled(merge)
                         .with_similar(similar.then(SimilarOptions::default));
                     let mut module = MergingModule::new(ObjectModule::new(builder), options);
@@ -266,7 +277,7 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u
             })
             .collect();
         drop(summary_tx);
-        let mut counts = PlanCounts::default();
+        let mut planned = Planned::default();
         let mut hash = 0;
         if merge {
             let summaries: Vec<Summary> = summary_rx
@@ -274,7 +285,10 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u
                 .map(|bytes| Summary::from_bytes(&bytes).map_err(|e| e.to_string()))
                 .collect::<Result<_, _>>()?;
             let plan = plan_program(&summaries).map_err(|e| e.to_string())?;
-            counts = plan.counts();
+            planned = Planned {
+                counts: plan.counts(),
+                classes: plan.classes.len(),
+            };
             hash = program_hash(&summaries);
             for decisions in &plan.decisions {
                 let unit: usize = decisions.module["cgu".len()..]
@@ -293,7 +307,7 @@ fn build_program(merge: bool, similar: bool) -> Result<(Vec<Unit>, PlanCounts, u
                     .map_err(|_| "a codegen thread panicked".to_string())?
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((units, counts, hash))
+        Ok((units, planned, hash))
     })
 }
 
@@ -318,19 +332,34 @@ fn copies(symbols: &str, name: &str, hash: u64) -> (usize, usize) {
 
 #[test]
 fn codegen_units_share_one_copy_of_each_local_helper() {
-    check_codegen_units(false);
+    check_codegen_units(false, CompileMode::AtFinish);
 }
 
 /// The same with the similar merge on: it runs on what the whole-program decisions
 /// leave, and merges each unit's `poly0` and `poly1`.
 #[test]
 fn codegen_units_merge_similar_functions_the_decisions_leave() {
-    check_codegen_units(true);
+    check_codegen_units(true, CompileMode::AtFinish);
 }
 
-fn check_codegen_units(similar: bool) {
-    let (plain, _, _) = build_program(false, false).expect("plain build");
-    let (merged, counts, hash) = build_program(true, similar).expect("merged build");
+/// The same program compiled at define: the summaries are written from machine
+/// code, the plan is the one the IR summaries give (the same counts and the same
+/// classes), and the linked program prints what the unmerged one prints.
+#[test]
+fn codegen_units_compiled_at_define_get_the_plan_of_the_ir() {
+    let (_, at_finish, _) =
+        build_program(true, false, CompileMode::AtFinish).expect("merged at finish");
+    let at_define = check_codegen_units(false, CompileMode::AtDefine);
+    assert_eq!(at_define, at_finish, "the plan: AtDefine vs AtFinish");
+    println!("the plan at define and at finish: {at_define:?}");
+}
+
+/// Builds the program unmerged and merged (compiled as `compile` says), checks the
+/// plan, the linked program's output and its symbols; returns what the plan found.
+fn check_codegen_units(similar: bool, compile: CompileMode) -> Planned {
+    let (plain, _, _) = build_program(false, false, compile).expect("plain build");
+    let (merged, planned, hash) = build_program(true, similar, compile).expect("merged build");
+    let counts = planned.counts;
     assert_eq!(
         counts,
         PlanCounts {
@@ -397,4 +426,5 @@ fn check_codegen_units(similar: bool) {
         merged_run.stdout
     );
     assert!(after < before, ".text {before} -> {after}");
+    planned
 }

@@ -1,10 +1,11 @@
 //! The decision checks of stage 3 are written once (`src/separate/check.rs`) and
 //! both appliers use them: `apply_decisions` (CLIF) and
-//! `MergingModule::with_decisions` (inside a compiler). Here the same program is
-//! built both ways, planned, and each module's decisions are spoiled in every way
-//! a check catches; both appliers must refuse them with the same
-//! [`DecisionError`] (the `MergingModule` one inside `ModuleError::Backend`), so
-//! that the two cannot drift apart again. Names differ only in spelling: CLIF
+//! `MergingModule::with_decisions` (inside a compiler), which checks against the
+//! summary of its IR (compiling at finish) or of its machine code (compiling at
+//! define). Here the same program is built all three ways, planned, and each
+//! module's decisions are spoiled in every way a check catches; every applier must
+//! refuse them with the same [`DecisionError`] (the `MergingModule` one inside
+//! `ModuleError::Backend`), so that they cannot drift apart again. Names differ only in spelling: CLIF
 //! test-case names (`%fb`) for CLIF, declared names (`fb`) for `MergingModule`.
 //!
 //! Two plans are also applied unspoiled: the plain one, and one whose promoted
@@ -200,8 +201,9 @@ impl Applier for Clif {
     }
 }
 
-/// `MergingModule<ObjectModule>`, compiling at finish.
-struct Merging;
+/// `MergingModule<ObjectModule>`, compiling as its mode says: at finish (decisions
+/// checked against the IR's summary) or at define (against the machine code's).
+struct Merging(CompileMode);
 
 impl Merging {
     /// The host's ISA, position-independent, with frame pointers.
@@ -218,14 +220,14 @@ impl Merging {
     }
 
     /// Module `module` of `program`, every function declared and defined.
-    fn module(program: Program, module: &str) -> MergingModule<ObjectModule> {
+    fn module(&self, program: Program, module: &str) -> MergingModule<ObjectModule> {
         let builder = ObjectBuilder::new(
             Self::isa(),
             module,
             cranelift_module::default_libcall_names(),
         )
         .expect("object builder");
-        let options = ModuleMergeOptions::default().with_compile(CompileMode::AtFinish);
+        let options = ModuleMergeOptions::default().with_compile(self.0);
         let mut merging = MergingModule::new(ObjectModule::new(builder), options);
         let functions = program
             .iter()
@@ -264,7 +266,10 @@ impl Merging {
 
 impl Applier for Merging {
     fn label(&self) -> &'static str {
-        "MergingModule"
+        match self.0 {
+            CompileMode::AtFinish => "MergingModule at finish",
+            CompileMode::AtDefine => "MergingModule at define",
+        }
     }
 
     fn spell(&self, name: &str) -> String {
@@ -272,12 +277,12 @@ impl Applier for Merging {
     }
 
     fn summarize(&self, program: Program, module: &str) -> Summary {
-        let summary = Self::module(program, module).summarize(module);
+        let summary = self.module(program, module).summarize(module);
         summary.expect("summary")
     }
 
     fn apply(&self, program: Program, module: &str, decisions: ModuleDecisions) -> Outcome {
-        let merging = Self::module(program, module).with_decisions(decisions);
+        let merging = self.module(program, module).with_decisions(decisions);
         match merging.finish_object() {
             Ok((product, _)) => {
                 let bytes = product.emit().expect("emit");
@@ -443,8 +448,12 @@ fn decisions_of(
     (decisions, summary)
 }
 
-/// Both appliers.
-const APPLIERS: [&dyn Applier; 2] = [&Clif, &Merging];
+/// Every applier: CLIF, and `MergingModule` in both compile modes.
+const APPLIERS: [&dyn Applier; 3] = [
+    &Clif,
+    &Merging(CompileMode::AtFinish),
+    &Merging(CompileMode::AtDefine),
+];
 
 /// Every spoiling of [`SPOILS`] is refused by both appliers with its error; the
 /// decisions unspoiled apply.

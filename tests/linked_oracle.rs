@@ -105,7 +105,9 @@ mod oracle_programs;
 
 use clif_merge::OutputEntry;
 use clif_merge::module::{CompileMode, MergeReport, MergingModule, ModuleMergeOptions};
-use clif_merge::separate::{Summary, apply_decisions, plan_program, program_hash, summarize};
+use clif_merge::separate::{
+    ModuleDecisions, Summary, apply_decisions, plan_program, program_hash, summarize,
+};
 use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::testing::split_module;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
@@ -1323,20 +1325,38 @@ fn filetests_run_alike_after_similar_merging() {
 // ---------------------------------------------------------------------------
 // The `MergingModule` arm: every module through the wrapper, as a compiler does.
 
-/// The wrapper's configurations: both compile modes in both merge modes.
-const MODULE_CONFIGS: [(CompileMode, MergeMode); 4] = [
-    (CompileMode::AtDefine, MergeMode::Safe),
-    (CompileMode::AtDefine, MergeMode::All),
-    (CompileMode::AtFinish, MergeMode::Safe),
-    (CompileMode::AtFinish, MergeMode::All),
+/// The wrapper's configurations: both compile modes in both merge modes, each
+/// module on its own; and compiled at define in both merge modes, merged across
+/// the program's modules (`Separate::Program`: summaries of machine code, one plan,
+/// each module finished with its decisions).
+const MODULE_CONFIGS: [(CompileMode, MergeMode, Separate); 6] = [
+    (CompileMode::AtDefine, MergeMode::Safe, Separate::No),
+    (CompileMode::AtDefine, MergeMode::All, Separate::No),
+    (CompileMode::AtFinish, MergeMode::Safe, Separate::No),
+    (CompileMode::AtFinish, MergeMode::All, Separate::No),
+    (CompileMode::AtDefine, MergeMode::Safe, Separate::Program),
+    (CompileMode::AtDefine, MergeMode::All, Separate::Program),
 ];
 
-fn config_name(compile: CompileMode, mode: MergeMode) -> String {
+/// Whether the wrapper also merges across the program's modules.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Separate {
+    /// Each module on its own.
+    No,
+    /// Summarized, planned together, finished with the decisions.
+    Program,
+}
+
+fn config_name(compile: CompileMode, mode: MergeMode, separate: Separate) -> String {
     let compile = match compile {
         CompileMode::AtDefine => "at-define",
         CompileMode::AtFinish => "at-finish",
     };
-    format!("{compile}-{}", mode_name(mode))
+    let separate = match separate {
+        Separate::No => "",
+        Separate::Program => "-separate",
+    };
+    format!("{compile}-{}{separate}", mode_name(mode))
 }
 
 /// What the wrapper made of a program's modules.
@@ -1356,12 +1376,44 @@ fn merge_through_module(
     objects: &[ObjectSpec],
     names: &[String],
     options: &ModuleMergeOptions,
+    separate: Separate,
 ) -> Wrapped {
     let rename = |s: &str| s.to_string();
     let mut built = Vec::new();
     let mut merged = 0;
     let mut decided = String::new();
-    for (spec, name) in objects.iter().zip(names) {
+    // Stage 1 for every module first when merging across modules, then stage 2.
+    let mut decisions: Vec<Option<ModuleDecisions>> = vec![None; objects.len()];
+    if separate == Separate::Program {
+        let summaries = catch(|| -> Result<Vec<Summary>, String> {
+            let mut summaries = Vec::new();
+            for (spec, name) in objects.iter().zip(names) {
+                let inner = object_module()?;
+                let mut module = MergingModule::new(inner, options.clone());
+                define_object(&mut module, spec, &rename).map_err(|e| e.message)?;
+                let summary = module.summarize(name).map_err(|e| e.to_string())?;
+                let read = Summary::from_bytes(&summary.to_bytes()).map_err(|e| e.to_string())?;
+                summaries.push(read);
+            }
+            Ok(summaries)
+        });
+        let summaries = match summaries {
+            Err(panic) => return Wrapped::Broken(format!("summarizing panicked: {panic}")),
+            Ok(Err(why)) => return Wrapped::Refused(format!("summarizing: {why}")),
+            Ok(Ok(summaries)) => summaries,
+        };
+        let plan = match catch(|| plan_program(&summaries)) {
+            Err(panic) => return Wrapped::Broken(format!("planning panicked: {panic}")),
+            Ok(Err(e)) => return Wrapped::Refused(format!("planning: {e}")),
+            Ok(Ok(plan)) => plan,
+        };
+        for d in plan.decisions {
+            if let Some(i) = names.iter().position(|n| *n == d.module) {
+                decisions[i] = Some(d);
+            }
+        }
+    }
+    for ((spec, name), decisions) in objects.iter().zip(names).zip(decisions) {
         let result = catch(|| -> Result<(Vec<u8>, MergeReport), DefineError> {
             let inner = object_module().map_err(|message| DefineError {
                 message,
@@ -1369,6 +1421,9 @@ fn merge_through_module(
             })?;
             let mut module = MergingModule::new(inner, options.clone());
             define_object(&mut module, spec, &rename)?;
+            if let Some(decisions) = decisions.clone() {
+                module = module.with_decisions(decisions);
+            }
             let (product, report) = module.finish_object().map_err(|e| DefineError {
                 message: format!("finish_object: {e:?}"),
                 compilation: matches!(e, ModuleError::Compilation(_)),
@@ -1388,9 +1443,13 @@ fn merge_through_module(
             }
             Ok(Err(e)) => return Wrapped::Refused(format!("module {name}: {}", e.message)),
             Ok(Ok((bytes, report))) => {
-                merged += report.merged();
+                merged += report.merged() + report.cross_module.len();
                 for (dup, kept, action) in &report.actions {
                     decided.push_str(&format!("{name}: {action} {dup} -> {kept}\n"));
+                }
+                for (function, to, action) in &report.cross_module {
+                    let action = action.as_str();
+                    decided.push_str(&format!("{name}: {action} {function} -> {to}\n"));
                 }
                 built.push(bytes);
             }
@@ -1445,8 +1504,8 @@ fn check_through_module(program: &Program) -> Checked {
         "seed {seed}: the unmerged program fails\n{original_text}\n{}",
         base.stdout
     );
-    for (compile, mode) in MODULE_CONFIGS {
-        let config = config_name(compile, mode);
+    for (compile, mode, separate) in MODULE_CONFIGS {
+        let config = config_name(compile, mode, separate);
         let options = ModuleMergeOptions::default()
             .with_compile(compile)
             .with_merge(MergeOptions::default().with_mode(mode));
@@ -1458,7 +1517,7 @@ fn check_through_module(program: &Program) -> Checked {
                  decided ---\n{decided}\n--- C main ---\n{c_source}\n{outputs}"
             ),
         };
-        let (merged, decided) = match merge_through_module(&objects, &names, &options) {
+        let (merged, decided) = match merge_through_module(&objects, &names, &options, separate) {
             Wrapped::Refused(why) => {
                 checked.refused.push(format!("{config}: {why}"));
                 continue;
@@ -1600,7 +1659,7 @@ fn generated_programs_link_and_run_alike_through_merging_module() {
     // Per configuration: builds, functions merged.
     let mut configs: BTreeMap<String, (usize, usize)> = MODULE_CONFIGS
         .iter()
-        .map(|&(compile, mode)| (config_name(compile, mode), (0, 0)))
+        .map(|&(compile, mode, separate)| (config_name(compile, mode, separate), (0, 0)))
         .collect();
     for r in results {
         Tally::add(&tally.programs, 1);

@@ -175,7 +175,16 @@ impl UnwindModule<MergingModule<ObjectModule>> {
                 addend: 0,
             }
         };
+        // A promoted function's code is now defined under its promoted name.
+        #[cfg(feature = "separate")]
+        let promoted: std::collections::HashMap<FuncId, FuncId> =
+            report.promoted.iter().copied().collect();
         for (id, info) in self.recorded {
+            #[cfg(feature = "separate")]
+            let id = match promoted.get(&id) {
+                Some(&to) => to,
+                None => id,
+            };
             if without_code.contains(&id) || thunks.contains(&id) {
                 continue;
             }
@@ -646,5 +655,264 @@ mod jit {
             "{walks} stack walks, all reaching call_jit; {} merged",
             report.merged()
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Separate compilation compiled at define: the units summarized from machine code.
+// ---------------------------------------------------------------------------------
+
+/// Three units on threads, each `UnwindModule<MergingModule<ObjectModule>>`
+/// compiling at define, summarized from their machine code, planned together, and
+/// each finished with its decisions: the local `leaf` and `mid` of every unit are
+/// equal, so `cgu0`'s are promoted and the others removed, and the exported
+/// `cguN_entry` of units 1 and 2 become thunks to `cgu0_entry`. The callback's
+/// stack walk goes through the promoted code and the thunks and must still reach
+/// `main`.
+#[cfg(feature = "separate")]
+mod separate {
+    use super::*;
+    use clif_merge::module::CompileMode;
+    use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
+    use std::sync::mpsc::channel;
+
+    const MAIN_C: &str = r#"
+#include <stdio.h>
+#include <stdint.h>
+#include <unwind.h>
+extern int64_t run(int64_t);
+extern int64_t cgu1_entry(int64_t), cgu2_entry(int64_t);
+int main(void);
+struct walk { int reached_main; };
+static _Unwind_Reason_Code step(struct _Unwind_Context *context, void *arg) {
+    struct walk *walk = arg;
+    uintptr_t ip = _Unwind_GetIP(context);
+    if (ip && _Unwind_FindEnclosingFunction((void *)(ip - 1)) == (void *)main)
+        walk->reached_main = 1;
+    return _URC_NO_REASON;
+}
+int64_t callback(int64_t x) {
+    struct walk walk = {0};
+    _Unwind_Backtrace(step, &walk);
+    printf("callback(%lld): the walk %s main\n", (long long)x,
+           walk.reached_main ? "reaches" : "DOES NOT reach");
+    return x * 3 + 1;
+}
+int main(void) {
+    printf("run(5) = %lld\n", (long long)run(5));
+    printf("cgu1_entry(7) = %lld\n", (long long)cgu1_entry(7));
+    printf("cgu2_entry(9) = %lld\n", (long long)cgu2_entry(9));
+    return 0;
+}
+"#;
+
+    /// Builds unit `unit`: local `leaf` (calls the callback) and `mid` (calls
+    /// `leaf`), the same in every unit, and the exported `cguN_entry` (calls
+    /// `mid`); unit 0 also exports `run`, which calls every unit's entry.
+    fn build_unit<M: Module>(m: &mut M, unit: usize) {
+        let mut sig = m.make_signature();
+        sig.params.push(AbiParam::new(I64));
+        sig.returns.push(AbiParam::new(I64));
+        let callback = m
+            .declare_function("callback", Linkage::Import, &sig)
+            .expect("declare");
+        let leaf = m
+            .declare_function("leaf", Linkage::Local, &sig)
+            .expect("declare");
+        define(m, leaf, &sig, |m, b, x| {
+            let x = b.ins().iadd_imm_s(x, 1);
+            let y = call(m, b, callback, x);
+            b.ins().iadd_imm_s(y, 1)
+        });
+        let mid = m
+            .declare_function("mid", Linkage::Local, &sig)
+            .expect("declare");
+        define(m, mid, &sig, |m, b, x| {
+            let y = call(m, b, leaf, x);
+            b.ins().imul_imm_s(y, 2)
+        });
+        let entry = m
+            .declare_function(&format!("cgu{unit}_entry"), Linkage::Export, &sig)
+            .expect("declare");
+        define(m, entry, &sig, |m, b, x| {
+            let y = call(m, b, mid, x);
+            b.ins().iadd_imm_s(y, 3)
+        });
+        if unit == 0 {
+            let run = m
+                .declare_function("run", Linkage::Export, &sig)
+                .expect("declare");
+            let callees: Vec<FuncId> = (0..UNITS)
+                .map(|u| {
+                    let name = format!("cgu{u}_entry");
+                    let linkage = if u == unit {
+                        Linkage::Export
+                    } else {
+                        Linkage::Import
+                    };
+                    m.declare_function(&name, linkage, &sig).expect("declare")
+                })
+                .collect();
+            define(m, run, &sig, |m, b, x| {
+                let mut total = b.ins().iconst(I64, 0);
+                for callee in callees {
+                    let value = call(m, b, callee, x);
+                    total = b.ins().imul_imm_s(total, 7);
+                    total = b.ins().iadd(total, value);
+                }
+                total
+            });
+        }
+    }
+
+    /// A `MergingModule` for unit `unit` compiling as `compile` says.
+    fn merging(unit: usize, compile: CompileMode, merge: bool) -> MergingModule<ObjectModule> {
+        let isa = native::pic_host_isa().expect("host ISA");
+        let builder = ObjectBuilder::new(
+            isa,
+            format!("cgu{unit}"),
+            cranelift_module::default_libcall_names(),
+        )
+        .expect("object builder");
+        let options = ModuleMergeOptions::default()
+            .with_compile(compile)
+            .with_enabled(merge);
+        MergingModule::new(ObjectModule::new(builder), options)
+    }
+
+    /// Every unit on its own thread, unwind-recorded and compiled at define; with
+    /// `merge`, through the three stages. The objects with their reports, and the
+    /// plan's counts.
+    fn build_program(merge: bool) -> (Vec<(Vec<u8>, MergeReport)>, PlanCounts) {
+        std::thread::scope(|scope| {
+            let (summary_tx, summary_rx) = channel::<Vec<u8>>();
+            let mut decision_txs = Vec::new();
+            let threads: Vec<_> = (0..UNITS)
+                .map(|unit| {
+                    let summary_tx = summary_tx.clone();
+                    let (decision_tx, decision_rx) = channel::<Vec<u8>>();
+                    decision_txs.push(decision_tx);
+                    scope.spawn(move || {
+                        let mut module =
+                            UnwindModule::new(merging(unit, CompileMode::AtDefine, merge));
+                        build_unit(&mut module, unit);
+                        if merge {
+                            let name = format!("cgu{unit}");
+                            let summary = module.module.summarize(&name).expect("summary");
+                            summary_tx.send(summary.to_bytes()).expect("planner");
+                            drop(summary_tx);
+                            let bytes = decision_rx.recv().expect("decisions");
+                            let decisions = ModuleDecisions::from_bytes(&bytes).expect("read");
+                            let UnwindModule {
+                                module: inner,
+                                recorded,
+                            } = module;
+                            module = UnwindModule {
+                                module: inner.with_decisions(decisions),
+                                recorded,
+                            };
+                        }
+                        let (product, report) = module.finish();
+                        (product.emit().expect("emit"), report)
+                    })
+                })
+                .collect();
+            drop(summary_tx);
+            let mut counts = PlanCounts::default();
+            if merge {
+                let summaries: Vec<Summary> = summary_rx
+                    .iter()
+                    .map(|bytes| Summary::from_bytes(&bytes).expect("summary file"))
+                    .collect();
+                let plan = plan_program(&summaries).expect("plan");
+                counts = plan.counts();
+                for decisions in &plan.decisions {
+                    let unit: usize = decisions.module["cgu".len()..].parse().expect("unit");
+                    decision_txs[unit]
+                        .send(decisions.to_bytes())
+                        .expect("unit thread");
+                }
+            }
+            drop(decision_txs);
+            let units = threads
+                .into_iter()
+                .map(|t| t.join().expect("a codegen thread panicked"))
+                .collect();
+            (units, counts)
+        })
+    }
+
+    /// The plan of the same program summarized from IR (compiled at finish).
+    fn counts_at_finish() -> PlanCounts {
+        let summaries: Vec<Summary> = (0..UNITS)
+            .map(|unit| {
+                let mut module = merging(unit, CompileMode::AtFinish, true);
+                build_unit(&mut module, unit);
+                module.summarize(&format!("cgu{unit}")).expect("summary")
+            })
+            .collect();
+        plan_program(&summaries).expect("plan").counts()
+    }
+
+    #[test]
+    fn unwinding_walks_through_code_merged_across_units_compiled_at_define() {
+        if target_lexicon::Triple::host().binary_format != target_lexicon::BinaryFormat::Elf {
+            // The wrapper writes ELF `.eh_frame` (as cranelift-object's own does).
+            panic!("this test needs an ELF host");
+        }
+        let (plain, _) = build_program(false);
+        let (merged, counts) = build_program(true);
+        // leaf and mid: promoted in cgu0, removed in cgu1 and cgu2; cgu1_entry and
+        // cgu2_entry: thunks to cgu0_entry, which `run` calls directly.
+        assert_eq!(
+            counts,
+            PlanCounts {
+                removed: 4,
+                thunked: 2,
+                promoted: 2,
+                redirected: 2,
+            }
+        );
+        assert_eq!(counts, counts_at_finish(), "AtDefine vs AtFinish");
+        for (unit, (_, report)) in merged.iter().enumerate() {
+            let expected = if unit == 0 { 2 } else { 3 };
+            assert_eq!(report.cross_module.len(), expected, "cgu{unit}: applied");
+            assert_eq!(
+                report.promoted.len(),
+                2 * usize::from(unit == 0),
+                "cgu{unit}"
+            );
+        }
+        let objects = |units: &[(Vec<u8>, MergeReport)]| -> Vec<Vec<u8>> {
+            units.iter().map(|(o, _)| o.clone()).collect()
+        };
+        let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));
+        let plain_refs: Vec<&[u8]> = plain_objects.iter().map(Vec::as_slice).collect();
+        let merged_refs: Vec<&[u8]> = merged_objects.iter().map(Vec::as_slice).collect();
+        let plain_run =
+            native::link_all_and_run(&plain_refs, MAIN_C, "unwind-sep-plain").expect("links");
+        let merged_run =
+            native::link_all_and_run(&merged_refs, MAIN_C, "unwind-sep-merged").expect("links");
+        print!("{}", merged_run.stdout);
+        assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
+        assert!(
+            !plain_run.stdout.contains("DOES NOT") && plain_run.stdout.contains("reaches main"),
+            "the unmerged build's walk must reach main:\n{}",
+            plain_run.stdout
+        );
+        assert_eq!(
+            (&merged_run.stdout, merged_run.code),
+            (&plain_run.stdout, plain_run.code),
+            "merging changed what the program does (or where its stack walk ends)"
+        );
+        let text = |objects: &[&[u8]]| -> u64 {
+            objects
+                .iter()
+                .map(|o| native::text_bytes(o).expect("an object"))
+                .sum()
+        };
+        let (before, after) = (text(&plain_refs), text(&merged_refs));
+        println!(".text: {before} bytes unmerged, {after} merged");
+        assert!(after < before, ".text {before} -> {after}");
     }
 }

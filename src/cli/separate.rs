@@ -12,6 +12,7 @@ use crate::separate::format::{DECISIONS_MAGIC, SUMMARY_MAGIC};
 use crate::separate::program::{DecisionAction, ModuleDecisions, plan_program};
 use crate::separate::summary::{FunctionSummary, Summary, Visibility, summarize};
 use crate::separate::transform::{AppliedDecision, apply_decisions};
+use crate::separate::vocabulary::SummarySource;
 use crate::similar::{SimilarOptions, SimilarPass};
 use crate::validate::Progress;
 use clap::Subcommand;
@@ -458,6 +459,10 @@ fn dump_summary(summary: &Summary) -> String {
         summary.functions.len(),
         summary.symbols.len()
     );
+    // IR is what the tool itself summarizes; only another source is worth a line.
+    if summary.source != SummarySource::Ir {
+        let _ = writeln!(out, "summarized from {}", summary.source);
+    }
     let symbol = |s: u32| {
         summary
             .symbols

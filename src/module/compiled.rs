@@ -45,7 +45,9 @@ use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::incremental_cache::CacheKvStore;
-use cranelift_codegen::ir::{KnownSymbol, LibCall, TrapCode};
+use cranelift_codegen::ir::{
+    ExternalName, Function, GlobalValueData, Inst, InstructionData, KnownSymbol, LibCall, TrapCode,
+};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{Final, MachBufferFinalized};
 use cranelift_module::{
@@ -54,7 +56,7 @@ use cranelift_module::{
 use rustc_hash::{FxBuildHasher, FxHasher};
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 /// The module's declared functions as the plan sees them: `FuncIndex` N is the
@@ -110,9 +112,17 @@ pub(super) struct CompiledFunction {
     /// Its relocations, as the inner module would have received them.
     pub(super) relocs: Vec<ModuleReloc>,
     /// The metadata compiled with the code.
-    metadata: Metadata,
+    pub(super) metadata: Metadata,
     /// Whether its IR reads machine state (no thunk may front it).
-    reads_machine_state: bool,
+    pub(super) reads_machine_state: bool,
+    /// The functions (`FuncId` indices, sorted) whose address its IR may take:
+    /// a relocation to any other function comes from a call, even where the code
+    /// loads the callee's address first (a call through the GOT).
+    #[cfg_attr(
+        not(feature = "separate"),
+        allow(dead_code, reason = "read by the machine-code summary")
+    )]
+    pub(super) ir_address_taken: Vec<u32>,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
 }
@@ -122,14 +132,14 @@ pub(super) struct CompiledFunction {
 /// equal. (Debug tags and source locations are not compared: they change what a
 /// debugger shows, not what the code does.)
 #[derive(Default, PartialEq, Eq, Hash)]
-struct Metadata {
+pub(super) struct Metadata {
     /// Trap sites: offset and trap code.
-    traps: Vec<(u32, TrapCode)>,
+    pub(super) traps: Vec<(u32, TrapCode)>,
     /// The rest, rendered (empty when there is none): the call sites with
     /// exception handlers (return address, frame offset, handlers), user stack maps
     /// and patchable call sites. A call site without handlers adds nothing the
     /// code does not say: its return address and frame follow from the code.
-    rest: String,
+    pub(super) rest: String,
 }
 
 impl Metadata {
@@ -324,8 +334,50 @@ pub(super) fn record(
         relocs,
         metadata,
         reads_machine_state,
+        ir_address_taken: ir_address_taken(&ctx.func),
         hash: hasher.finish(),
     })
+}
+
+/// The module functions (`FuncId` indices, sorted) whose address `func` may take:
+/// those a `func_addr` or a symbol global value names, and any whose function
+/// reference is used by no call (so by something else, or by nothing).
+fn ir_address_taken(func: &Function) -> Vec<u32> {
+    let function = |name: &ExternalName| match name {
+        ExternalName::User(r) => func
+            .params
+            .user_named_funcs()
+            .get(*r)
+            .filter(|user| user.namespace == 0)
+            .map(|user| user.index),
+        _ => None,
+    };
+    let mut called = HashSet::new();
+    let mut taken = Vec::new();
+    for inst in (0..func.dfg.num_insts()).map(Inst::new) {
+        match func.dfg.insts[inst] {
+            InstructionData::Call { func_ref, .. } | InstructionData::TryCall { func_ref, .. } => {
+                called.insert(func_ref);
+            }
+            InstructionData::FuncAddr { func_ref, .. } => {
+                taken.extend(function(&func.dfg.ext_funcs[func_ref].name));
+            }
+            _ => {}
+        }
+    }
+    for (func_ref, data) in func.dfg.ext_funcs.iter() {
+        if !called.contains(&func_ref) {
+            taken.extend(function(&data.name));
+        }
+    }
+    for gv in func.global_values.values() {
+        if let GlobalValueData::Symbol { name, .. } = gv {
+            taken.extend(function(name));
+        }
+    }
+    taken.sort_unstable();
+    taken.dedup();
+    taken
 }
 
 /// Whether `a` and `b` are equal but for which functions their function targets
@@ -527,6 +579,13 @@ impl Retargets {
                 MergeAction::Thunk => {}
             }
         }
+        Self { all, calls }
+    }
+
+    /// Every reference to a key of `all` goes to its value, and every direct call
+    /// of a key of `calls` (whole-program decisions, after the module's own merge).
+    #[cfg(feature = "separate")]
+    pub(super) fn from_maps(all: HashMap<u32, u32>, calls: HashMap<u32, u32>) -> Self {
         Self { all, calls }
     }
 

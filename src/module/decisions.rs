@@ -7,12 +7,12 @@
 
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use crate::identical::MergeOptions;
-use crate::ir::{FunctionSet, SymbolName};
-use crate::separate::check::{AppliedNames, DecisionError, check_decisions};
+use crate::ir::{FuncIndex, FunctionSet, SymbolName};
+use crate::separate::check::{AppliedNames, CheckedDecisions, DecisionError, check_decisions};
 use crate::separate::program::{DecisionAction, ModuleDecisions};
 use crate::separate::summary::{SymbolNames, SymbolRef};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{Function, UserExternalName, UserFuncName};
+use cranelift_codegen::ir::{Function, Signature, UserExternalName, UserFuncName};
 use cranelift_module::{
     DataId, FuncId, FuncOrDataId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleResult,
 };
@@ -105,42 +105,100 @@ pub(super) fn resolve_decisions<M: Module>(
     set: &FunctionSet,
     allow_redirect: bool,
 ) -> ModuleResult<ResolvedDecisions> {
-    let mut resolved = vec![None; set.len()];
-    let mut qualified = HashMap::new();
     let Some(decisions) = decisions else {
         return Ok(ResolvedDecisions::none(set.len()));
     };
     let checked = check_decisions(set, merge, &decisions, &DeclaredNames(inner.declarations()))
-        .map_err(|e: DecisionError| ModuleError::Backend(anyhow::Error::new(e)))?;
+        .map_err(decision_error)?;
     let merged = &checked.merged.set;
+    let (per_id, calls, qualified) = resolve_checked(
+        inner,
+        &checked,
+        &decisions.module,
+        |f| recorded_id(&merged.get(f).func),
+        |_: &M, f| merged.get(f).func.signature.clone(),
+        allow_redirect,
+    )?;
+    let mut resolved = vec![None; set.len()];
+    for (id, decision) in per_id {
+        let symbol = SymbolName::User {
+            namespace: 0,
+            index: id.as_u32(),
+        };
+        if let Some(original) = set.lookup(&symbol) {
+            resolved[original.index()] = Some(decision);
+        }
+    }
+    Ok(ResolvedDecisions {
+        per_function: resolved,
+        calls,
+        qualified,
+    })
+}
+
+/// A [`DecisionError`] as the `Module` trait returns errors (downcast it from
+/// [`ModuleError::Backend`]).
+pub(super) fn decision_error(error: DecisionError) -> ModuleError {
+    ModuleError::Backend(anyhow::Error::new(error))
+}
+
+/// Decisions resolved to `FuncId`s: per decided function, its decision; the
+/// redirected imports (import, representative, action); each representative's
+/// `MODULE::NAME`.
+pub(super) type Resolved = (
+    Vec<(FuncId, ResolvedDecision)>,
+    Vec<(FuncId, FuncId, CrossAction)>,
+    HashMap<FuncId, String>,
+);
+
+/// Resolves `checked` (decisions of module `module` that passed the checks) in
+/// `inner`: declares every representative that lives elsewhere as an import, and
+/// every promoted name, hidden. `id_of` gives the `FuncId` of a function of the
+/// checked summary (none for a function the module does not define itself), and
+/// `signature_of` its signature (read from `inner`, or from the IR). Without `allow_redirect` a removal becomes a
+/// thunk (the finish cannot leave a symbol without code).
+pub(super) fn resolve_checked<M: Module, X>(
+    inner: &mut M,
+    checked: &CheckedDecisions<'_, String, X>,
+    module: &str,
+    id_of: impl Fn(FuncIndex) -> Option<FuncId>,
+    signature_of: impl Fn(&M, FuncIndex) -> Signature,
+    allow_redirect: bool,
+) -> ModuleResult<Resolved> {
+    let mut resolved = Vec::with_capacity(checked.decisions.len());
+    let mut qualified = HashMap::new();
     for c in &checked.decisions {
         let d = c.decision;
-        let func = &merged.get(c.function).func;
-        let Some(original) = set.lookup(&SymbolName::of_function(func)) else {
+        let Some(function) = id_of(c.function) else {
             continue;
         };
-        let own = c.to.function.and_then(|f| recorded_id(&merged.get(f).func));
+        let signature = signature_of(inner, c.function);
+        let own = c.to.function.and_then(&id_of);
         let target = if d.action == DecisionAction::Promote {
-            inner.declare_function(&d.to, Linkage::Hidden, &func.signature)?
+            inner.declare_function(&d.to, Linkage::Hidden, &signature)?
         } else if let Some(id) = own {
             id
-        } else if d.to_module == decisions.module {
+        } else if d.to_module == module {
             match inner.declarations().get_name(&d.to) {
                 Some(FuncOrDataId::Func(id)) => id,
                 // Checked: an alias of the module's own merge, or a name a decision
                 // promotes a function to (maybe a later one, which then finds this
                 // declaration).
-                _ => inner.declare_function(&d.to, Linkage::Hidden, &func.signature)?,
+                _ => inner.declare_function(&d.to, Linkage::Hidden, &signature)?,
             }
+        } else if let Some(FuncOrDataId::Func(id)) = inner.declarations().get_name(&d.to) {
+            // Already imported (checked: not defined here), maybe under another
+            // signature where machine code of two conventions came out equal.
+            id
         } else {
-            inner.declare_function(&d.to, Linkage::Import, &func.signature)?
+            inner.declare_function(&d.to, Linkage::Import, &signature)?
         };
         let action = match d.action {
             DecisionAction::Redirect if allow_redirect => CrossAction::Redirect,
             DecisionAction::Redirect | DecisionAction::Thunk => CrossAction::Thunk,
             DecisionAction::Promote => CrossAction::Promote,
         };
-        resolved[original.index()] = Some(ResolvedDecision { action, target });
+        resolved.push((function, ResolvedDecision { action, target }));
         qualified.insert(target, format!("{}::{}", d.to_module, d.to));
     }
     // References to other modules' functions that became thunks (direct calls) or
@@ -155,7 +213,7 @@ pub(super) fn resolve_decisions<M: Module>(
             .get_function_decl(import)
             .signature
             .clone();
-        let own = c.to.function.and_then(|f| recorded_id(&merged.get(f).func));
+        let own = c.to.function.and_then(&id_of);
         let target = match (own, inner.declarations().get_name(&c.to.name)) {
             (Some(id), _) | (None, Some(FuncOrDataId::Func(id))) => id,
             _ => inner.declare_function(&c.to.name, Linkage::Import, &signature)?,
@@ -166,11 +224,7 @@ pub(super) fn resolve_decisions<M: Module>(
         };
         calls.push((import, target, action));
     }
-    Ok(ResolvedDecisions {
-        per_function: resolved,
-        calls,
-        qualified,
-    })
+    Ok((resolved, calls, qualified))
 }
 
 impl From<CrossAction> for DecisionAction {

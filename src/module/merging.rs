@@ -1,6 +1,8 @@
 //! [`MergingModule`] itself: recording definitions, running the pass at finish,
 //! defining what stays in the inner module.
 
+#[cfg(feature = "separate")]
+use super::code_summary::{CodeModule, decision_retargets, resolve_code_decisions, summarize_code};
 use super::compiled::{
     CompiledFunction, DeclaredFunctions, Retargets, Stencils, function_target, plan_recorded,
     record, reference_of,
@@ -45,9 +47,10 @@ pub enum CompileMode {
     AtDefine,
     /// Each function's IR is recorded and only the kept ones are compiled, at
     /// finish: saves the compile time of every duplicate, for a backend that never
-    /// reads `ctx.compiled_code()` after a define. Merging similar functions and
-    /// separate compilation (summaries and decisions) need the IR, so they need
-    /// this mode ([`ModuleMergeOptions::similar`] selects it).
+    /// reads `ctx.compiled_code()` after a define. Merging similar functions
+    /// needs the IR, so it needs this mode ([`ModuleMergeOptions::similar`]
+    /// selects it); separate compilation summarizes the IR here, the machine code
+    /// in [`CompileMode::AtDefine`].
     AtFinish,
 }
 
@@ -185,6 +188,13 @@ pub struct MergeReport {
     /// Defines that reused the compile of an equal function instead of compiling
     /// ([`ModuleMergeOptions::compile_once`]).
     pub compiles_reused: usize,
+    /// Local functions a whole-program decision promoted: `(function, promoted)`,
+    /// the code of the first now defined under the second, a new hidden function
+    /// (the first is in [`Self::without_code`], or in [`Self::thunks`] where the
+    /// finish keeps its symbol as a thunk). An embedder that recorded unwind info
+    /// for the first's code at define must describe the second with it.
+    #[cfg(feature = "separate")]
+    pub promoted: Vec<(FuncId, FuncId)>,
     /// Read-only data objects folded into an identical one
     /// ([`ModuleMergeOptions::data`]): `(duplicate, kept)`, by name.
     pub data_folded: Vec<(String, String)>,
@@ -291,10 +301,21 @@ impl<M: Module> MergingModule<M> {
     /// (call it once every function is defined), for
     /// [`crate::separate::plan_program`].
     /// Symbols are named by their declared names; anonymous functions and data are
-    /// private to the module.
+    /// private to the module. In [`CompileMode::AtDefine`] the summary is written
+    /// from the machine code (its [`crate::separate::SummarySource`] names the
+    /// target and settings, and it is planned only with summaries of the same
+    /// source); in [`CompileMode::AtFinish`] from the IR.
     #[cfg(feature = "separate")]
     pub fn summarize(&self, module_name: &str) -> ModuleResult<Summary> {
-        self.needs_ir("a summary")?;
+        if self.options.enabled && self.options.effective_compile() == CompileMode::AtDefine {
+            let (plan, retargets) = self.own_merge(&self.compiled);
+            let targets = self.held_back_targets();
+            let module = self.code_module(&self.compiled, &plan, &retargets, &targets);
+            let declarations = self.inner.declarations();
+            return Ok(
+                summarize_code(&module, declarations, self.inner.isa(), module_name).summary,
+            );
+        }
         let (set, _) = self.recorded_set()?;
         Ok(summarize_with(
             &set,
@@ -312,7 +333,10 @@ impl<M: Module> MergingModule<M> {
     /// [`ModuleError::Backend`]). A duplicate becomes a
     /// thunk to its representative, imported when it lives in another module; with
     /// [`MergingModule::finish_object`](super::MergingModule::finish_object), a local duplicate whose address is never
-    /// taken is not compiled at all (other finishes make it a thunk too). Calls in
+    /// taken gets no code at all (other finishes make it a thunk too). In
+    /// [`CompileMode::AtDefine`] the checks run against the summary of the machine
+    /// code and the decisions are applied to that code (a function that reads
+    /// machine state is left as it is where it could only become a thunk). Calls in
     /// this module go straight to the representative. With
     /// [`ModuleMergeOptions::similar`], the similar-function merge runs on the
     /// functions the decisions leave as they are.
@@ -372,18 +396,6 @@ impl<M: Module> MergingModule<M> {
         &self.inner
     }
 
-    /// An error unless functions are recorded as IR ([`CompileMode::AtFinish`]),
-    /// which `what` needs.
-    #[cfg(feature = "separate")]
-    fn needs_ir(&self, what: &str) -> ModuleResult<()> {
-        if self.options.enabled && self.options.effective_compile() == CompileMode::AtDefine {
-            return Err(ModuleError::Backend(anyhow::anyhow!(
-                "{what} needs the functions' IR: set ModuleMergeOptions::compile to CompileMode::AtFinish"
-            )));
-        }
-        Ok(())
-    }
-
     /// Defines a thunk for `id` (whose CLIF thunk body is `body`) to `target`,
     /// remembers it for the report, and returns its code size.
     fn define_thunk(&mut self, id: FuncId, body: &Function, target: FuncId) -> ModuleResult<u64> {
@@ -393,30 +405,140 @@ impl<M: Module> MergingModule<M> {
         Ok(size)
     }
 
-    /// Compile-at-define: partitions the recorded views, defines the kept
-    /// functions' machine code (relocations retargeted), the thunks and the data.
+    /// Compile-at-define: the module's own merge over `recorded`, and how it
+    /// retargets the kept code.
+    fn own_merge(&self, recorded: &[CompiledFunction]) -> (MergePlan, Retargets) {
+        let count = self.declared_functions;
+        let names = DeclaredFunctions::new(self.inner.declarations(), count, recorded);
+        let plan = plan_recorded(
+            recorded,
+            &names,
+            self.address_taken_elsewhere.iter().copied(),
+            self.options.merge.mode,
+        );
+        let retargets = Retargets::new(&plan, &names);
+        (plan, retargets)
+    }
+
+    /// Every function the held-back data and byte-defined code refer to, sorted.
+    #[cfg(feature = "separate")]
+    fn held_back_targets(&self) -> Vec<FuncId> {
+        let bytes = self
+            .bytes
+            .iter()
+            .flat_map(|f| f.relocs.iter())
+            .filter_map(|reloc| function_target(&reloc.name).map(|(id, _)| id));
+        let data = self
+            .data
+            .iter()
+            .flat_map(|(_, desc)| desc.function_decls.values())
+            .filter_map(|target| match *target {
+                ModuleRelocTarget::User {
+                    namespace: 0,
+                    index,
+                } => Some(FuncId::from_u32(index)),
+                _ => None,
+            });
+        let mut ids: Vec<FuncId> = bytes.chain(data).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The compiled module as its machine-code summary sees it.
+    #[cfg(feature = "separate")]
+    fn code_module<'a>(
+        &'a self,
+        recorded: &'a [CompiledFunction],
+        plan: &'a MergePlan,
+        retargets: &'a Retargets,
+        held_back_targets: &'a [FuncId],
+    ) -> CodeModule<'a> {
+        CodeModule {
+            recorded,
+            count: self.declared_functions,
+            plan,
+            retargets,
+            address_taken_elsewhere: &self.address_taken_elsewhere,
+            held_back_targets,
+            mode: self.options.merge.mode,
+        }
+    }
+
+    /// Compile-at-define: this module's whole-program decisions checked against its
+    /// machine code and resolved (indexed by `FuncId`), with how they retarget the
+    /// kept code; none without decisions.
+    #[cfg(feature = "separate")]
+    fn resolve_compiled(
+        &mut self,
+        recorded: &[CompiledFunction],
+        plan: &MergePlan,
+        retargets: &Retargets,
+        allow_redirect: bool,
+    ) -> ModuleResult<(ResolvedDecisions, Option<Retargets>)> {
+        let Some(decisions) = self.decisions.take() else {
+            return Ok((ResolvedDecisions::none(self.declared_functions), None));
+        };
+        let targets = self.held_back_targets();
+        let module = CodeModule {
+            recorded,
+            count: self.declared_functions,
+            plan,
+            retargets,
+            address_taken_elsewhere: &self.address_taken_elsewhere,
+            held_back_targets: &targets,
+            mode: self.options.merge.mode,
+        };
+        let resolved =
+            resolve_code_decisions(&mut self.inner, &module, &decisions, allow_redirect)?;
+        let cross = decision_retargets(&resolved);
+        Ok((resolved, Some(cross)))
+    }
+
+    /// Without the `separate` feature there are no decisions.
+    #[cfg(not(feature = "separate"))]
+    fn resolve_compiled(
+        &mut self,
+        _recorded: &[CompiledFunction],
+        _plan: &MergePlan,
+        _retargets: &Retargets,
+        _allow_redirect: bool,
+    ) -> ModuleResult<(ResolvedDecisions, Option<Retargets>)> {
+        Ok((ResolvedDecisions::none(self.declared_functions), None))
+    }
+
+    /// A thunk body for function `id`: only its declared signature matters.
+    fn declared_thunk_body(&self, id: FuncId) -> Function {
+        let name = UserFuncName::user(0, id.as_u32());
+        let signature = self
+            .inner
+            .declarations()
+            .get_function_decl(id)
+            .signature
+            .clone();
+        Function::with_name_signature(name, signature)
+    }
+
+    /// Compile-at-define: partitions the recorded views, applies the
+    /// whole-program decisions if any, defines the kept functions' machine code
+    /// (relocations retargeted), the thunks and the data.
     fn finish_compiled(
         mut self,
         allow_redirect: bool,
     ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
-        #[cfg(feature = "separate")]
-        if self.decisions.is_some() {
-            self.needs_ir("applying whole-program decisions")?;
-        }
         let recorded = std::mem::take(&mut self.compiled);
         // No function is compiled any more: the stencils' memory goes back now.
         let compiles_reused = std::mem::take(&mut self.stencils).reused;
         let count = self.declared_functions;
-        let (plan, retargets) = {
-            let names = DeclaredFunctions::new(self.inner.declarations(), count, &recorded);
-            let plan = plan_recorded(
-                &recorded,
-                &names,
-                self.address_taken_elsewhere.iter().copied(),
-                self.options.merge.mode,
-            );
-            let retargets = Retargets::new(&plan, &names);
-            (plan, retargets)
+        let (plan, retargets) = self.own_merge(&recorded);
+        let (resolved, cross) =
+            self.resolve_compiled(&recorded, &plan, &retargets, allow_redirect)?;
+        let retargeted = |function: &CompiledFunction| {
+            let relocs = retargets.retargeted(&function.relocs, &function.code);
+            match &cross {
+                Some(cross) => cross.retargeted(&relocs, &function.code),
+                None => relocs,
+            }
         };
         let decision_of = plan.decision_map();
         let (mut duplicate_bytes, mut thunk_bytes) = (0u64, 0u64);
@@ -424,8 +546,34 @@ impl<M: Module> MergingModule<M> {
         // Each function's code is dropped once the inner module has it.
         for function in recorded {
             let index = FuncIndex::new(function.id.as_u32() as usize);
+            if let Some(r) = resolved.per_function[index.index()] {
+                match r.action {
+                    CrossAction::Promote => {
+                        // The code under its new hidden name; the old local name
+                        // keeps no code of its own where it may be removed.
+                        let relocs = retargeted(&function);
+                        self.inner.define_function_bytes(
+                            r.target,
+                            function.alignment,
+                            &function.code,
+                            &relocs,
+                        )?;
+                        if !allow_redirect {
+                            let body = self.declared_thunk_body(function.id);
+                            self.define_thunk(function.id, &body, r.target)?;
+                        }
+                    }
+                    CrossAction::Thunk => {
+                        duplicate_bytes += function.code.len() as u64;
+                        let body = self.declared_thunk_body(function.id);
+                        thunk_bytes += self.define_thunk(function.id, &body, r.target)?;
+                    }
+                    CrossAction::Redirect => duplicate_bytes += function.code.len() as u64,
+                }
+                continue;
+            }
             let Some(d) = decision_of[index] else {
-                let relocs = retargets.retargeted(&function.relocs, &function.code);
+                let relocs = retargeted(&function);
                 self.inner.define_function_bytes(
                     function.id,
                     function.alignment,
@@ -436,30 +584,49 @@ impl<M: Module> MergingModule<M> {
             };
             duplicate_bytes += function.code.len() as u64;
             if d.action == MergeAction::Thunk {
-                // A thunk needs only the signature: the declared one.
-                let name = UserFuncName::user(0, function.id.as_u32());
-                let signature = self
-                    .inner
-                    .declarations()
-                    .get_function_decl(function.id)
-                    .signature
-                    .clone();
-                let body = Function::with_name_signature(name, signature);
-                let kept = FuncId::from_u32(d.into.index() as u32);
+                // The kept function may itself go to a representative elsewhere.
+                let kept = resolved.per_function[d.into.index()]
+                    .map_or(FuncId::from_u32(d.into.index() as u32), |r| r.target);
+                let body = self.declared_thunk_body(function.id);
                 thunk_bytes += self.define_thunk(function.id, &body, kept)?;
             }
         }
+        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
+            .per_function
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((FuncId::from_u32(i as u32), (*r)?)))
+            .collect();
         let mut merged = Merged {
             ids: (0..count as u32).map(FuncId::from_u32).collect(),
             plan,
-            redirected: Vec::new(),
-            promoted: Vec::new(),
+            redirected: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Redirect)
+                .map(|(id, _)| *id)
+                .collect(),
+            promoted: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Promote && allow_redirect)
+                .map(|(id, r)| (*id, r.target))
+                .collect(),
             data_aliases: Vec::new(),
             data_bytes_saved: 0,
         };
-        self.define_held_back(&mut merged, &[], allow_redirect)?;
-        let names: Vec<String> = merged.ids.iter().map(|&id| self.report_name(id)).collect();
-        let mut report = report_of(&names, &merged.plan);
+        // Data and byte-defined code: imports another module removed go to their
+        // representatives too.
+        let removed_imports = resolved
+            .calls
+            .iter()
+            .filter(|(_, _, action)| *action == CrossAction::Redirect)
+            .map(|&(import, target, action)| (import, ResolvedDecision { action, target }));
+        let held_back: Vec<(FuncId, ResolvedDecision)> = cross_module
+            .iter()
+            .copied()
+            .chain(removed_imports)
+            .collect();
+        self.define_held_back(&mut merged, &held_back, allow_redirect)?;
+        let mut report = self.report(&merged, &cross_module, &resolved, None);
         report.functions = defined;
         report.compiles_reused = compiles_reused;
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
@@ -730,6 +897,12 @@ impl<M: Module> MergingModule<M> {
                     .map(|(id, r)| (id.as_u32(), r.target.as_u32())),
             )
             .collect();
+        // A duplicate's kept function may itself be removed or promoted by a
+        // decision: its references go where the kept function's go.
+        let redirects: HashMap<u32, u32> = redirects
+            .iter()
+            .map(|(&from, &to)| (from, redirects.get(&to).copied().unwrap_or(to)))
+            .collect();
         let retargets = Retargets::codeless_only(redirects);
         for function in std::mem::take(&mut self.bytes) {
             let relocs = retargets.retargeted(&function.relocs, &function.bytes);
@@ -799,6 +972,11 @@ impl<M: Module> MergingModule<M> {
                         .unwrap_or_else(|| declared(r.target));
                     (declared(*id), into, r.action.into())
                 })
+                .collect();
+            report.promoted = cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Promote)
+                .map(|(id, r)| (*id, r.target))
                 .collect();
         }
         #[cfg(not(feature = "separate"))]
@@ -897,6 +1075,8 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         similar_groups: 0,
         #[cfg(feature = "separate")]
         cross_module: Vec::new(),
+        #[cfg(feature = "separate")]
+        promoted: Vec::new(),
         similar: None,
         without_code: Vec::new(),
         thunks: Vec::new(),

@@ -63,8 +63,8 @@
 //! the inner module would, leaving `ctx.compiled_code()` for whatever wraps the
 //! module, and keeps only its machine code; functions are compared by that code. With
 //! [`CompileMode::AtFinish`] it records the function's IR instead and only the kept
-//! functions are compiled at the end (merging similar functions and separate
-//! compilation need this). `define_data` is recorded, and every function address it
+//! functions are compiled at the end (merging similar functions needs this;
+//! separate compilation works in both modes, from the IR or from the machine code). `define_data` is recorded, and every function address it
 //! holds counts as address-taken (data is defined at the end, with the address of an
 //! erased or aliased duplicate replaced by the kept function's, and identical
 //! read-only objects folded where [`DataMerging`] allows). `define_function_bytes` is
@@ -84,16 +84,20 @@
 //! Files: `merging` (the wrapper, the pass at finish), `compiled` (compile at
 //! define: the machine-code comparison and relocation retargeting), `data`
 //! (read-only data folding), `thunk` (thunks as one machine jump), `decisions`
-//! (stage 3 of separate compilation, with the `separate` feature) over
+//! (stage 3 of separate compilation, with the `separate` feature) and
+//! `code_summary` (stages 1 and 3 from machine code, compiling at define) over
 //! `cross_module` (the decisions as the finish applies them), `object` and `jit`
 //! (the backend-specific finishes, with the features of those names). Imports point
 //! downward: `object` and `jit` use `merging`, which uses `compiled`, `data`,
-//! `thunk`, `decisions` and `cross_module`; `data` uses `compiled`.
+//! `thunk`, `code_summary`, `decisions` and `cross_module`; `code_summary` uses
+//! `compiled` and `decisions`; `data` uses `compiled`.
 
 // `ModuleResult` is cranelift-module's own error type, which the `Module` trait
 // returns everywhere; the wrapper returns the same.
 #![allow(clippy::result_large_err)]
 
+#[cfg(feature = "separate")]
+mod code_summary;
 mod compiled;
 mod cross_module;
 mod data;

@@ -5,12 +5,15 @@
 //! [`check_decisions`] runs the module's own merge again (it is deterministic, so it
 //! gives the bodies the summary described), summarizes the result as it is, naming
 //! symbols as the applier does ([`AppliedNames`]), and checks the decisions against
-//! that summary in one fixed order, stopping at the first [`DecisionError`]:
+//! that summary ([`check_summary`], which `MergingModule` also calls with the
+//! summary of its machine code) in one fixed order, stopping at the first
+//! [`DecisionError`]:
 //!
 //! 1. the decisions were planned in the module's mode;
 //! 2. per decision, in order: it names a function the module defines after its own
 //!    merge, whose [`super::summary::Summary::fingerprint`] is the one it had when
-//!    summarized, with names the applier can spell, and no other decision names it;
+//!    summarized, which is no thunk of that merge, with names the applier can
+//!    spell, and no other decision names it;
 //! 3. the module's [`super::summary::Summary::digest`] is the planned one (every
 //!    function as summarized, with a decision or without);
 //! 4. no representative of another module has the name of something this module
@@ -26,7 +29,7 @@
 
 use super::program::{CallRedirect, Decision, DecisionAction, ModuleDecisions};
 use super::summary::{
-    ClifNames, MergedModule, SymbolNames, clif_name, merged_module, summarize_merged,
+    ClifNames, MergedModule, Summary, SymbolNames, clif_name, merged_module, summarize_merged,
 };
 use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
@@ -182,10 +185,12 @@ pub struct CheckedCall<'d, N> {
     pub to: Representative<N>,
 }
 
-/// A module's decisions after the checks: what the appliers carry out.
-pub struct CheckedDecisions<'d, N> {
+/// A module's decisions after the checks: what the appliers carry out. `M` is
+/// the module they are about: the IR after the module's own merge, or what the
+/// machine-code applier needs.
+pub struct CheckedDecisions<'d, N, M = MergedModule> {
     /// The module after its own merge, which the decisions are about.
-    pub merged: MergedModule,
+    pub merged: M,
     /// The decisions, in the order given.
     pub decisions: Vec<CheckedDecision<'d, N>>,
     /// The call redirects, in the order given.
@@ -195,7 +200,7 @@ pub struct CheckedDecisions<'d, N> {
     by_function: Vec<Option<usize>>,
 }
 
-impl<'d, N> CheckedDecisions<'d, N> {
+impl<'d, N, M> CheckedDecisions<'d, N, M> {
     /// The decision about function `function` of [`Self::merged`], if any.
     pub fn of(&self, function: FuncIndex) -> Option<&CheckedDecision<'d, N>> {
         let index = self.by_function.get(function.index()).copied().flatten()?;
@@ -219,10 +224,33 @@ pub fn check_decisions<'d, N: AppliedNames>(
     let summary = summarize_merged(&merged, &decisions.module, options.mode, names);
     // The summary lists the merged module's functions first, in the same order, then
     // the aliases of its own merge.
+    let compared = merged.set.len();
+    check_summary(&summary, compared, merged, decisions, names, |merged| {
+        referenced_names(merged, names)
+    })
+}
+
+/// The checks of [`check_decisions`] against `summary`, the summary of the module
+/// as it is now (from IR or from machine code), whose first `compared` functions
+/// are the module's own after its own merge (the rest: aliases of that merge).
+/// `module` is what the applier carries out the decisions on, and `referenced`
+/// lists every name its functions refer to (asked only when a function is
+/// promoted).
+pub fn check_summary<'d, N: AppliedNames, M>(
+    summary: &Summary,
+    compared: usize,
+    module: M,
+    decisions: &'d ModuleDecisions,
+    names: &N,
+    referenced: impl FnOnce(&M) -> HashSet<String>,
+) -> Result<CheckedDecisions<'d, N::Name, M>, DecisionError> {
+    if decisions.addresses_significant != summary.addresses_significant {
+        return Err(DecisionError::ModeMismatch);
+    }
     let functions: HashMap<&str, FuncIndex> = summary
         .functions
         .iter()
-        .take(merged.set.len())
+        .take(compared)
         .enumerate()
         .map(|(i, f)| (f.name.as_str(), FuncIndex::new(i)))
         .collect();
@@ -238,7 +266,7 @@ pub fn check_decisions<'d, N: AppliedNames>(
         name,
         function: functions.get(symbol).copied().filter(|_| here),
     };
-    let mut by_function: Vec<Option<usize>> = vec![None; merged.set.len()];
+    let mut by_function: Vec<Option<usize>> = vec![None; compared];
     let mut checked = Vec::with_capacity(decisions.decisions.len());
     for d in &decisions.decisions {
         let &function = functions
@@ -246,6 +274,10 @@ pub fn check_decisions<'d, N: AppliedNames>(
             .ok_or_else(|| DecisionError::UnknownFunction(d.function.clone()))?;
         if summary.fingerprint(function.index()) != d.fingerprint {
             return Err(DecisionError::Stale(d.function.clone()));
+        }
+        // The plan compares no thunk of the module's own merge, so it decides none.
+        if summary.functions[function.index()].same_as.is_some() {
+            return Err(DecisionError::UnknownFunction(d.function.clone()));
         }
         let to = spell(&d.to)?;
         let name = spell(&d.function)?;
@@ -288,11 +320,17 @@ pub fn check_decisions<'d, N: AppliedNames>(
         }
     }
     // Only built when a function is promoted: a walk over every function.
-    let mut referenced: Option<HashSet<String>> = None;
+    let mut referenced = Some(referenced);
+    let mut referenced_set: Option<HashSet<String>> = None;
     let mut promoted_so_far: HashSet<&str> = HashSet::new();
     for d in &decisions.decisions {
         if d.action == DecisionAction::Promote {
-            let referenced = referenced.get_or_insert_with(|| referenced_names(&merged, names));
+            let referenced = referenced_set.get_or_insert_with(|| {
+                referenced
+                    .take()
+                    .map(|list| list(&module))
+                    .unwrap_or_default()
+            });
             if defined.contains(d.to.as_str())
                 || names.declares(&d.to)
                 || referenced.contains(&d.to)
@@ -319,7 +357,7 @@ pub fn check_decisions<'d, N: AppliedNames>(
         });
     }
     Ok(CheckedDecisions {
-        merged,
+        merged: module,
         decisions: checked,
         calls,
         by_function,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The version of the summary and decision formats; bumped on every change.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The first bytes of a summary file.
 pub const SUMMARY_MAGIC: [u8; 8] = *b"CLIFMSUM";
 /// The first bytes of a decisions file.

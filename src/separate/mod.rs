@@ -112,4 +112,4 @@ pub use summary::{
     summarize_modules, summarize_with,
 };
 pub use transform::{AppliedDecision, AppliedModule, ModuleAlias, apply_decisions};
-pub use vocabulary::Vocabulary;
+pub use vocabulary::{SummarySource, Vocabulary};

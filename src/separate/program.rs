@@ -221,6 +221,15 @@ pub enum PlanError {
     },
     /// Summaries made in different modes.
     MixedModes,
+    /// Summaries of different sources: one from IR and one from machine code, or
+    /// machine code of two targets or two sets of settings, whose tokens mean
+    /// different things.
+    MixedSources {
+        /// Two modules of different sources.
+        modules: (String, String),
+        /// Their sources, described.
+        sources: (String, String),
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -235,6 +244,11 @@ impl fmt::Display for PlanError {
             Self::MixedModes => write!(
                 f,
                 "summaries were made in different modes (--mode safe and --mode all)"
+            ),
+            Self::MixedSources { modules, sources } => write!(
+                f,
+                "`{}` was summarized from {} but `{}` from {}: plan only summaries of one source (all from IR, or all from machine code of one target and settings)",
+                modules.0, sources.0, modules.1, sources.1
             ),
         }
     }
@@ -385,6 +399,12 @@ impl<'s> Program<'s> {
             .any(|p| p[0].addresses_significant != p[1].addresses_significant)
         {
             return Err(PlanError::MixedModes);
+        }
+        if let Some(pair) = order.windows(2).find(|p| p[0].source != p[1].source) {
+            return Err(PlanError::MixedSources {
+                modules: (pair[0].module.clone(), pair[1].module.clone()),
+                sources: (pair[0].source.to_string(), pair[1].source.to_string()),
+            });
         }
         let mut nodes: Vec<Node> = Vec::new();
         let mut global: HashMap<&str, usize> = HashMap::new();

@@ -17,6 +17,7 @@
 //! file format of [`super::format`].
 
 use super::format::{FormatError, SUMMARY_MAGIC, checksum, from_bytes, to_bytes};
+use super::vocabulary::SummarySource;
 use crate::identical::encode::WalkOptions;
 use crate::identical::plan::{MergeAction, MergeMode};
 use crate::identical::rewrite::OutputEntry;
@@ -113,6 +114,9 @@ impl FunctionSummary {
 pub struct Summary {
     /// The module's name (unique within a program).
     pub module: String,
+    /// What the functions were summarized from (IR, or machine code of one target):
+    /// only summaries of one source are planned together.
+    pub source: SummarySource,
     /// Whether function addresses are significant (`--mode safe`); all summaries
     /// of a program must agree.
     pub addresses_significant: bool,
@@ -383,6 +387,7 @@ pub fn summarize_merged(
     let addresses_taken = taken.into_iter().map(&mut intern).collect();
     Summary {
         module: module_name.to_string(),
+        source: SummarySource::Ir,
         addresses_significant: mode == MergeMode::Safe,
         symbols,
         functions,
@@ -485,6 +490,7 @@ impl Summary {
     /// crate's format, not by any `Hash` implementation.
     pub fn digest(&self) -> u64 {
         let contents = (
+            &self.source,
             self.addresses_significant,
             &self.symbols,
             &self.functions,

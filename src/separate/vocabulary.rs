@@ -13,6 +13,11 @@
 //! Cranelift enumeration the walk writes as a number, and the source text of the
 //! walk, the hash, the tags and the summary (so a change to how a function is written into
 //! a summary changes the id even where no version number changed).
+//!
+//! A summary is written from IR or from machine code ([`SummarySource`]): tokens
+//! of machine code are the bytes of one target compiled with one set of settings,
+//! so every summary also names its source, and only summaries of one source are
+//! planned together.
 
 use crate::identical::tokens::every_type;
 use crate::ir::fnv::Fnv1a;
@@ -20,17 +25,20 @@ use cranelift_codegen::ir::KnownSymbol;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{ArgumentExtension, ArgumentPurpose, AtomicRmwOp, LibCall, Opcode};
 use cranelift_codegen::isa::CallConv;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::OnceLock;
 
 /// The source files whose text decides what a summary's tokens and hashes mean.
-const WALK_SOURCES: [&str; 6] = [
+const WALK_SOURCES: [&str; 8] = [
     include_str!("../identical/encode.rs"),
     include_str!("../identical/callee_loads.rs"),
     include_str!("../identical/instruction.rs"),
     include_str!("../identical/fingerprint.rs"),
     include_str!("../identical/tokens.rs"),
     include_str!("summary.rs"),
+    include_str!("../module/compiled.rs"),
+    include_str!("../module/code_summary.rs"),
 ];
 
 /// Every calling convention, by name (Cranelift has no list of them).
@@ -144,4 +152,67 @@ fn token_vocabulary() -> u64 {
         hash = hash.bytes(source.as_bytes()).word(0);
     }
     hash.finish()
+}
+
+/// What a summary's functions were summarized from, which decides what its tokens
+/// mean: the IR walk of this build, or machine code of one target and settings
+/// (`MergingModule` compiling at define). Summaries of different sources are never
+/// planned together ([`super::PlanError::MixedSources`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SummarySource {
+    /// The IR walk ([`Vocabulary`]'s tokens).
+    Ir,
+    /// Machine code: code bytes, relocations and metadata as compiled.
+    MachineCode {
+        /// The target triple.
+        target: String,
+        /// FNV-1a of every shared and target-specific setting, by name and value.
+        settings: u64,
+    },
+}
+
+impl SummarySource {
+    /// The source of machine code compiled for `isa`.
+    #[cfg(feature = "module")]
+    pub fn machine_code(isa: &dyn cranelift_codegen::isa::TargetIsa) -> Self {
+        let settings = isa
+            .flags()
+            .iter()
+            .chain(isa.isa_flags())
+            .fold(Fnv1a::new(), |hash, value| {
+                hash.bytes(value.to_string().as_bytes()).word(0)
+            });
+        Self::MachineCode {
+            target: isa.triple().to_string(),
+            settings: settings.finish(),
+        }
+    }
+
+    /// A number that differs between sources: the build's [`Vocabulary::id`], a
+    /// tag, and for machine code the target and the settings' hash.
+    pub fn id(&self) -> u64 {
+        let build = Fnv1a::new().word(Vocabulary::of_this_build().id());
+        match self {
+            Self::Ir => build.word(0).finish(),
+            Self::MachineCode { target, settings } => build
+                .word(1)
+                .bytes(target.as_bytes())
+                .word(0)
+                .word(*settings)
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Display for SummarySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ir => write!(f, "IR (source id {:016x})", self.id()),
+            Self::MachineCode { target, settings } => write!(
+                f,
+                "machine code for {target}, settings {settings:016x} (source id {:016x})",
+                self.id()
+            ),
+        }
+    }
 }

@@ -1,0 +1,395 @@
+//! Separate compilation in compile-at-define mode
+//! ([`CompileMode::AtDefine`](super::CompileMode::AtDefine)): the module's summary
+//! written from the machine code it kept, and the decisions of a whole-program
+//! plan resolved against that code. No IR is needed.
+//!
+//! The summary describes the module after its own merge (`plan_recorded`), as
+//! the IR summary does: a kept function's tokens are a serialization of its
+//! alignment, code bytes, relocations (retargeted as the finish will write them)
+//! and metadata; a relocation to a symbol is a *reference* (an index into
+//! [`Summary::symbols`]), by class where `target_match` says a call or address
+//! may reach any member of the target's class, by exact symbol otherwise (data,
+//! unknown names, a preemptible target, an address in safe mode). A thunk of the
+//! module's own merge is summarized as standing for its kept function
+//! (`same_as`), an alias likewise after the functions, an erased duplicate not at
+//! all. The summary's [`SummarySource`] names the target and its settings, so
+//! that machine code is never planned together with IR or with code of another
+//! target.
+//!
+//! Stage 3 summarizes the module again as it is and checks the decisions against
+//! that summary with the checker the IR appliers use
+//! ([`crate::separate::check::check_summary`]).
+
+use super::compiled::{
+    CompiledFunction, DeclaredFunctions, Retargets, function_target, reference_of,
+};
+use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
+use super::decisions::{DeclaredNames, decision_error, resolve_checked};
+use crate::identical::plan::{MergeAction, MergeMode, MergePlan};
+use crate::identical::tokens::{NAME_EXACT, NAME_MODULE};
+use crate::ir::fnv::Fnv1a;
+use crate::ir::{FuncIndex, Linkage, ModuleFunctions, Reference, TargetMatch, target_match};
+use crate::separate::check::check_summary;
+use crate::separate::program::ModuleDecisions;
+use crate::separate::summary::{FunctionSummary, Summary, SymbolNames, SymbolRef, Visibility};
+use crate::separate::vocabulary::SummarySource;
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::UserFuncName;
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_module::{FuncId, Module, ModuleDeclarations, ModuleRelocTarget, ModuleResult};
+use std::collections::{HashMap, HashSet};
+
+// The kinds of relocation target, as the token before a target's tokens.
+
+/// A function of the module or an import: a reference follows.
+const TARGET_FUNCTION: u64 = 0;
+/// An offset into a function: the offset, then a reference.
+const TARGET_FUNCTION_OFFSET: u64 = 1;
+/// Any other user name (data): an exact reference follows.
+const TARGET_USER: u64 = 2;
+/// A libcall: its number follows.
+const TARGET_LIBCALL: u64 = 3;
+/// A symbol the linker knows: its number follows.
+const TARGET_KNOWN: u64 = 4;
+
+/// What the summary and the finish need of a module compiled at define, besides
+/// the inner module's declarations.
+pub(super) struct CodeModule<'a> {
+    /// The compiled functions, in definition order.
+    pub(super) recorded: &'a [CompiledFunction],
+    /// How many functions are declared (`FuncId`s below it are valid).
+    pub(super) count: usize,
+    /// The module's own merge.
+    pub(super) plan: &'a MergePlan,
+    /// How the own merge retargets kept code.
+    pub(super) retargets: &'a Retargets,
+    /// Functions whose address data or byte-defined code holds.
+    pub(super) address_taken_elsewhere: &'a HashSet<FuncId>,
+    /// Every function data or byte-defined code refers to.
+    pub(super) held_back_targets: &'a [FuncId],
+    /// The merge mode.
+    pub(super) mode: MergeMode,
+}
+
+/// A module's summary from machine code, with the `FuncId` of each of its
+/// functions that is no alias (those come first, in definition order).
+pub(super) struct CodeSummary {
+    /// The summary.
+    pub(super) summary: Summary,
+    /// The `FuncId` of each of the summary's first functions.
+    pub(super) ids: Vec<FuncId>,
+}
+
+/// The symbol table being built: each symbol once, by `FuncId` or user name.
+struct Symbols<'a> {
+    names: DeclaredNames<'a>,
+    symbols: Vec<SymbolRef>,
+    index: HashMap<(u32, u32), u32>,
+}
+
+impl Symbols<'_> {
+    /// The index of user name `namespace:index` in the table.
+    fn intern(&mut self, namespace: u32, index: u32) -> u32 {
+        let Self {
+            names,
+            symbols,
+            index: table,
+        } = self;
+        *table.entry((namespace, index)).or_insert_with(|| {
+            symbols.push(names.symbol(&UserFuncName::user(namespace, index), None));
+            (symbols.len() - 1) as u32
+        })
+    }
+}
+
+/// `bytes` as tokens: the length, then eight bytes a word, little-endian.
+fn push_bytes(tokens: &mut Vec<u64>, bytes: &[u8]) {
+    tokens.push(bytes.len() as u64);
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        tokens.push(u64::from_le_bytes(word));
+    }
+}
+
+/// The tokens of kept function `function` (its relocations retargeted as the
+/// finish writes them), the positions of its references, and the functions whose
+/// address its code takes.
+fn tokens_of(
+    function: &CompiledFunction,
+    module: &CodeModule<'_>,
+    names: &DeclaredFunctions<'_>,
+    symbols: &mut Symbols<'_>,
+) -> (Vec<u64>, Vec<u32>, Vec<FuncId>) {
+    let mut tokens = vec![function.alignment];
+    push_bytes(&mut tokens, &function.code);
+    let metadata = &function.metadata;
+    tokens.push(metadata.traps.len() as u64);
+    for (offset, code) in &metadata.traps {
+        tokens.extend([u64::from(*offset), u64::from(code.as_raw().get())]);
+    }
+    push_bytes(&mut tokens, metadata.rest.as_bytes());
+    let relocs = module
+        .retargets
+        .retargeted(&function.relocs, &function.code);
+    tokens.push(relocs.len() as u64);
+    let mut references = Vec::new();
+    let mut taken = Vec::new();
+    for (reloc, original) in relocs.iter().zip(&function.relocs) {
+        tokens.extend([
+            u64::from(reloc.offset),
+            reloc.kind as u64,
+            reloc.addend as u64,
+        ]);
+        // Asked of the target the IR named (the own merge may have retargeted it).
+        let reference = match (reference_of(reloc, &function.code), &original.name) {
+            // Its IR only calls the target: the code loads the address to call it.
+            (
+                Reference::Address,
+                ModuleRelocTarget::User {
+                    namespace: 0,
+                    index,
+                },
+            ) if function.ir_address_taken.binary_search(index).is_err() => Reference::Call,
+            (reference, _) => reference,
+        };
+        if let Some((target, offset)) = function_target(&reloc.name) {
+            if reference == Reference::Address {
+                taken.push(target);
+            }
+            match offset {
+                Some(offset) => tokens.extend([TARGET_FUNCTION_OFFSET, u64::from(offset)]),
+                None => tokens.push(TARGET_FUNCTION),
+            }
+            let index = target.as_u32() as usize;
+            let exact = index >= names.count
+                || target_match(reference, names.linkage(FuncIndex::new(index)), module.mode)
+                    == TargetMatch::Exact;
+            tokens.push(if exact { NAME_EXACT } else { NAME_MODULE });
+            references.push(tokens.len() as u32);
+            tokens.push(u64::from(symbols.intern(0, target.as_u32())));
+            continue;
+        }
+        match reloc.name {
+            ModuleRelocTarget::User { namespace, index } => {
+                tokens.extend([TARGET_USER, NAME_EXACT]);
+                references.push(tokens.len() as u32);
+                tokens.push(u64::from(symbols.intern(namespace, index)));
+            }
+            ModuleRelocTarget::LibCall(libcall) => {
+                tokens.extend([TARGET_LIBCALL, libcall as u64]);
+            }
+            ModuleRelocTarget::KnownSymbol(known) => {
+                tokens.extend([TARGET_KNOWN, known as u64]);
+            }
+            // `function_target` took every function offset.
+            ModuleRelocTarget::FunctionOffset(..) => {}
+        }
+    }
+    (tokens, references, taken)
+}
+
+/// A hash of `tokens` with the references left out (equal functions must hash
+/// alike whichever members of a class they refer to).
+fn hash_of(tokens: &[u64], references: &[u32]) -> u64 {
+    let mut references = references.iter().peekable();
+    let mut hash = Fnv1a::new();
+    for (position, &token) in tokens.iter().enumerate() {
+        if references.next_if(|&&p| p as usize == position).is_none() {
+            hash = hash.word(token);
+        }
+    }
+    hash.finish()
+}
+
+/// The summary of `module` (named `module_name`, its code compiled for `isa`), its
+/// symbols named by their `declarations`.
+pub(super) fn summarize_code(
+    module: &CodeModule<'_>,
+    declarations: &ModuleDeclarations,
+    isa: &dyn TargetIsa,
+    module_name: &str,
+) -> CodeSummary {
+    let names = &DeclaredFunctions::new(declarations, module.count, module.recorded);
+    let mut symbols = Symbols {
+        names: DeclaredNames(names.declarations),
+        symbols: Vec::new(),
+        index: HashMap::new(),
+    };
+    let decision_of = module.plan.decision_map();
+    let declared = |id: FuncId| {
+        let linkage = names.linkage(FuncIndex::new(id.as_u32() as usize));
+        let symbol = DeclaredNames(names.declarations).symbol(
+            &UserFuncName::user(0, id.as_u32()),
+            Some(linkage == Linkage::Local),
+        );
+        (symbol.name, Visibility::of(linkage))
+    };
+    let mut taken: HashSet<FuncId> = HashSet::new();
+    for &id in module.address_taken_elsewhere {
+        taken.insert(id);
+        // Data naming an erased or aliased duplicate names the kept function.
+        if let Some(kept) = module.retargets.codeless(id.as_u32()) {
+            taken.insert(FuncId::from_u32(kept));
+        }
+    }
+    let mut functions = Vec::new();
+    let mut ids = Vec::new();
+    let mut aliases = Vec::new();
+    for function in module.recorded {
+        let index = FuncIndex::new(function.id.as_u32() as usize);
+        let (name, visibility) = declared(function.id);
+        let mut summary = FunctionSummary {
+            name,
+            visibility,
+            address_taken: false,
+            same_as: None,
+            supported: true,
+            reads_machine_state: function.reads_machine_state,
+            hash: 0,
+            instructions: 0,
+            tokens: Vec::new(),
+            references: Vec::new(),
+        };
+        match decision_of[index].map(|d| (d.action, d.into)) {
+            Some((MergeAction::Erase, _)) => continue,
+            Some((MergeAction::Alias, into)) => {
+                aliases.push((function.id, into));
+                continue;
+            }
+            Some((MergeAction::Thunk, into)) => {
+                summary.same_as = Some(symbols.intern(0, into.index() as u32));
+            }
+            None => {
+                let (tokens, references, address_taken) =
+                    tokens_of(function, module, names, &mut symbols);
+                taken.extend(address_taken);
+                summary.hash = hash_of(&tokens, &references);
+                summary.instructions = u32::try_from(function.code.len()).unwrap_or(u32::MAX);
+                summary.tokens = tokens;
+                summary.references = references;
+            }
+        }
+        functions.push(summary);
+        ids.push(function.id);
+    }
+    for (summary, id) in functions.iter_mut().zip(&ids) {
+        summary.address_taken = taken.contains(id);
+    }
+    for (id, into) in aliases {
+        let (name, visibility) = declared(id);
+        functions.push(FunctionSummary {
+            name,
+            visibility,
+            address_taken: false,
+            same_as: Some(symbols.intern(0, into.index() as u32)),
+            supported: false,
+            reads_machine_state: false,
+            hash: 0,
+            instructions: 0,
+            tokens: Vec::new(),
+            references: Vec::new(),
+        });
+    }
+    // Data and byte-defined code refer to these too: the plan must know the module
+    // refers to them (a removed function's references are redirected here).
+    for &id in module.held_back_targets {
+        symbols.intern(0, id.as_u32());
+    }
+    let mut taken: Vec<FuncId> = taken.into_iter().collect();
+    taken.sort_unstable();
+    let addresses_taken = taken
+        .into_iter()
+        .map(|id| symbols.intern(0, id.as_u32()))
+        .collect();
+    CodeSummary {
+        summary: Summary {
+            module: module_name.to_string(),
+            source: SummarySource::machine_code(isa),
+            addresses_significant: module.mode == MergeMode::Safe,
+            symbols: symbols.symbols,
+            functions,
+            addresses_taken,
+        },
+        ids,
+    }
+}
+
+/// Checks `decisions` against `module` as it is (summarized again, with the checks
+/// of [`check_summary`]; a [`crate::separate::DecisionError`] is returned inside
+/// `ModuleError::Backend`) and resolves them in `inner`: per function (indexed by
+/// `FuncId`, `count` of them) its decision, and the redirected imports. A
+/// function that reads machine state is never made a thunk: where the finish
+/// cannot remove it (`allow_redirect` false), it stays as it is.
+pub(super) fn resolve_code_decisions<M: Module>(
+    inner: &mut M,
+    module: &CodeModule<'_>,
+    decisions: &ModuleDecisions,
+    allow_redirect: bool,
+) -> ModuleResult<ResolvedDecisions> {
+    let count = module.count;
+    let declarations = inner.declarations();
+    let CodeSummary { summary, ids } =
+        summarize_code(module, declarations, inner.isa(), &decisions.module);
+    let reads: HashSet<FuncId> = module
+        .recorded
+        .iter()
+        .filter(|f| f.reads_machine_state)
+        .map(|f| f.id)
+        .collect();
+    let names = DeclaredNames(declarations);
+    // Every name the module's code refers to is a symbol of its summary.
+    let referenced =
+        |_: &()| -> HashSet<String> { summary.symbols.iter().map(|s| s.name.clone()).collect() };
+    let checked = check_summary(&summary, ids.len(), (), decisions, &names, referenced)
+        .map_err(decision_error)?;
+    let (per_id, calls, qualified) = resolve_checked(
+        inner,
+        &checked,
+        &decisions.module,
+        |f| ids.get(f.index()).copied(),
+        |inner: &M, f| {
+            let id = ids[f.index()];
+            inner.declarations().get_function_decl(id).signature.clone()
+        },
+        allow_redirect,
+    )?;
+    let mut per_function: Vec<Option<ResolvedDecision>> = vec![None; count];
+    for (id, decision) in per_id {
+        if decision.action == CrossAction::Thunk && reads.contains(&id) {
+            continue;
+        }
+        if let Some(slot) = per_function.get_mut(id.as_u32() as usize) {
+            *slot = Some(decision);
+        }
+    }
+    Ok(ResolvedDecisions {
+        per_function,
+        calls,
+        qualified,
+    })
+}
+
+/// How the decisions retarget the relocations of this module's code, after the
+/// module's own merge retargeted them: every reference to a removed or promoted
+/// function (of this module, or an import another module removed) goes to its
+/// representative, and every direct call of a new thunk too.
+pub(super) fn decision_retargets(resolved: &ResolvedDecisions) -> Retargets {
+    let own = resolved
+        .per_function
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i as u32, (*r)?.target.as_u32(), (*r)?.action)));
+    let imports = resolved
+        .calls
+        .iter()
+        .map(|&(import, target, action)| (import.as_u32(), target.as_u32(), action));
+    let (mut all, mut calls) = (HashMap::new(), HashMap::new());
+    for (function, target, action) in own.chain(imports) {
+        match action {
+            CrossAction::Thunk => calls.insert(function, target),
+            CrossAction::Redirect | CrossAction::Promote => all.insert(function, target),
+        };
+    }
+    Retargets::from_maps(all, calls)
+}
