@@ -273,35 +273,51 @@ impl RelocateWriter for Section {
 // The program.
 // ---------------------------------------------------------------------------------
 
-const MAIN_C: &str = r#"
+/// The C side: `callback` walks the stack and says whether the walk reaches
+/// `main`; `main` calls `run(5)` and each of `entries` (exported CLIF functions)
+/// with its argument.
+fn main_c(entries: &[(&str, i64)]) -> String {
+    let declarations: Vec<String> = entries
+        .iter()
+        .map(|(name, _)| format!("{name}(int64_t)"))
+        .collect();
+    let calls: String = entries
+        .iter()
+        .map(|(name, arg)| {
+            format!("    printf(\"{name}({arg}) = %lld\\n\", (long long){name}({arg}));\n")
+        })
+        .collect();
+    format!(
+        r#"
 #include <stdio.h>
 #include <stdint.h>
 #include <unwind.h>
 extern int64_t run(int64_t);
-extern int64_t cgu1_entry(int64_t), cgu2_entry2(int64_t);
+extern int64_t {declarations};
 int main(void);
-struct walk { int reached_main; };
-static _Unwind_Reason_Code step(struct _Unwind_Context *context, void *arg) {
+struct walk {{ int reached_main; }};
+static _Unwind_Reason_Code step(struct _Unwind_Context *context, void *arg) {{
     struct walk *walk = arg;
     uintptr_t ip = _Unwind_GetIP(context);
     if (ip && _Unwind_FindEnclosingFunction((void *)(ip - 1)) == (void *)main)
         walk->reached_main = 1;
     return _URC_NO_REASON;
-}
-int64_t callback(int64_t x) {
-    struct walk walk = {0};
+}}
+int64_t callback(int64_t x) {{
+    struct walk walk = {{0}};
     _Unwind_Backtrace(step, &walk);
     printf("callback(%lld): the walk %s main\n", (long long)x,
            walk.reached_main ? "reaches" : "DOES NOT reach");
     return x * 3 + 1;
-}
-int main(void) {
+}}
+int main(void) {{
     printf("run(5) = %lld\n", (long long)run(5));
-    printf("cgu1_entry(7) = %lld\n", (long long)cgu1_entry(7));
-    printf("cgu2_entry2(9) = %lld\n", (long long)cgu2_entry2(9));
-    return 0;
+{calls}    return 0;
+}}
+"#,
+        declarations = declarations.join(", ")
+    )
 }
-"#;
 
 use define_support::{call_unary as call, define_unary as define};
 
@@ -445,9 +461,10 @@ fn unwinding_walks_through_erased_aliased_and_thunked_functions() {
     let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));
     let plain_refs: Vec<&[u8]> = plain_objects.iter().map(Vec::as_slice).collect();
     let merged_refs: Vec<&[u8]> = merged_objects.iter().map(Vec::as_slice).collect();
-    let plain_run = native::link_all_and_run(&plain_refs, MAIN_C, "unwind-plain").expect("links");
+    let main_c = main_c(&[("cgu1_entry", 7), ("cgu2_entry2", 9)]);
+    let plain_run = native::link_all_and_run(&plain_refs, &main_c, "unwind-plain").expect("links");
     let merged_run =
-        native::link_all_and_run(&merged_refs, MAIN_C, "unwind-merged").expect("links");
+        native::link_all_and_run(&merged_refs, &main_c, "unwind-merged").expect("links");
     print!("{}", merged_run.stdout);
     assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
     assert!(
@@ -676,36 +693,6 @@ mod separate {
     use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
     use std::sync::mpsc::channel;
 
-    const MAIN_C: &str = r#"
-#include <stdio.h>
-#include <stdint.h>
-#include <unwind.h>
-extern int64_t run(int64_t);
-extern int64_t cgu1_entry(int64_t), cgu2_entry(int64_t);
-int main(void);
-struct walk { int reached_main; };
-static _Unwind_Reason_Code step(struct _Unwind_Context *context, void *arg) {
-    struct walk *walk = arg;
-    uintptr_t ip = _Unwind_GetIP(context);
-    if (ip && _Unwind_FindEnclosingFunction((void *)(ip - 1)) == (void *)main)
-        walk->reached_main = 1;
-    return _URC_NO_REASON;
-}
-int64_t callback(int64_t x) {
-    struct walk walk = {0};
-    _Unwind_Backtrace(step, &walk);
-    printf("callback(%lld): the walk %s main\n", (long long)x,
-           walk.reached_main ? "reaches" : "DOES NOT reach");
-    return x * 3 + 1;
-}
-int main(void) {
-    printf("run(5) = %lld\n", (long long)run(5));
-    printf("cgu1_entry(7) = %lld\n", (long long)cgu1_entry(7));
-    printf("cgu2_entry(9) = %lld\n", (long long)cgu2_entry(9));
-    return 0;
-}
-"#;
-
     /// Builds unit `unit`: local `leaf` (calls the callback) and `mid` (calls
     /// `leaf`), the same in every unit, and the exported `cguN_entry` (calls
     /// `mid`); unit 0 also exports `run`, which calls every unit's entry.
@@ -889,10 +876,11 @@ int main(void) {
         let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));
         let plain_refs: Vec<&[u8]> = plain_objects.iter().map(Vec::as_slice).collect();
         let merged_refs: Vec<&[u8]> = merged_objects.iter().map(Vec::as_slice).collect();
+        let main_c = main_c(&[("cgu1_entry", 7), ("cgu2_entry", 9)]);
         let plain_run =
-            native::link_all_and_run(&plain_refs, MAIN_C, "unwind-sep-plain").expect("links");
+            native::link_all_and_run(&plain_refs, &main_c, "unwind-sep-plain").expect("links");
         let merged_run =
-            native::link_all_and_run(&merged_refs, MAIN_C, "unwind-sep-merged").expect("links");
+            native::link_all_and_run(&merged_refs, &main_c, "unwind-sep-merged").expect("links");
         print!("{}", merged_run.stdout);
         assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
         assert!(

@@ -278,18 +278,8 @@ pub(super) fn summarize_code(
     }
     for (id, into) in aliases {
         let (name, visibility) = declared(id);
-        functions.push(FunctionSummary {
-            name,
-            visibility,
-            address_taken: false,
-            same_as: Some(symbols.intern(0, into.index() as u32)),
-            supported: false,
-            reads_machine_state: false,
-            hash: 0,
-            instructions: 0,
-            tokens: Vec::new(),
-            references: Vec::new(),
-        });
+        let kept = symbols.intern(0, into.index() as u32);
+        functions.push(FunctionSummary::standing_for(name, visibility, kept));
     }
     // Data and byte-defined code refer to these too: the plan must know the module
     // refers to them (a removed function's references are redirected here).

@@ -591,28 +591,8 @@ impl<M: Module> MergingModule<M> {
                 thunk_bytes += self.define_thunk(function.id, &body, kept)?;
             }
         }
-        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
-            .per_function
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| Some((FuncId::from_u32(i as u32), (*r)?)))
-            .collect();
-        let mut merged = Merged {
-            ids: (0..count as u32).map(FuncId::from_u32).collect(),
-            plan,
-            redirected: cross_module
-                .iter()
-                .filter(|(_, r)| r.action == CrossAction::Redirect)
-                .map(|(id, _)| *id)
-                .collect(),
-            promoted: cross_module
-                .iter()
-                .filter(|(_, r)| r.action == CrossAction::Promote && allow_redirect)
-                .map(|(id, r)| (*id, r.target))
-                .collect(),
-            data_aliases: Vec::new(),
-            data_bytes_saved: 0,
-        };
+        let ids = (0..count as u32).map(FuncId::from_u32).collect();
+        let (mut merged, cross_module) = Merged::new(ids, plan, &resolved, allow_redirect);
         // Data and byte-defined code: imports another module removed go to their
         // representatives too.
         let removed_imports = resolved
@@ -739,28 +719,7 @@ impl<M: Module> MergingModule<M> {
             &resolved,
             allow_redirect,
         )?;
-        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
-            .per_function
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| Some((ids[i], (*r)?)))
-            .collect();
-        let mut merged = Merged {
-            ids,
-            plan: outcome.plan,
-            redirected: cross_module
-                .iter()
-                .filter(|(_, r)| r.action == CrossAction::Redirect)
-                .map(|(id, _)| *id)
-                .collect(),
-            promoted: cross_module
-                .iter()
-                .filter(|(_, r)| r.action == CrossAction::Promote && allow_redirect)
-                .map(|(id, r)| (*id, r.target))
-                .collect(),
-            data_aliases: Vec::new(),
-            data_bytes_saved: 0,
-        };
+        let (mut merged, cross_module) = Merged::new(ids, outcome.plan, &resolved, allow_redirect);
         self.define_held_back(&mut merged, &cross_module, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
         report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
@@ -1026,6 +985,41 @@ pub(super) struct Merged {
 }
 
 impl Merged {
+    /// The outcome for the functions of `ids` (the pass's functions, in order):
+    /// the module's own `plan` and the whole-program decisions `resolved`, which
+    /// it returns by function too. A promotion counts only where the finish can
+    /// redirect (`allow_redirect`).
+    fn new(
+        ids: Vec<FuncId>,
+        plan: MergePlan,
+        resolved: &ResolvedDecisions,
+        allow_redirect: bool,
+    ) -> (Self, Vec<(FuncId, ResolvedDecision)>) {
+        let cross_module: Vec<(FuncId, ResolvedDecision)> = resolved
+            .per_function
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((ids[i], (*r)?)))
+            .collect();
+        let merged = Merged {
+            ids,
+            plan,
+            redirected: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Redirect)
+                .map(|(id, _)| *id)
+                .collect(),
+            promoted: cross_module
+                .iter()
+                .filter(|(_, r)| r.action == CrossAction::Promote && allow_redirect)
+                .map(|(id, r)| (*id, r.target))
+                .collect(),
+            data_aliases: Vec::new(),
+            data_bytes_saved: 0,
+        };
+        (merged, cross_module)
+    }
+
     /// The `FuncId` of function `f` of the pass.
     pub(super) fn id(&self, f: FuncIndex) -> FuncId {
         self.ids[cranelift_codegen::entity::EntityRef::index(f)]

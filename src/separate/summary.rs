@@ -103,6 +103,23 @@ pub struct FunctionSummary {
 }
 
 impl FunctionSummary {
+    /// A function of the module's own merge that stands for the function of
+    /// symbol `kept` (an alias or thunk of it): no body of its own.
+    pub fn standing_for(name: String, visibility: Visibility, kept: u32) -> Self {
+        FunctionSummary {
+            name,
+            visibility,
+            address_taken: false,
+            same_as: Some(kept),
+            supported: false,
+            reads_machine_state: false,
+            hash: 0,
+            instructions: 0,
+            tokens: Vec::new(),
+            references: Vec::new(),
+        }
+    }
+
     /// Whether the reference at `position` must match by exact symbol.
     pub fn is_exact(&self, position: u32) -> bool {
         position > 0 && self.tokens[position as usize - 1] == NAME_EXACT
@@ -369,18 +386,11 @@ pub fn summarize_merged(
         summary.address_taken = taken.contains(f);
     }
     for (name, linkage, kept) in &merged.aliases {
-        functions.push(FunctionSummary {
-            name: names.symbol(name, Some(*linkage == Linkage::Local)).name,
-            visibility: Visibility::of(*linkage),
-            address_taken: false,
-            same_as: Some(intern(*kept)),
-            supported: false,
-            reads_machine_state: false,
-            hash: 0,
-            instructions: 0,
-            tokens: Vec::new(),
-            references: Vec::new(),
-        });
+        functions.push(FunctionSummary::standing_for(
+            names.symbol(name, Some(*linkage == Linkage::Local)).name,
+            Visibility::of(*linkage),
+            intern(*kept),
+        ));
     }
     let mut taken: Vec<FuncIndex> = taken.into_iter().collect();
     taken.sort_unstable();
