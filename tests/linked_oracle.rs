@@ -1326,16 +1326,18 @@ fn filetests_run_alike_after_similar_merging() {
 // The `MergingModule` arm: every module through the wrapper, as a compiler does.
 
 /// The wrapper's configurations: both compile modes in both merge modes, each
-/// module on its own; and compiled at define in both merge modes, merged across
-/// the program's modules (`Separate::Program`: summaries of machine code, one plan,
-/// each module finished with its decisions).
-const MODULE_CONFIGS: [(CompileMode, MergeMode, Separate); 6] = [
+/// module on its own, and merged across the program's modules
+/// (`Separate::Program`: summaries of machine code or of IR, one plan, each module
+/// finished with its decisions).
+const MODULE_CONFIGS: [(CompileMode, MergeMode, Separate); 8] = [
     (CompileMode::AtDefine, MergeMode::Safe, Separate::No),
     (CompileMode::AtDefine, MergeMode::All, Separate::No),
     (CompileMode::AtFinish, MergeMode::Safe, Separate::No),
     (CompileMode::AtFinish, MergeMode::All, Separate::No),
     (CompileMode::AtDefine, MergeMode::Safe, Separate::Program),
     (CompileMode::AtDefine, MergeMode::All, Separate::Program),
+    (CompileMode::AtFinish, MergeMode::Safe, Separate::Program),
+    (CompileMode::AtFinish, MergeMode::All, Separate::Program),
 ];
 
 /// Whether the wrapper also merges across the program's modules.

@@ -49,6 +49,25 @@ pub(super) struct ResolvedDecisions {
 }
 
 impl ResolvedDecisions {
+    /// What the held-back data and byte-defined code follow: the decisions of
+    /// this module's functions (`cross_module`), and every import another module
+    /// removed, which goes to its representative.
+    pub(super) fn held_back(
+        &self,
+        cross_module: &[(FuncId, ResolvedDecision)],
+    ) -> Vec<(FuncId, ResolvedDecision)> {
+        let removed_imports = self
+            .calls
+            .iter()
+            .filter(|(_, _, action)| *action == CrossAction::Redirect)
+            .map(|&(import, target, action)| (import, ResolvedDecision { action, target }));
+        cross_module
+            .iter()
+            .copied()
+            .chain(removed_imports)
+            .collect()
+    }
+
     /// No decision for any of `len` functions.
     pub(super) fn none(len: usize) -> Self {
         Self {

@@ -8,9 +8,11 @@
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use crate::identical::MergeOptions;
 use crate::ir::{FuncIndex, FunctionSet, SymbolName};
-use crate::separate::check::{AppliedNames, CheckedDecisions, DecisionError, check_decisions};
+use crate::separate::check::{
+    AppliedNames, CheckedDecisions, DecisionError, check_decisions_referring,
+};
 use crate::separate::program::{DecisionAction, ModuleDecisions};
-use crate::separate::summary::{SymbolNames, SymbolRef};
+use crate::separate::summary::{OutsideReferences, SymbolNames, SymbolRef};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Signature, UserExternalName, UserFuncName};
 use cranelift_module::{
@@ -94,7 +96,8 @@ fn recorded_id(func: &Function) -> Option<FuncId> {
 }
 
 /// Resolves this module's decisions against `set` (the recorded functions): checks
-/// them ([`check_decisions`]; a [`DecisionError`] is returned as
+/// them ([`check_decisions_referring`], with the symbols `held_back` data and
+/// byte-defined code refer to; a [`DecisionError`] is returned as
 /// [`ModuleError::Backend`], from which it can be downcast) and declares every
 /// representative that lives elsewhere as an import, and every promoted name.
 /// Indexed like `set`.
@@ -103,12 +106,14 @@ pub(super) fn resolve_decisions<M: Module>(
     merge: &MergeOptions,
     decisions: Option<ModuleDecisions>,
     set: &FunctionSet,
+    held_back: &OutsideReferences,
     allow_redirect: bool,
 ) -> ModuleResult<ResolvedDecisions> {
     let Some(decisions) = decisions else {
         return Ok(ResolvedDecisions::none(set.len()));
     };
-    let checked = check_decisions(set, merge, &decisions, &DeclaredNames(inner.declarations()))
+    let names = DeclaredNames(inner.declarations());
+    let checked = check_decisions_referring(set, merge, &decisions, &names, held_back)
         .map_err(decision_error)?;
     let merged = &checked.merged.set;
     let (per_id, calls, qualified) = resolve_checked(

@@ -19,7 +19,7 @@ use crate::ir::{FuncIndex, FunctionSet, Reference};
 #[cfg(feature = "separate")]
 use crate::separate::program::{DecisionAction, ModuleDecisions};
 #[cfg(feature = "separate")]
-use crate::separate::summary::{Summary, summarize_with};
+use crate::separate::summary::{OutsideReferences, Summary, SymbolNames, refer_to, summarize_with};
 use crate::similar::{SimilarGroupReport, SimilarOptions, SimilarPass};
 use cranelift_codegen::Context;
 use cranelift_codegen::control::ControlPlane;
@@ -317,12 +317,29 @@ impl<M: Module> MergingModule<M> {
             );
         }
         let (set, _) = self.recorded_set()?;
-        Ok(summarize_with(
+        let mut summary = summarize_with(
             &set,
             module_name,
             &self.options.merge,
             &DeclaredNames(self.inner.declarations()),
-        ))
+        );
+        refer_to(&mut summary, &self.held_back_references());
+        Ok(summary)
+    }
+
+    /// The functions the held-back data and byte-defined code refer to, and those
+    /// whose address they take, as a summary from IR names them (its functions do
+    /// not show them).
+    #[cfg(feature = "separate")]
+    fn held_back_references(&self) -> OutsideReferences {
+        let names = DeclaredNames(self.inner.declarations());
+        let symbol = |id: FuncId| names.symbol(&UserFuncName::user(0, id.as_u32()), None);
+        let mut taken: Vec<FuncId> = self.address_taken_elsewhere.iter().copied().collect();
+        taken.sort_unstable();
+        OutsideReferences {
+            referenced: self.held_back_targets().into_iter().map(symbol).collect(),
+            taken: taken.into_iter().map(symbol).collect(),
+        }
     }
 
     /// Stage 3 of separate compilation: apply this module's decisions (from
@@ -355,11 +372,13 @@ impl<M: Module> MergingModule<M> {
         set: &FunctionSet,
         allow_redirect: bool,
     ) -> ModuleResult<ResolvedDecisions> {
+        let held_back = self.held_back_references();
         resolve_decisions(
             &mut self.inner,
             &self.options.merge,
             self.decisions.take(),
             set,
+            &held_back,
             allow_redirect,
         )
     }
@@ -593,18 +612,7 @@ impl<M: Module> MergingModule<M> {
         }
         let ids = (0..count as u32).map(FuncId::from_u32).collect();
         let (mut merged, cross_module) = Merged::new(ids, plan, &resolved, allow_redirect);
-        // Data and byte-defined code: imports another module removed go to their
-        // representatives too.
-        let removed_imports = resolved
-            .calls
-            .iter()
-            .filter(|(_, _, action)| *action == CrossAction::Redirect)
-            .map(|&(import, target, action)| (import, ResolvedDecision { action, target }));
-        let held_back: Vec<(FuncId, ResolvedDecision)> = cross_module
-            .iter()
-            .copied()
-            .chain(removed_imports)
-            .collect();
+        let held_back = resolved.held_back(&cross_module);
         self.define_held_back(&mut merged, &held_back, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, None);
         report.functions = defined;
@@ -720,7 +728,8 @@ impl<M: Module> MergingModule<M> {
             allow_redirect,
         )?;
         let (mut merged, cross_module) = Merged::new(ids, outcome.plan, &resolved, allow_redirect);
-        self.define_held_back(&mut merged, &cross_module, allow_redirect)?;
+        let held_back = resolved.held_back(&cross_module);
+        self.define_held_back(&mut merged, &held_back, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, similar.as_ref());
         report.bytes_saved += duplicate_bytes.saturating_sub(thunk_bytes);
         self.complete_report(&merged, &mut report);

@@ -29,7 +29,8 @@
 
 use super::program::{CallRedirect, Decision, DecisionAction, ModuleDecisions};
 use super::summary::{
-    ClifNames, MergedModule, Summary, SymbolNames, clif_name, merged_module, summarize_merged,
+    ClifNames, MergedModule, OutsideReferences, Summary, SymbolNames, clif_name, merged_module,
+    refer_to, summarize_merged,
 };
 use crate::identical::MergeOptions;
 use crate::identical::plan::MergeMode;
@@ -217,11 +218,31 @@ pub fn check_decisions<'d, N: AppliedNames>(
     decisions: &'d ModuleDecisions,
     names: &N,
 ) -> Result<CheckedDecisions<'d, N::Name>, DecisionError> {
+    check_decisions_referring(
+        module,
+        options,
+        decisions,
+        names,
+        &OutsideReferences::default(),
+    )
+}
+
+/// [`check_decisions`] for a module that also refers to symbols from outside its
+/// functions (data, byte-defined code), as its summary said
+/// ([`super::summary::refer_to`]).
+pub fn check_decisions_referring<'d, N: AppliedNames>(
+    module: &FunctionSet,
+    options: &MergeOptions,
+    decisions: &'d ModuleDecisions,
+    names: &N,
+    outside: &OutsideReferences,
+) -> Result<CheckedDecisions<'d, N::Name>, DecisionError> {
     if decisions.addresses_significant != (options.mode == MergeMode::Safe) {
         return Err(DecisionError::ModeMismatch);
     }
     let merged = merged_module(module, options);
-    let summary = summarize_merged(&merged, &decisions.module, options.mode, names);
+    let mut summary = summarize_merged(&merged, &decisions.module, options.mode, names);
+    refer_to(&mut summary, outside);
     // The summary lists the merged module's functions first, in the same order, then
     // the aliases of its own merge.
     let compared = merged.set.len();

@@ -145,6 +145,43 @@ pub struct Summary {
     pub addresses_taken: Vec<u32>,
 }
 
+/// What a module refers to from outside its functions (data and byte-defined
+/// code, which a summary from IR does not see): every symbol, and those whose
+/// address it takes.
+#[derive(Clone, Debug, Default)]
+pub struct OutsideReferences {
+    /// Every symbol referred to.
+    pub referenced: Vec<SymbolRef>,
+    /// The symbols whose address is taken (stored in data, or a non-call
+    /// relocation of byte-defined code).
+    pub taken: Vec<SymbolRef>,
+}
+
+/// Adds `outside` to `summary`: its symbols, and the addresses taken, so that
+/// the plan neither removes a function whose address the module holds (in safe
+/// mode it keeps its own address) nor leaves a reference to one it removes
+/// unredirected.
+pub fn refer_to(summary: &mut Summary, outside: &OutsideReferences) {
+    let index_of = |summary: &mut Summary, symbol: &SymbolRef| -> u32 {
+        match summary.symbols.iter().position(|s| s == symbol) {
+            Some(index) => index as u32,
+            None => {
+                summary.symbols.push(symbol.clone());
+                (summary.symbols.len() - 1) as u32
+            }
+        }
+    };
+    for symbol in &outside.referenced {
+        index_of(summary, symbol);
+    }
+    for symbol in &outside.taken {
+        let index = index_of(summary, symbol);
+        if !summary.addresses_taken.contains(&index) {
+            summary.addresses_taken.push(index);
+        }
+    }
+}
+
 /// How a module's functions and data are named for the linker, given the names
 /// they have inside the module's CLIF.
 pub trait SymbolNames: Sync {
