@@ -1521,7 +1521,7 @@ fn check_through_module(program: &Program) -> Checked {
         };
         let (merged, decided) = match merge_through_module(&objects, &names, &options, separate) {
             Wrapped::Refused(why) => {
-                checked.refused.push(format!("{config}: {why}"));
+                checked.refused.push(format!("seed {seed} {config}: {why}"));
                 continue;
             }
             Wrapped::Broken(why) => {
