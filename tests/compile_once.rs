@@ -156,11 +156,8 @@ fn declare_all<M: Module>(module: &mut M, functions: &[Function], names: &[Strin
     }
 }
 
-/// Defines `functions` through a `MergingModule<ObjectModule>` with compile-once
-/// on or off, checking every define against a fresh compile when on; returns the
-/// object and how many defines reused a compile.
-fn object_of(functions: &[Function], names: &[String], once: bool) -> (Vec<u8>, usize) {
-    let isa = isa(true);
+/// A `MergingModule<ObjectModule>` for `isa`, with compile-once on or off.
+fn merging_object(isa: &OwnedTargetIsa, once: bool) -> MergingModule<ObjectModule> {
     let builder = ObjectBuilder::new(
         isa.clone(),
         "compile_once",
@@ -168,7 +165,15 @@ fn object_of(functions: &[Function], names: &[String], once: bool) -> (Vec<u8>, 
     )
     .expect("object builder");
     let options = ModuleMergeOptions::default().with_compile_once(once);
-    let mut module = MergingModule::new(ObjectModule::new(builder), options);
+    MergingModule::new(ObjectModule::new(builder), options)
+}
+
+/// Defines `functions` through a `MergingModule<ObjectModule>` with compile-once
+/// on or off, checking every define against a fresh compile when on; returns the
+/// object and how many defines reused a compile.
+fn object_of(functions: &[Function], names: &[String], once: bool) -> (Vec<u8>, usize) {
+    let isa = isa(true);
+    let mut module = merging_object(&isa, once);
     declare_all(&mut module, functions, names);
     if once {
         define_checked(&mut module, functions, names, &isa);
@@ -354,14 +359,7 @@ fn equal_bodies_with_other_callees_share_a_compile_and_call_their_own() {
 fn equal_bodies_with_other_callees_write_the_same_object_with_and_without() {
     let isa = isa(true);
     let object = |once: bool| {
-        let builder = ObjectBuilder::new(
-            isa.clone(),
-            "compile_once",
-            cranelift_module::default_libcall_names(),
-        )
-        .expect("object builder");
-        let options = ModuleMergeOptions::default().with_compile_once(once);
-        let mut module = MergingModule::new(ObjectModule::new(builder), options);
+        let mut module = merging_object(&isa, once);
         let (functions, names) = generated(&mut module);
         define_checked(&mut module, &functions, &names, &isa);
         let (product, report) = module.finish_object().expect("finish");

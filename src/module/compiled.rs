@@ -46,7 +46,8 @@ use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::incremental_cache::CacheKvStore;
 use cranelift_codegen::ir::{
-    ExternalName, Function, GlobalValueData, Inst, InstructionData, KnownSymbol, LibCall, TrapCode,
+    ExternalName, FuncRef, Function, GlobalValueData, Inst, InstructionData, KnownSymbol, LibCall,
+    TrapCode,
 };
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{Final, MachBufferFinalized};
@@ -56,7 +57,7 @@ use cranelift_module::{
 use rustc_hash::{FxBuildHasher, FxHasher};
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 /// The module's declared functions as the plan sees them: `FuncIndex` N is the
@@ -352,12 +353,12 @@ fn ir_address_taken(func: &Function) -> Vec<u32> {
             .map(|user| user.index),
         _ => None,
     };
-    let mut called = HashSet::new();
+    let mut called = SecondaryMap::<FuncRef, bool>::new();
     let mut taken = Vec::new();
     for inst in (0..func.dfg.num_insts()).map(Inst::new) {
         match func.dfg.insts[inst] {
             InstructionData::Call { func_ref, .. } | InstructionData::TryCall { func_ref, .. } => {
-                called.insert(func_ref);
+                called[func_ref] = true;
             }
             InstructionData::FuncAddr { func_ref, .. } => {
                 taken.extend(function(&func.dfg.ext_funcs[func_ref].name));
@@ -366,7 +367,7 @@ fn ir_address_taken(func: &Function) -> Vec<u32> {
         }
     }
     for (func_ref, data) in func.dfg.ext_funcs.iter() {
-        if !called.contains(&func_ref) {
+        if !called[func_ref] {
             taken.extend(function(&data.name));
         }
     }
