@@ -53,6 +53,17 @@ fn module(
     compile: CompileMode,
     opt_level: &str,
 ) -> MergingModule<ObjectModule> {
+    let exported: Vec<_> = ks.iter().map(|&(f, k)| (f, Linkage::Export, k)).collect();
+    module_with(name, &exported, compile, opt_level)
+}
+
+/// [`module`] with each function's linkage given.
+fn module_with(
+    name: &str,
+    ks: &[(&str, Linkage, i64)],
+    compile: CompileMode,
+    opt_level: &str,
+) -> MergingModule<ObjectModule> {
     let builder = ObjectBuilder::new(
         isa(opt_level),
         name,
@@ -64,9 +75,9 @@ fn module(
     let mut sig = m.make_signature();
     sig.params.push(AbiParam::new(I64));
     sig.returns.push(AbiParam::new(I64));
-    for &(function, k) in ks {
+    for &(function, linkage, k) in ks {
         let id = m
-            .declare_function(function, Linkage::Export, &sig)
+            .declare_function(function, linkage, &sig)
             .expect("declare");
         define_unary(&mut m, id, &sig, |_, b, x| {
             let y = b.ins().imul_imm_s(x, k);
@@ -359,4 +370,42 @@ fn the_tool_dumps_machine_code_summaries_and_refuses_to_mix_them() {
         "{}",
         planned.stderr
     );
+}
+
+/// Module `b` has a local `h` that its own merge erases (it equals `fb`), and
+/// module `a` exports an `h` equal to both: the plan must not make `b`'s `fb` a
+/// thunk to `a`'s `h`, since `h` in `b` is `b`'s own (erased) local. Before the
+/// summaries listed every local name, the plan did, and `b`'s finish refused the
+/// decisions (`Shadowed("h")`) in both compile modes.
+#[test]
+fn a_local_name_erased_by_its_own_merge_is_not_given_to_another_modules_representative() {
+    let a: &[(&str, Linkage, i64)] = &[("h", Linkage::Export, 7)];
+    let b: &[(&str, Linkage, i64)] = &[("fb", Linkage::Export, 7), ("h", Linkage::Local, 7)];
+    for compile in [CompileMode::AtDefine, CompileMode::AtFinish] {
+        let unit = |name: &str, ks| module_with(name, ks, compile, "speed");
+        let summaries = [
+            unit("a", a).summarize("a").expect("summary"),
+            unit("b", b).summarize("b").expect("summary"),
+        ];
+        let plan = plan_program(&summaries).expect("plan");
+        let shadowed: Vec<_> = plan
+            .shadowed
+            .iter()
+            .map(|(member, rep)| {
+                (
+                    format!("{}:{}", member.module, member.name),
+                    format!("{}:{}", rep.module, rep.name),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shadowed,
+            [("b:fb".to_string(), "a:h".to_string())],
+            "{compile:?}"
+        );
+        let mut decisions = plan.decisions.into_iter();
+        let (da, db) = (decisions.next().expect("a"), decisions.next().expect("b"));
+        assert_eq!(finish(unit("a", a), da), Ok(Vec::new()), "{compile:?}");
+        assert_eq!(finish(unit("b", b), db), Ok(Vec::new()), "{compile:?}");
+    }
 }

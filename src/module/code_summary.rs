@@ -286,6 +286,11 @@ pub(super) fn summarize_code(
     for &id in module.held_back_targets {
         symbols.intern(0, id.as_u32());
     }
+    // In this module these names are its own: no representative of another
+    // module may be named by one (an erased local is in no function's summary).
+    for (namespace, index) in DeclaredNames(names.declarations).locals() {
+        symbols.intern(namespace, index);
+    }
     let mut taken: Vec<FuncId> = taken.into_iter().collect();
     taken.sort_unstable();
     let addresses_taken = taken

@@ -61,6 +61,28 @@ impl SymbolNames for DeclaredNames<'_> {
     }
 }
 
+impl DeclaredNames<'_> {
+    /// The user names (`namespace`, `index`: 0 for functions, 1 for data) of every
+    /// named declaration with local linkage, defined or erased by the module's own
+    /// merge: summaries list them all, so that the plan never names another
+    /// module's representative by a name that binds to one of them here.
+    pub(super) fn locals(&self) -> Vec<(u32, u32)> {
+        let local =
+            |name: &Option<String>, linkage: Linkage| name.is_some() && linkage == Linkage::Local;
+        let functions = self
+            .0
+            .get_functions()
+            .filter(|(_, decl)| local(&decl.name, decl.linkage))
+            .map(|(id, _)| (0, id.as_u32()));
+        let data = self
+            .0
+            .get_data_objects()
+            .filter(|(_, decl)| local(&decl.name, decl.linkage))
+            .map(|(id, _)| (1, id.as_u32()));
+        functions.chain(data).collect()
+    }
+}
+
 /// `MergingModule`: a symbol of the decisions is a declared name, and a module
 /// defines (or declares) whatever its declarations say.
 impl AppliedNames for DeclaredNames<'_> {

@@ -327,18 +327,24 @@ impl<M: Module> MergingModule<M> {
         Ok(summary)
     }
 
-    /// The functions the held-back data and byte-defined code refer to, and those
-    /// whose address they take, as a summary from IR names them (its functions do
-    /// not show them).
+    /// The functions the held-back data and byte-defined code refer to, those
+    /// whose address they take, and every local name declared, as a summary from
+    /// IR names them (its functions do not show them).
     #[cfg(feature = "separate")]
     fn held_back_references(&self) -> OutsideReferences {
         let names = DeclaredNames(self.inner.declarations());
         let symbol = |id: FuncId| names.symbol(&UserFuncName::user(0, id.as_u32()), None);
         let mut taken: Vec<FuncId> = self.address_taken_elsewhere.iter().copied().collect();
         taken.sort_unstable();
+        let locals = names
+            .locals()
+            .into_iter()
+            .map(|(namespace, index)| names.symbol(&UserFuncName::user(namespace, index), None))
+            .collect();
         OutsideReferences {
             referenced: self.held_back_targets().into_iter().map(symbol).collect(),
             taken: taken.into_iter().map(symbol).collect(),
+            locals,
         }
     }
 

@@ -147,7 +147,7 @@ pub struct Summary {
 
 /// What a module refers to from outside its functions (data and byte-defined
 /// code, which a summary from IR does not see): every symbol, and those whose
-/// address it takes.
+/// address it takes; and the local names it declares beyond its functions'.
 #[derive(Clone, Debug, Default)]
 pub struct OutsideReferences {
     /// Every symbol referred to.
@@ -155,12 +155,16 @@ pub struct OutsideReferences {
     /// The symbols whose address is taken (stored in data, or a non-call
     /// relocation of byte-defined code).
     pub taken: Vec<SymbolRef>,
+    /// Every local name the module declares (functions its own merge erased, data
+    /// nothing refers to): in this module such a name binds to its own local, so
+    /// the plan must not give it to another module's representative.
+    pub locals: Vec<SymbolRef>,
 }
 
 /// Adds `outside` to `summary`: its symbols, and the addresses taken, so that
 /// the plan neither removes a function whose address the module holds (in safe
 /// mode it keeps its own address) nor leaves a reference to one it removes
-/// unredirected.
+/// unredirected, nor names a representative by one of the module's locals.
 pub fn refer_to(summary: &mut Summary, outside: &OutsideReferences) {
     let index_of = |summary: &mut Summary, symbol: &SymbolRef| -> u32 {
         match summary.symbols.iter().position(|s| s == symbol) {
@@ -171,7 +175,7 @@ pub fn refer_to(summary: &mut Summary, outside: &OutsideReferences) {
             }
         }
     };
-    for symbol in &outside.referenced {
+    for symbol in outside.referenced.iter().chain(&outside.locals) {
         index_of(summary, symbol);
     }
     for symbol in &outside.taken {
