@@ -227,6 +227,56 @@ fn a_function_address_taken_in_code_keeps_naming_its_function() {
     }
 }
 
+/// `ca` and `cb` call `fa` and `fb` (equal) through references that are not
+/// colocated, so position-independent code loads each callee's address from the
+/// GOT and calls it: a relocation that, read from the code alone, takes an
+/// address. The IR only calls them, so in safe mode the callers still merge (as
+/// they do from IR), and the program runs as before.
+#[test]
+fn a_call_through_the_got_is_a_call_not_an_address_use() {
+    const MAIN_C: &str = r#"
+#include <stdint.h>
+#include <stdio.h>
+int64_t fa(int64_t); int64_t fb(int64_t); int64_t ca(int64_t); int64_t cb(int64_t);
+int main(void) {
+    printf("%lld %lld %lld %lld\n", (long long)fa(2), (long long)fb(2),
+           (long long)ca(2), (long long)cb(2));
+    return 0;
+}
+"#;
+    let reports = links_and_runs_alike("got_calls", MAIN_C, |m| {
+        let mut sig = m.make_signature();
+        sig.params.push(AbiParam::new(I64));
+        sig.returns.push(AbiParam::new(I64));
+        let declare = |m: &mut MergingModule<ObjectModule>, name| {
+            m.declare_function(name, Linkage::Export, &sig)
+                .expect("declare")
+        };
+        let (fa, fb) = (declare(m, "fa"), declare(m, "fb"));
+        for f in [fa, fb] {
+            define_function(m, f, &sig, |_, b, p| vec![body(b, p[0])]);
+        }
+        for (caller, callee) in [("ca", fa), ("cb", fb)] {
+            let id = declare(m, caller);
+            define_function(m, id, &sig, |m, b, p| {
+                let callee = m.declare_func_in_func(callee, b.func);
+                b.func.dfg.ext_funcs[callee].colocated = false;
+                let call = b.ins().call(callee, &[p[0]]);
+                let result = b.inst_results(call)[0];
+                vec![b.ins().iadd_imm_s(result, 1)]
+            });
+        }
+    });
+    for report in reports {
+        assert!(
+            report
+                .classes
+                .contains(&vec!["ca".to_string(), "cb".to_string()]),
+            "{report:?}"
+        );
+    }
+}
+
 /// Calls finalized `() -> i64` code.
 fn call0(code: *const u8) -> i64 {
     // SAFETY: finalized `() -> i64` code in the host's calling convention.

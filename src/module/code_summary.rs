@@ -20,9 +20,7 @@
 //! that summary with the checker the IR appliers use
 //! ([`crate::separate::check::check_summary`]).
 
-use super::compiled::{
-    CompiledFunction, DeclaredFunctions, Retargets, function_target, reference_of,
-};
+use super::compiled::{CompiledFunction, DeclaredFunctions, Retargets, function_target};
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
 use super::decisions::{DeclaredNames, decision_error, resolve_checked};
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan};
@@ -129,30 +127,19 @@ fn tokens_of(
         tokens.extend([u64::from(*offset), u64::from(code.as_raw().get())]);
     }
     push_bytes(&mut tokens, metadata.rest.as_bytes());
-    let relocs = module
-        .retargets
-        .retargeted(&function.relocs, &function.code);
+    let kinds = function.references();
+    let relocs = module.retargets.retargeted(&function.relocs, &kinds);
     tokens.push(relocs.len() as u64);
     let mut references = Vec::new();
     let mut taken = Vec::new();
-    for (reloc, original) in relocs.iter().zip(&function.relocs) {
+    // How each uses its target is asked of the target the IR named (the own
+    // merge may have retargeted it).
+    for (reloc, &reference) in relocs.iter().zip(&kinds) {
         tokens.extend([
             u64::from(reloc.offset),
             reloc.kind as u64,
             reloc.addend as u64,
         ]);
-        // Asked of the target the IR named (the own merge may have retargeted it).
-        let reference = match (reference_of(reloc, &function.code), &original.name) {
-            // Its IR only calls the target: the code loads the address to call it.
-            (
-                Reference::Address,
-                ModuleRelocTarget::User {
-                    namespace: 0,
-                    index,
-                },
-            ) if function.ir_address_taken.binary_search(index).is_err() => Reference::Call,
-            (reference, _) => reference,
-        };
         if let Some((target, offset)) = function_target(&reloc.name) {
             if reference == Reference::Address {
                 taken.push(target);

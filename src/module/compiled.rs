@@ -119,13 +119,32 @@ pub(super) struct CompiledFunction {
     /// The functions (`FuncId` indices, sorted) whose address its IR may take:
     /// a relocation to any other function comes from a call, even where the code
     /// loads the callee's address first (a call through the GOT).
-    #[cfg_attr(
-        not(feature = "separate"),
-        allow(dead_code, reason = "read by the machine-code summary")
-    )]
     pub(super) ir_address_taken: Vec<u32>,
     /// A hash of everything compared but the function targets' identity.
     hash: u64,
+}
+
+impl CompiledFunction {
+    /// How each of its relocations uses its target: as [`reference_of`] reads
+    /// the code, but a load of the address of a function its IR only calls is a
+    /// call (the code calls through the GOT).
+    pub(super) fn references(&self) -> Vec<Reference> {
+        self.relocs
+            .iter()
+            .map(
+                |reloc| match (reference_of(reloc, &self.code), &reloc.name) {
+                    (
+                        Reference::Address,
+                        ModuleRelocTarget::User {
+                            namespace: 0,
+                            index,
+                        },
+                    ) if self.ir_address_taken.binary_search(index).is_err() => Reference::Call,
+                    (reference, _) => reference,
+                },
+            )
+            .collect()
+    }
 }
 
 /// What Cranelift reports beside the code that a runtime may act on: two functions
@@ -409,11 +428,12 @@ pub(super) fn classes(
     names: &DeclaredFunctions<'_>,
     mode: MergeMode,
 ) -> (Vec<Vec<FuncIndex>>, SecondaryMap<FuncIndex, bool>) {
+    let references: Vec<Vec<Reference>> = recorded.iter().map(|f| f.references()).collect();
     let mut address_taken: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
-    for function in recorded {
-        for reloc in &function.relocs {
+    for (function, references) in recorded.iter().zip(&references) {
+        for (reloc, &reference) in function.relocs.iter().zip(references) {
             if let Some((target, _)) = function_target(&reloc.name)
-                && reference_of(reloc, &function.code) == Reference::Address
+                && reference == Reference::Address
             {
                 address_taken[FuncIndex::new(target.as_u32() as usize)] = true;
             }
@@ -457,10 +477,10 @@ pub(super) fn classes(
         recorded[i]
             .relocs
             .iter()
-            .filter_map(|reloc| Some((reloc, function_target(&reloc.name)?)))
-            .map(|(reloc, (target, _))| {
+            .zip(&references[i])
+            .filter_map(|(reloc, &reference)| Some((reference, function_target(&reloc.name)?)))
+            .map(|(reference, (target, _))| {
                 let f = FuncIndex::new(target.as_u32() as usize);
-                let reference = reference_of(reloc, &recorded[i].code);
                 let exact = target.as_u32() as usize >= names.count
                     || target_match(reference, names.linkage(f), mode) == TargetMatch::Exact;
                 if exact {
@@ -606,11 +626,18 @@ impl Retargets {
         self.all.get(&function).copied()
     }
 
-    /// `relocs` (of `code`) with their targets retargeted.
-    pub(super) fn retargeted(&self, relocs: &[ModuleReloc], code: &[u8]) -> Vec<ModuleReloc> {
+    /// `relocs` with their targets retargeted; `references` says how each uses
+    /// its target ([`CompiledFunction::references`], or [`reference_of`] for code
+    /// the wrapper did not compile).
+    pub(super) fn retargeted(
+        &self,
+        relocs: &[ModuleReloc],
+        references: &[Reference],
+    ) -> Vec<ModuleReloc> {
         relocs
             .iter()
-            .map(|original| {
+            .zip(references)
+            .map(|(original, &reference)| {
                 let mut reloc = original.clone();
                 match &mut reloc.name {
                     ModuleRelocTarget::User {
@@ -619,7 +646,7 @@ impl Retargets {
                     } => {
                         if let Some(kept) = self.codeless(*index) {
                             *index = kept;
-                        } else if reference_of(original, code) == Reference::Call
+                        } else if reference == Reference::Call
                             && let Some(&kept) = self.calls.get(index)
                         {
                             *index = kept;

@@ -559,9 +559,10 @@ impl<M: Module> MergingModule<M> {
         let (resolved, cross) =
             self.resolve_compiled(&recorded, &plan, &retargets, allow_redirect)?;
         let retargeted = |function: &CompiledFunction| {
-            let relocs = retargets.retargeted(&function.relocs, &function.code);
+            let references = function.references();
+            let relocs = retargets.retargeted(&function.relocs, &references);
             match &cross {
-                Some(cross) => cross.retargeted(&relocs, &function.code),
+                Some(cross) => cross.retargeted(&relocs, &references),
                 None => relocs,
             }
         };
@@ -879,7 +880,12 @@ impl<M: Module> MergingModule<M> {
             .collect();
         let retargets = Retargets::codeless_only(redirects);
         for function in std::mem::take(&mut self.bytes) {
-            let relocs = retargets.retargeted(&function.relocs, &function.bytes);
+            let references: Vec<Reference> = function
+                .relocs
+                .iter()
+                .map(|reloc| reference_of(reloc, &function.bytes))
+                .collect();
+            let relocs = retargets.retargeted(&function.relocs, &references);
             self.inner.define_function_bytes(
                 function.id,
                 function.alignment,
