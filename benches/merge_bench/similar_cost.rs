@@ -244,9 +244,11 @@ pub fn census_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
         bail!("no inputs given");
     }
     let isa = host_isa().ok_or_else(|| anyhow::anyhow!("no Cranelift backend for this host"))?;
-    let model = SizeModel::for_isa(&*isa)
-        .ok_or_else(|| anyhow::anyhow!("no size model for this host"))?;
-    println!("| program | reason | functions | bytes of those functions | bytes at stake | at stake, share of program |");
+    let model =
+        SizeModel::for_isa(&*isa).ok_or_else(|| anyhow::anyhow!("no size model for this host"))?;
+    println!(
+        "| program | reason | functions | bytes of those functions | bytes at stake | at stake, share of program |"
+    );
     println!("|---|---|---:|---:|---:|---:|");
     for input in inputs {
         let module = load_program(input)?;

@@ -479,7 +479,9 @@ pub(crate) fn census(
         Missed::AlignsWithMerged => "aligns with a merged pair (group of 3+)",
         Missed::NotProfitable => "aligns, pricing rejects the pair",
         Missed::Refused(Refusal::Structure) => "refused: signature or block parameters differ",
-        Missed::Refused(Refusal::TooManyStretches) => "refused: more than 8 blocks differ",
+        Missed::Refused(Refusal::TooManyStretches) => {
+            "refused: more blocks differ than MAX_STRETCHES"
+        }
         Missed::Refused(Refusal::ValueEscapes) => "refused: a value escapes its stretch",
         Missed::Refused(Refusal::OperandDiffers) => "refused: the terminator's operands differ",
         Missed::Refused(Refusal::TerminatorDiffers) => "refused: the terminators differ",
@@ -491,7 +493,9 @@ pub(crate) fn census(
         }
     };
     let mut rows: Vec<(Missed, CensusRow)> = Vec::new();
-    for (f, partner, missed) in align::census(module, &considered, &by_alignment, options.align_escapes) {
+    for (f, partner, missed) in
+        align::census(module, &considered, &by_alignment, options.align_escapes)
+    {
         let stake = match (missed, partner) {
             (Missed::AlignsWithMerged, _) => size(f),
             (_, Some(p)) => size(f).min(size(p)),

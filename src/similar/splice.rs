@@ -97,8 +97,7 @@ impl Copier<'_> {
         stretch: &Stretch,
         escaped: &mut HashMap<Value, (Value, Block)>,
     ) -> Result<(), NotSpliced> {
-        if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty())
-        {
+        if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty()) {
             return Err(NotSpliced("a value escapes an empty stretch".into()));
         }
         let srcloc = self.merged.srcloc(stretch.suffix);
