@@ -11,7 +11,9 @@
 //! *selector* parameter: one arm runs the first function's stretch, the other a
 //! copy of the second's, and both jump to the rest of the block. This is the
 //! simplest case of function merging by sequence alignment (FMSA, SalSSA, HyFM):
-//! a straight-line difference inside one block, in as many blocks as differ.
+//! a straight-line difference inside one block, in as many blocks as differ, with
+//! SalSSA's phi for values that escape a difference (a parameter of the block
+//! where the arms join).
 //!
 //! # Phases
 //!
@@ -44,12 +46,24 @@
 //! exactly that member's stretch, and the suffix. A stretch is only allowed when
 //! (checked here, not assumed):
 //!
-//! * its values are used only inside it: an operand outside any stretch must name
-//!   an aligned definition, and a stretch's own operands name aligned definitions
-//!   or its own. So no value of one arm is needed after the branch joins, and each
-//!   arm's operands are defined before the branch (an aligned definition of the
-//!   same block is in the prefix; one of another block dominates this block in
-//!   both functions, whose graphs are equal);
+//! * its values are used after it only as *escapes*: an operand outside any
+//!   stretch must name an aligned definition, and a stretch's own operands name
+//!   aligned definitions or its own. A result of a stretch becomes aligned only as
+//!   an escape ([`Stretch::escapes`]), with a result of the other function's
+//!   stretch *of the same block* and of the same type, the first time an
+//!   instruction outside the stretches (or in a later stretch's prefix or suffix)
+//!   uses the two in the same place; from then on every use must pair them like
+//!   any aligned definition. The merged body gives the join block one parameter
+//!   per escape, each arm passes its own value, and every use outside the first
+//!   arm reads the parameter: a use of the first function's value is dominated by
+//!   its definition, so it lies after the stretch in its block or in a block that
+//!   block dominates, which the join dominates in the merged body. Run as either
+//!   member, the parameter holds that member's value. A value that escapes on one
+//!   side only (used where the other function uses a value from before the
+//!   stretch) is refused. So each arm's operands are defined before the branch
+//!   (an aligned definition of the same block is in the prefix; one of another
+//!   block dominates this block in both functions, whose graphs are equal; an
+//!   escape of an earlier block is its join's parameter);
 //! * it names no entity the walk numbers by first appearance besides values
 //!   (blocks, stack slots, dynamic stack slots, user stack maps), so that the
 //!   numbering of the rest of the stream is the same in both functions and token
