@@ -87,7 +87,8 @@
 //! Functions no group merged are then paired when they *align* (`align.rs`, on by
 //! default, [`SimilarOptions::align`]): equal but for at most one straight-line
 //! stretch of instructions per block, possibly empty on one side, whose values are
-//! not used outside it (wasmtime expands a small constant-length `memory.copy`
+//! used after it only where the other function uses its own stretch's values in
+//! the same places (escapes, passed to the join block; wasmtime expands a small constant-length `memory.copy`
 //! inline, so two functions that differ in that length differ by instructions, not
 //! constants). The merged body of a pair is a copy of the first member in which
 //! each stretch is a branch on one more parameter, a [`HoleKind::Selector`]: `0`
