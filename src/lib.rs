@@ -137,6 +137,15 @@ pub mod testing {
         crate::similar::merge_similar_for(module, options, isa)
     }
 
+    /// The census of missed merges by alignment (`merge_bench similar-census`).
+    pub fn similar_census(
+        module: &FunctionSet,
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+    ) -> Vec<crate::similar::CensusRow> {
+        crate::similar::census(module, options, isa)
+    }
+
     /// Which functions of `module` may name one of `named` (`FunctionSet::naming`).
     pub fn naming(module: &FunctionSet, named: &[FuncIndex]) -> SecondaryMap<FuncIndex, bool> {
         module.naming(named)

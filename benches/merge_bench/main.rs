@@ -132,7 +132,7 @@ fn run() -> anyhow::Result<()> {
     let (command, rest) = match args.first().map(String::as_str) {
         Some(
             c @ ("gen" | "pass" | "compile" | "separate" | "module" | "similar" | "size-model"
-            | "suite"),
+            | "similar-census" | "suite"),
         ) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
@@ -146,6 +146,7 @@ fn run() -> anyhow::Result<()> {
         "separate" => separate(&options),
         "similar" => similar_cost::similar_command(&options.inputs, options.repeat, options.json),
         "size-model" => similar_cost::size_model_command(&options.inputs),
+        "similar-census" => similar_cost::census_command(&options.inputs),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             module_wrapper::module_bench(&label(&options.inputs), &module, options.repeat)

@@ -27,7 +27,7 @@
 use crate::measure::compile_all;
 use anyhow::bail;
 use clif_merge::similar::{Pricing, SimilarOptions, SimilarOutcome, SimilarPass};
-use clif_merge::testing::{Feature, SizeFeatures, SizeModel, merge_similar_for};
+use clif_merge::testing::{Feature, SizeFeatures, SizeModel, merge_similar_for, similar_census};
 use clif_merge::testing::{compiled_size, expand_inputs, host_isa, load};
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::ir::Function;
@@ -231,6 +231,40 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
             show(&compiled),
             compiled.percent_of(&compile),
         );
+    }
+    Ok(())
+}
+
+/// `similar-census INPUT...`: why the similar merge (default options, host ISA)
+/// left each function alone, per program, as a markdown table: per reason, the
+/// functions it keeps apart and the code bytes at stake (predicted by the size
+/// model; `CensusRow::at_stake`), also as a share of the program's predicted code.
+pub fn census_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
+    if inputs.is_empty() {
+        bail!("no inputs given");
+    }
+    let isa = host_isa().ok_or_else(|| anyhow::anyhow!("no Cranelift backend for this host"))?;
+    let model =
+        SizeModel::for_isa(&*isa).ok_or_else(|| anyhow::anyhow!("no size model for this host"))?;
+    println!(
+        "| program | reason | functions | bytes of those functions | bytes at stake | at stake, share of program |"
+    );
+    println!("|---|---|---:|---:|---:|---:|");
+    for input in inputs {
+        let module = load_program(input)?;
+        let program: u64 = module.iter().map(|(_, d)| model.predict(&d.func)).sum();
+        let rows = similar_census(&module, &SimilarOptions::default(), Some(&*isa));
+        for row in rows {
+            println!(
+                "| {} | {} | {} | {} | {} | {:.2}% |",
+                program_name(input),
+                row.reason,
+                row.functions,
+                row.bytes,
+                row.at_stake,
+                100.0 * row.at_stake as f64 / program.max(1) as f64
+            );
+        }
     }
     Ok(())
 }

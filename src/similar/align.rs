@@ -11,7 +11,9 @@
 //! *selector* parameter: one arm runs the first function's stretch, the other a
 //! copy of the second's, and both jump to the rest of the block. This is the
 //! simplest case of function merging by sequence alignment (FMSA, SalSSA, HyFM):
-//! a straight-line difference inside one block, in as many blocks as differ.
+//! a straight-line difference inside one block, in as many blocks as differ, with
+//! SalSSA's phi for values that escape a difference (a parameter of the block
+//! where the arms join).
 //!
 //! # Phases
 //!
@@ -44,12 +46,24 @@
 //! exactly that member's stretch, and the suffix. A stretch is only allowed when
 //! (checked here, not assumed):
 //!
-//! * its values are used only inside it: an operand outside any stretch must name
-//!   an aligned definition, and a stretch's own operands name aligned definitions
-//!   or its own. So no value of one arm is needed after the branch joins, and each
-//!   arm's operands are defined before the branch (an aligned definition of the
-//!   same block is in the prefix; one of another block dominates this block in
-//!   both functions, whose graphs are equal);
+//! * its values are used after it only as *escapes*: an operand outside any
+//!   stretch must name an aligned definition, and a stretch's own operands name
+//!   aligned definitions or its own. A result of a stretch becomes aligned only as
+//!   an escape ([`Stretch::escapes`]), with a result of the other function's
+//!   stretch *of the same block* and of the same type, the first time an
+//!   instruction outside the stretches (or in a later stretch's prefix or suffix)
+//!   uses the two in the same place; from then on every use must pair them like
+//!   any aligned definition. The merged body gives the join block one parameter
+//!   per escape, each arm passes its own value, and every use outside the first
+//!   arm reads the parameter: a use of the first function's value is dominated by
+//!   its definition, so it lies after the stretch in its block or in a block that
+//!   block dominates, which the join dominates in the merged body. Run as either
+//!   member, the parameter holds that member's value. A value that escapes on one
+//!   side only (used where the other function uses a value from before the
+//!   stretch) is refused. So each arm's operands are defined before the branch
+//!   (an aligned definition of the same block is in the prefix; one of another
+//!   block dominates this block in both functions, whose graphs are equal; an
+//!   escape of an earlier block is its join's parameter);
 //! * it names no entity the walk numbers by first appearance besides values
 //!   (blocks, stack slots, dynamic stack slots, user stack maps), so that the
 //!   numbering of the rest of the stream is the same in both functions and token
@@ -65,6 +79,7 @@
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
 use crate::identical::tokens::UNDEFINED_VALUE;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
+use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
     self, Block, BlockCall, FuncRef, Function, Inst, SigRef, StackSlot, Value, ValueList,
@@ -77,8 +92,11 @@ use std::ops::Range;
 pub const PARTNERS: usize = 32;
 
 /// At most this many differing stretches per pair (each costs a branch and two
-/// jumps in the merged body).
-pub const MAX_STRETCHES: usize = 8;
+/// jumps in the merged body, which the pricing weighs; the limit only bounds the
+/// work on pairs that differ almost everywhere). On the corpus, 8 refused pairs
+/// that pay once values may escape their stretches: 32 merges one more pair in
+/// brotli (9.86% -> 10.03%) and one in resvg (3.56% -> 3.62%), `docs/similar.md`.
+pub const MAX_STRETCHES: usize = 32;
 
 /// Where a block's tokens are in a [`SpannedEncoding`].
 #[derive(Copy, Clone, Debug)]
@@ -207,7 +225,6 @@ impl SpannedEncoding {
 
     /// The definitions written inside `range`, by binary search (what
     /// [`Self::definitions_near`] is checked against).
-    #[cfg(test)]
     fn definitions_in(&self, range: &Range<u32>) -> &[(u32, Value)] {
         let from = self.definitions.partition_point(|d| d.0 <= range.start);
         let to = self.definitions.partition_point(|d| d.0 <= range.end);
@@ -306,6 +323,11 @@ pub(crate) struct Stretch {
     /// The second function's instructions of the stretch, in layout order (may be
     /// empty, not when `first` is).
     pub(crate) second: Vec<Inst>,
+    /// The values of the stretch used after it: each a value the first function's
+    /// stretch defines and the value the second's defines in its place (uses of
+    /// the two correspond one to one). The merged body passes the chosen arm's
+    /// value to a parameter of the block the arms join.
+    pub(crate) escapes: Vec<(Value, Value)>,
 }
 
 /// How a second function aligns with a first one.
@@ -320,6 +342,29 @@ pub(crate) struct Alignment {
     pub(crate) values: Vec<(Value, Value)>,
     /// Instructions of the first function outside the stretches.
     pub(crate) common: u32,
+}
+
+/// Why two functions of one bucket do not align: the first obstacle the aligner
+/// met, for the census of missed merges ([`census`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Refusal {
+    /// The signatures, the number of blocks or a block's parameters differ.
+    Structure,
+    /// More than [`MAX_STRETCHES`] blocks differ.
+    TooManyStretches,
+    /// A value defined in a differing stretch is used after it: by the rest of
+    /// its block (so no common suffix reaches the terminator) or by a later block.
+    ValueEscapes,
+    /// An instruction the stretch cannot absorb (the terminator) names
+    /// different values that are each aligned with something else.
+    OperandDiffers,
+    /// The terminators differ in something other than their value operands.
+    TerminatorDiffers,
+    /// A stretch names a stack slot, a block, a table, a user stack map or a
+    /// patchable call.
+    StretchNamesEntity,
+    /// The second function's stretch names a global value.
+    SecondNamesGlobal,
 }
 
 /// A definition position not aligned with anything.
@@ -348,6 +393,15 @@ struct Aligner<'a> {
     scratch: &'a mut AlignScratch,
     /// Where the last search of `a`'s and `b`'s definitions ended.
     cursors: (usize, usize),
+    /// Instructions matched so far by the current attempt (how far a refused
+    /// attempt got, for the census).
+    progress: u32,
+    /// Whether a value a stretch defines may be used after it (an escape).
+    escapes: bool,
+    /// The token ranges of the stretches found so far, in `a` and in `b`, and the
+    /// one whose common suffix is being matched.
+    spans: Vec<(Range<u32>, Range<u32>)>,
+    open: Option<(Range<u32>, Range<u32>)>,
 }
 
 impl<'a> Aligner<'a> {
@@ -357,6 +411,7 @@ impl<'a> Aligner<'a> {
         b: &'a SpannedEncoding,
         fb: &'a Function,
         scratch: &'a mut AlignScratch,
+        escapes: bool,
     ) -> Self {
         debug_assert!(scratch.log.is_empty());
         if scratch.a_to_b.len() < a.tokens.len() {
@@ -372,6 +427,10 @@ impl<'a> Aligner<'a> {
             fb,
             scratch,
             cursors: (0, 0),
+            progress: 0,
+            escapes,
+            spans: Vec::new(),
+            open: None,
         }
     }
 
@@ -393,12 +452,19 @@ impl<'a> Aligner<'a> {
         if !self.same_shape(&ra, &rb) {
             return false;
         }
+        // Escapes this instruction would align: values of one stretch, unaligned
+        // so far, used here in the same place.
+        let mut escaping: Vec<(u32, u32)> = Vec::new();
         for (pa, pb) in ra.clone().zip(rb.clone()) {
             if !self.a.is_operand[pa as usize] {
                 continue;
             }
             match (self.a.operand_target(pa), self.b.operand_target(pb)) {
                 (Some(da), Some(db)) if self.scratch.a_to_b[da as usize] == db => {}
+                (Some(da), Some(db)) if escaping.contains(&(da, db)) => {}
+                (Some(da), Some(db)) if self.may_escape(da, db, &escaping) => {
+                    escaping.push((da, db));
+                }
                 _ => return false,
             }
         }
@@ -408,12 +474,71 @@ impl<'a> Aligner<'a> {
             return false;
         }
         let scratch = &mut *self.scratch;
+        for &(pa, pb) in &escaping {
+            scratch.a_to_b[pa as usize] = pb;
+            scratch.b_to_a[pb as usize] = pa;
+            scratch.log.push(pa);
+        }
         for (&(pa, _), &(pb, _)) in da.iter().zip(db) {
             scratch.a_to_b[pa as usize] = pb;
             scratch.b_to_a[pb as usize] = pa;
             scratch.log.push(pa);
         }
         true
+    }
+
+    /// Whether the unaligned definitions at `da` (of `a`) and `db` (of `b`) may be
+    /// aligned as an escape: both written by the same differing stretch (one found
+    /// before, or the one whose suffix is being matched), results of the same
+    /// type, neither aligned yet nor in `pending` (escapes the instruction being
+    /// matched already takes).
+    fn may_escape(&self, da: u32, db: u32, pending: &[(u32, u32)]) -> bool {
+        if !self.escapes
+            || self.scratch.a_to_b[da as usize] != UNALIGNED
+            || self.scratch.b_to_a[db as usize] != UNALIGNED
+            || pending.iter().any(|&(pa, pb)| pa == da || pb == db)
+        {
+            return false;
+        }
+        let same_stretch = self
+            .spans
+            .iter()
+            .chain(&self.open)
+            .any(|(ra, rb)| written_in(ra, da) && written_in(rb, db));
+        if !same_stretch {
+            return false;
+        }
+        match (self.a.defined_at(da), self.b.defined_at(db)) {
+            (Some(va), Some(vb)) => self.fa.dfg.value_type(va) == self.fb.dfg.value_type(vb),
+            _ => false,
+        }
+    }
+
+    /// Why `ra` and `rb` (instructions of equal position that [`Self::matches`]
+    /// refused) differ.
+    fn why_differ(&self, ra: &Range<u32>, rb: &Range<u32>) -> Refusal {
+        if !self.same_shape(ra, rb) {
+            return Refusal::TerminatorDiffers;
+        }
+        for (pa, pb) in ra.clone().zip(rb.clone()) {
+            if !self.a.is_operand[pa as usize] {
+                continue;
+            }
+            let (da, db) = (self.a.operand_target(pa), self.b.operand_target(pb));
+            let (Some(da), Some(db)) = (da, db) else {
+                return Refusal::OperandDiffers;
+            };
+            if self.scratch.a_to_b[da as usize] == db {
+                continue;
+            }
+            if self.scratch.a_to_b[da as usize] == UNALIGNED
+                || self.scratch.b_to_a[db as usize] == UNALIGNED
+            {
+                return Refusal::ValueEscapes;
+            }
+            return Refusal::OperandDiffers;
+        }
+        Refusal::OperandDiffers
     }
 
     /// Forgets the alignments recorded after `mark`.
@@ -428,28 +553,28 @@ impl<'a> Aligner<'a> {
 
     /// The alignment of the two functions, or `None`; leaves the scratch as it
     /// found it.
-    fn align(mut self, second: FuncIndex) -> Option<Alignment> {
+    fn align(mut self, second: FuncIndex) -> Result<Alignment, (Refusal, u32)> {
         let alignment = self.attempt(second);
         self.undo(0);
-        alignment
+        alignment.map_err(|refusal| (refusal, self.progress))
     }
 
     /// [`Self::align`] before the scratch is cleared.
-    fn attempt(&mut self, second: FuncIndex) -> Option<Alignment> {
+    fn attempt(&mut self, second: FuncIndex) -> Result<Alignment, Refusal> {
         let (a, b) = (self.a, self.b);
         if a.blocks.len() != b.blocks.len() || a.blocks.is_empty() {
-            return None;
+            return Err(Refusal::Structure);
         }
         if !self.matches(0..a.blocks[0].start, 0..b.blocks[0].start) {
-            return None;
+            return Err(Refusal::Structure);
         }
         let mut stretches = Vec::new();
-        let mut spans = Vec::new();
+        self.spans.clear();
         let mut common = 0;
         for k in 0..a.blocks.len() {
             let (pa, pb) = (a.block(k), b.block(k));
             if !self.matches(pa.header.clone(), pb.header.clone()) {
-                return None;
+                return Err(Refusal::Structure);
             }
             let (na, nb) = (pa.insts.len(), pb.insts.len());
             let inst_a = |i: usize| a.inst_span(pa.insts.start + i, &pa);
@@ -460,10 +585,12 @@ impl<'a> Aligner<'a> {
             }
             if prefix == na && prefix == nb {
                 common += na as u32;
+                self.progress = common;
                 continue;
             }
+            self.progress = common + prefix as u32;
             if stretches.len() == MAX_STRETCHES {
-                return None;
+                return Err(Refusal::TooManyStretches);
             }
             let room = na.min(nb) - prefix;
             let mut suffix = 0;
@@ -474,9 +601,17 @@ impl<'a> Aligner<'a> {
             }
             loop {
                 if suffix == 0 {
-                    return None;
+                    // The terminator itself does not match.
+                    return Err(match (na, nb) {
+                        (0, _) | (_, 0) => Refusal::TerminatorDiffers,
+                        _ => self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)),
+                    });
                 }
                 let mark = self.scratch.log.len();
+                self.open = Some((
+                    inst_a(prefix).start..inst_a(na - suffix).start,
+                    inst_b(prefix).start..inst_b(nb - suffix).start,
+                ));
                 let failed = (0..suffix)
                     .position(|j| !self.matches(inst_a(na - suffix + j), inst_b(nb - suffix + j)));
                 match failed {
@@ -487,6 +622,7 @@ impl<'a> Aligner<'a> {
                     }
                 }
             }
+            self.open = None;
             common += (prefix + suffix) as u32;
             let (ea, eb) = (na - suffix, nb - suffix);
             let tokens_a = inst_a(prefix).start..inst_a(ea).start;
@@ -498,45 +634,65 @@ impl<'a> Aligner<'a> {
                 .map(|i| b.insts[pb.insts.start + i].1)
                 .collect();
             if !insts_a.iter().all(|&i| stays_in_place(self.fa, i))
-                || !insts_b.iter().all(|&i| can_copy(self.fb, i))
+                || !insts_b.iter().all(|&i| !probe(self.fb, i).numbered)
             {
-                return None;
+                return Err(Refusal::StretchNamesEntity);
             }
+            if !insts_b.iter().all(|&i| can_copy(self.fb, i)) {
+                return Err(Refusal::SecondNamesGlobal);
+            }
+            let block = self.fa.layout.inst_block(a.insts[pa.insts.start + ea].1);
             stretches.push(Stretch {
-                block: self.fa.layout.inst_block(a.insts[pa.insts.start + ea].1)?,
+                block: block.ok_or(Refusal::Structure)?,
                 first: insts_a,
                 suffix: a.insts[pa.insts.start + ea].1,
                 second: insts_b,
+                escapes: Vec::new(),
             });
-            spans.push((tokens_a, tokens_b));
+            self.spans.push((tokens_a, tokens_b));
         }
         if stretches.is_empty() {
-            return None;
+            // Equal functions the first pass left apart on purpose.
+            return Err(Refusal::Structure);
         }
         // Each stretch uses only aligned values and its own.
         let mut values = Vec::new();
-        for (ra, rb) in &spans {
+        let escapes = Refusal::ValueEscapes;
+        let spans = std::mem::take(&mut self.spans);
+        for ((ra, rb), stretch) in spans.iter().zip(&mut stretches) {
+            // The escapes: the stretch's definitions aligned with the other's.
+            for &(pa, va) in a.definitions_in(ra) {
+                let pb = self.scratch.a_to_b[pa as usize];
+                if pb != UNALIGNED {
+                    if !written_in(rb, pb) {
+                        return Err(escapes);
+                    }
+                    let vb = b.defined_at(pb).ok_or(escapes)?;
+                    stretch.escapes.push((va, vb));
+                }
+            }
             for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
-                let d = a.operand_target(p)?;
+                let d = a.operand_target(p).ok_or(escapes)?;
                 if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
-                    return None;
+                    return Err(escapes);
                 }
             }
             for p in rb.clone().filter(|&p| b.is_operand[p as usize]) {
-                let d = b.operand_target(p)?;
+                let d = b.operand_target(p).ok_or(escapes)?;
                 if written_in(rb, d) {
                     continue;
                 }
                 let da = self.scratch.b_to_a[d as usize];
                 if da == UNALIGNED {
-                    return None;
+                    return Err(escapes);
                 }
-                values.push((b.defined_at(d)?, a.defined_at(da)?));
+                let pair = b.defined_at(d).zip(a.defined_at(da));
+                values.push(pair.ok_or(escapes)?);
             }
         }
         values.sort_unstable();
         values.dedup();
-        Some(Alignment {
+        Ok(Alignment {
             second,
             stretches,
             values,
@@ -698,13 +854,13 @@ fn buckets<T>(keyed: &mut [(u64, usize, FuncIndex, T)]) -> Vec<&[(u64, usize, Fu
         .collect()
 }
 
-/// Phases 1, 2 and 4: pairs of `functions` (of `module`) that align, each once,
-/// the first of a pair before the second in input order, ordered by first. Only
-/// functions that share their layout's skeleton with another are walked.
-pub(crate) fn find_aligned_pairs(
+/// Phases 1 and 2: the functions of `functions` that share their layout's
+/// skeleton with another (the only ones walked), and their spanned encodings
+/// (`None` where the walk does not support the function).
+fn spanned_candidates(
     module: &FunctionSet,
     functions: &[FuncIndex],
-) -> Vec<(FuncIndex, Alignment)> {
+) -> (Vec<FuncIndex>, Vec<Option<SpannedEncoding>>) {
     let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = functions
         .iter()
         .map(|&f| (layout_skeleton(&module.get(f).func), 0, f, ()))
@@ -716,19 +872,136 @@ pub(crate) fn find_aligned_pairs(
     let encoded = walk_in_parallel(module, &walked, |func, scratch| {
         encode_spanned(func, module, scratch)
     });
-    let mut keyed: Vec<(u64, usize, FuncIndex, &SpannedEncoding)> = walked
+    (walked, encoded)
+}
+
+/// The walked functions keyed by their walk's skeleton and size, for [`buckets`].
+fn keyed<'a>(
+    walked: &[FuncIndex],
+    encoded: &'a [Option<SpannedEncoding>],
+) -> Vec<(u64, usize, FuncIndex, &'a SpannedEncoding)> {
+    walked
         .iter()
-        .zip(&encoded)
+        .zip(encoded)
         .filter_map(|(&f, e)| e.as_ref().map(|e| (e.skeleton(), e.insts.len(), f, e)))
-        .collect();
+        .collect()
+}
+
+/// Phases 1, 2 and 4: pairs of `functions` (of `module`) that align, each once,
+/// the first of a pair before the second in input order, ordered by first. Only
+/// functions that share their layout's skeleton with another are walked.
+pub(crate) fn find_aligned_pairs(
+    module: &FunctionSet,
+    functions: &[FuncIndex],
+    escapes: bool,
+) -> Vec<(FuncIndex, Alignment)> {
+    let (walked, encoded) = spanned_candidates(module, functions);
+    let mut keyed = keyed(&walked, &encoded);
     let buckets = buckets(&mut keyed);
     let mut pairs: Vec<(FuncIndex, Alignment)> =
-        parallel::map(&buckets, 1, |bucket| pair_bucket(module, bucket))
+        parallel::map(&buckets, 1, |bucket| pair_bucket(module, bucket, escapes))
             .into_iter()
             .flatten()
             .collect();
     pairs.sort_by_key(|(first, _)| *first);
     pairs
+}
+
+/// What stands between a function that merging by alignment left alone and a
+/// partner ([`census`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Missed {
+    /// No other function considered shares its layout's skeleton (signature,
+    /// blocks' parameters and terminators): the block structure differs.
+    NoLayoutPartner,
+    /// Others share its layout's skeleton but none its walk's (blocks in another
+    /// order, terminators with other immediates), or the walk does not support it.
+    NoWalkPartner,
+    /// It aligns with a function already merged by alignment with another: only a
+    /// group of three or more would take it.
+    AlignsWithMerged,
+    /// It aligns with another function left alone: the pricing rejected the pair.
+    NotProfitable,
+    /// It aligns with no partner: the obstacle met by the attempt that got
+    /// furthest (matched the most instructions).
+    Refused(Refusal),
+    /// Its bucket's other functions were all counted already, with partners of
+    /// their own.
+    PartnersTaken,
+}
+
+/// The census of missed merges by alignment: for each function of `considered`
+/// that `merged` does not mark (the functions merging by alignment saw and left
+/// alone), what stands between it and its nearest partner in its bucket, with
+/// that partner; a function left alone is counted once, with its partner when the
+/// partner was left alone too. Diagnostics only (`merge_bench similar-census`):
+/// it tries every function against the nearest [`PARTNERS`] of its bucket either
+/// side, merged or not.
+pub(crate) fn census(
+    module: &FunctionSet,
+    considered: &[FuncIndex],
+    merged: &SecondaryMap<FuncIndex, bool>,
+    escapes: bool,
+) -> Vec<(FuncIndex, Option<FuncIndex>, Missed)> {
+    let (walked, encoded) = spanned_candidates(module, considered);
+    let mut keyed = keyed(&walked, &encoded);
+    let mut missed = Vec::new();
+    let mut counted = SecondaryMap::<FuncIndex, bool>::new();
+    let mut in_bucket = SecondaryMap::<FuncIndex, bool>::new();
+    let mut scratch = AlignScratch::default();
+    for bucket in buckets(&mut keyed) {
+        for i in 0..bucket.len() {
+            let f = bucket[i].2;
+            in_bucket[f] = true;
+            if merged[f] || counted[f] {
+                continue;
+            }
+            let near = i.saturating_sub(PARTNERS)..(i + 1 + PARTNERS).min(bucket.len());
+            let mut best: Option<(u32, Option<FuncIndex>, Missed)> = None;
+            for j in near.filter(|&j| j != i && !counted[bucket[j].2]) {
+                let (x, y) = (&bucket[i], &bucket[j]);
+                let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
+                let fa = &module.get(first.2).func;
+                let fb = &module.get(second.2).func;
+                let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes);
+                let (rank, partner, why) = match aligner.align(second.2) {
+                    // An unmerged partner first, then a merged one, then the
+                    // refusal that got furthest.
+                    Ok(_) if !merged[y.2] => (u32::MAX, Some(y.2), Missed::NotProfitable),
+                    Ok(_) => (u32::MAX - 1, None, Missed::AlignsWithMerged),
+                    Err((refusal, progress)) => {
+                        let partner = (!merged[y.2]).then_some(y.2);
+                        (progress, partner, Missed::Refused(refusal))
+                    }
+                };
+                if best.as_ref().is_none_or(|b| rank > b.0) {
+                    best = Some((rank, partner, why));
+                }
+            }
+            let (partner, why) = best.map_or((None, Missed::PartnersTaken), |b| (b.1, b.2));
+            counted[f] = true;
+            if let Some(p) = partner {
+                counted[p] = true;
+            }
+            missed.push((f, partner, why));
+        }
+    }
+    let mut layout_partner = SecondaryMap::<FuncIndex, bool>::new();
+    for &f in &walked {
+        layout_partner[f] = true;
+    }
+    for &f in considered {
+        if merged[f] || in_bucket[f] {
+            continue;
+        }
+        let why = if layout_partner[f] {
+            Missed::NoWalkPartner
+        } else {
+            Missed::NoLayoutPartner
+        };
+        missed.push((f, None, why));
+    }
+    missed
 }
 
 /// Phase 4 in one bucket (sorted by size): each function, in order, with the
@@ -737,6 +1010,7 @@ pub(crate) fn find_aligned_pairs(
 fn pair_bucket(
     module: &FunctionSet,
     bucket: &[(u64, usize, FuncIndex, &SpannedEncoding)],
+    escapes: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
@@ -752,8 +1026,8 @@ fn pair_bucket(
             let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
             let fa = &module.get(first.2).func;
             let fb = &module.get(second.2).func;
-            let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch);
-            let Some(alignment) = aligner.align(second.2) else {
+            let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes);
+            let Ok(alignment) = aligner.align(second.2) else {
                 continue;
             };
             if best

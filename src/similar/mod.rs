@@ -87,7 +87,8 @@
 //! Functions no group merged are then paired when they *align* (`align.rs`, on by
 //! default, [`SimilarOptions::align`]): equal but for at most one straight-line
 //! stretch of instructions per block, possibly empty on one side, whose values are
-//! not used outside it (wasmtime expands a small constant-length `memory.copy`
+//! used after it only where the other function uses its own stretch's values in
+//! the same places (escapes, passed to the join block; wasmtime expands a small constant-length `memory.copy`
 //! inline, so two functions that differ in that length differ by instructions, not
 //! constants). The merged body of a pair is a copy of the first member in which
 //! each stretch is a branch on one more parameter, a [`HoleKind::Selector`]: `0`
@@ -169,6 +170,11 @@ pub struct SimilarOptions {
     /// but for a few straight-line stretches of instructions, which become one body
     /// choosing each stretch by a selector parameter (`align.rs`).
     pub align: bool,
+    /// Whether merging by alignment lets a value a differing stretch defines be
+    /// used after it, when the other function's stretch defines a value used in
+    /// exactly the same places: the merged body passes the arm's value to a
+    /// parameter of the block where the arms join (`align.rs`, "escapes").
+    pub align_escapes: bool,
 }
 
 impl Default for SimilarOptions {
@@ -178,6 +184,7 @@ impl Default for SimilarOptions {
             min_saved: 1,
             pricing: Pricing::Modeled,
             align: true,
+            align_escapes: true,
         }
     }
 }
@@ -214,6 +221,13 @@ impl SimilarOptions {
     /// These options with merging by alignment on (`true`) or off.
     pub fn with_align(mut self, align: bool) -> Self {
         self.align = align;
+        self
+    }
+
+    /// These options with values escaping an aligned stretch allowed (`true`) or
+    /// not ([`Self::align_escapes`]).
+    pub fn with_align_escapes(mut self, escapes: bool) -> Self {
+        self.align_escapes = escapes;
         self
     }
 
@@ -362,7 +376,7 @@ pub(crate) fn merge_similar_reserving(
             .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
             .collect();
-        let pairs = align::find_aligned_pairs(module, &rest);
+        let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes);
         let plans = parallel::map(&pairs, 1, |(first, alignment)| {
             planner.plan_aligned(*first, alignment, model.as_ref())
         });
@@ -404,6 +418,111 @@ pub(crate) fn merge_similar_reserving(
         .rejected
         .sort_by_key(|(members, _)| members.first().copied());
     outcome
+}
+
+/// One row of the census of missed merges (`merge_bench similar-census`): why
+/// functions the similar merge saw were left alone, and what they might save.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[doc(hidden)]
+pub struct CensusRow {
+    /// The reason.
+    pub reason: &'static str,
+    /// How many functions it keeps apart.
+    pub functions: usize,
+    /// The code bytes at stake: for a function and its nearest partner, the
+    /// smaller one's size (what a merge of two saves is about the code they
+    /// share); for a function that aligns with a merged pair, its own size; none
+    /// for a function without a candidate partner. An upper bound, not a promise.
+    pub at_stake: u64,
+    /// The code bytes of those functions, in all.
+    pub bytes: u64,
+}
+
+/// The census of missed merges by alignment on `module` (merged alone, with
+/// `options`, for `isa`): every function the alignment phase saw and left alone,
+/// by [`align::Missed`] reason, sized by the ISA's size model (instructions
+/// without one). Diagnostics: it runs the merge, then tries every function left
+/// against its nearest partners once more.
+pub(crate) fn census(
+    module: &FunctionSet,
+    options: &SimilarOptions,
+    isa: Option<&dyn TargetIsa>,
+) -> Vec<CensusRow> {
+    use align::{Missed, Refusal};
+    let outcome = merge_similar_for(module, options, isa);
+    let mut by_group = SecondaryMap::<FuncIndex, bool>::new();
+    let mut by_alignment = SecondaryMap::<FuncIndex, bool>::new();
+    for group in &outcome.groups {
+        for &m in &group.members {
+            if group.is_aligned() {
+                by_alignment[m] = true;
+            } else {
+                by_group[m] = true;
+            }
+        }
+    }
+    let considered: Vec<FuncIndex> = module
+        .iter()
+        .filter(|(f, defined)| !by_group[*f] && !reads_machine_state(&defined.func))
+        .map(|(f, _)| f)
+        .collect();
+    let model = isa.and_then(SizeModel::for_isa);
+    let size = |f: FuncIndex| {
+        let func = &module.get(f).func;
+        model
+            .as_ref()
+            .map_or(func.dfg.num_insts() as u64, |m| m.predict(func))
+    };
+    let reason = |missed: Missed| match missed {
+        Missed::NoLayoutPartner => "no candidate: block structure differs",
+        Missed::NoWalkPartner => "no candidate: block order or terminator immediates differ",
+        Missed::PartnersTaken => "no candidate left: its bucket's others counted with others",
+        Missed::AlignsWithMerged => "aligns with a merged pair (group of 3+)",
+        Missed::NotProfitable => "aligns, pricing rejects the pair",
+        Missed::Refused(Refusal::Structure) => "refused: signature or block parameters differ",
+        Missed::Refused(Refusal::TooManyStretches) => {
+            "refused: more blocks differ than MAX_STRETCHES"
+        }
+        Missed::Refused(Refusal::ValueEscapes) => "refused: a value escapes its stretch",
+        Missed::Refused(Refusal::OperandDiffers) => "refused: the terminator's operands differ",
+        Missed::Refused(Refusal::TerminatorDiffers) => "refused: the terminators differ",
+        Missed::Refused(Refusal::StretchNamesEntity) => {
+            "refused: a stretch names a stack slot, block, table or patchable call"
+        }
+        Missed::Refused(Refusal::SecondNamesGlobal) => {
+            "refused: the second's stretch names a global value"
+        }
+    };
+    let mut rows: Vec<(Missed, CensusRow)> = Vec::new();
+    for (f, partner, missed) in
+        align::census(module, &considered, &by_alignment, options.align_escapes)
+    {
+        let stake = match (missed, partner) {
+            (Missed::AlignsWithMerged, _) => size(f),
+            (_, Some(p)) => size(f).min(size(p)),
+            (_, None) => 0,
+        };
+        let bytes = size(f) + partner.map_or(0, size);
+        let functions = 1 + usize::from(partner.is_some());
+        match rows.iter_mut().find(|(m, _)| *m == missed) {
+            Some((_, row)) => {
+                row.functions += functions;
+                row.at_stake += stake;
+                row.bytes += bytes;
+            }
+            None => rows.push((
+                missed,
+                CensusRow {
+                    reason: reason(missed),
+                    functions,
+                    at_stake: stake,
+                    bytes,
+                },
+            )),
+        }
+    }
+    rows.sort_by_key(|(m, _)| *m);
+    rows.into_iter().map(|(_, row)| row).collect()
 }
 
 /// The merged body (named `name`) and the entry points (in member order) of a

@@ -41,6 +41,8 @@ pub(crate) fn splice_stretches(
     second: &Function,
     alignment: &Alignment,
 ) -> Result<(), NotSpliced> {
+    // Escapes are found by value: no use may name one through an alias.
+    merged.dfg.resolve_all_aliases();
     let mut copier = Copier {
         merged,
         second,
@@ -49,8 +51,29 @@ pub(crate) fn splice_stretches(
         sig_refs: HashMap::new(),
         missing: None,
     };
+    // Each escaping value of the first function, with the join's parameter that
+    // replaces it outside its arm and that arm.
+    let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
     for stretch in &alignment.stretches {
-        copier.splice(selector, stretch)?;
+        copier.splice(selector, stretch, &mut escaped)?;
+    }
+    if escaped.is_empty() {
+        return Ok(());
+    }
+    // Every use of an escaping value outside the arm that defines it is dominated
+    // by the join (in the first function the definition dominates the use; the
+    // use is after the stretch in its block, or in a block that block dominates),
+    // so it may read the join's parameter, which holds the value of the arm that
+    // ran: the first function's when the selector is 0.
+    let blocks: Vec<Block> = merged.layout.blocks().collect();
+    for block in blocks {
+        let insts: Vec<Inst> = merged.layout.block_insts(block).collect();
+        for inst in insts {
+            merged.dfg.map_inst_values(inst, |v| match escaped.get(&v) {
+                Some(&(param, arm)) if arm != block => param,
+                _ => v,
+            });
+        }
     }
     Ok(())
 }
@@ -68,15 +91,29 @@ struct Copier<'a> {
 }
 
 impl Copier<'_> {
-    fn splice(&mut self, selector: Value, stretch: &Stretch) -> Result<(), NotSpliced> {
+    fn splice(
+        &mut self,
+        selector: Value,
+        stretch: &Stretch,
+        escaped: &mut HashMap<Value, (Value, Block)>,
+    ) -> Result<(), NotSpliced> {
+        if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty()) {
+            return Err(NotSpliced("a value escapes an empty stretch".into()));
+        }
         let srcloc = self.merged.srcloc(stretch.suffix);
         let join = self.merged.dfg.make_block();
         self.merged.layout.split_block(join, stretch.suffix);
+        let mut from_first = Vec::new();
+        for &(first, _) in &stretch.escapes {
+            let ty = self.merged.dfg.value_type(first);
+            self.merged.dfg.append_block_param(join, ty);
+            from_first.push(first);
+        }
         let first_arm = match stretch.first.first() {
             Some(&start) => {
                 let arm = self.merged.dfg.make_block();
                 self.merged.layout.split_block(arm, start);
-                self.jump(arm, join, srcloc);
+                self.jump(arm, join, &from_first, srcloc);
                 arm
             }
             None => join,
@@ -89,19 +126,34 @@ impl Copier<'_> {
             for &inst in &stretch.second {
                 self.copy(inst, arm)?;
             }
-            self.jump(arm, join, srcloc);
+            let mut from_second = Vec::new();
+            for &(_, second) in &stretch.escapes {
+                match self.values.get(&self.second.dfg.resolve_aliases(second)) {
+                    Some(&copied) => from_second.push(copied),
+                    None => return Err(NotSpliced(format!("{second} escapes but is not copied"))),
+                }
+            }
+            self.jump(arm, join, &from_second, srcloc);
             arm
         };
+        let params = self.merged.dfg.block_params(join).to_vec();
+        for (&(first, second), param) in stretch.escapes.iter().zip(params) {
+            escaped.insert(first, (param, first_arm));
+            // Later stretches of the second function read the join's parameter
+            // too: through the first function's value, which becomes it.
+            self.values.insert(second, first);
+        }
         let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
         pos.set_srcloc(srcloc);
         pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
         Ok(())
     }
 
-    fn jump(&mut self, from: Block, to: Block, srcloc: ir::SourceLoc) {
+    fn jump(&mut self, from: Block, to: Block, args: &[Value], srcloc: ir::SourceLoc) {
+        let args: Vec<ir::BlockArg> = args.iter().map(|&v| ir::BlockArg::Value(v)).collect();
         let mut pos = FuncCursor::new(self.merged).at_bottom(from);
         pos.set_srcloc(srcloc);
-        pos.ins().jump(to, &[]);
+        pos.ins().jump(to, &args);
     }
 
     /// Appends a copy of the second function's `inst` to `block`.
