@@ -291,9 +291,11 @@ fn build_unit(
     let mut module = MergingModule::new(inner, options);
     declare_unit(&mut module, functions, names, own.clone())?;
     define_range(&mut module, functions, names, own, true)?;
-    let summary = module.summarize(&name)?;
+    // The summary goes out as bytes (a file, in a build of processes): the unit
+    // keeps neither.
+    let summary = module.summarize(&name)?.to_bytes();
     let mut decisions = 0;
-    if let Some(bytes) = exchange(summary.to_bytes())? {
+    if let Some(bytes) = exchange(summary)? {
         let d = ModuleDecisions::from_bytes(&bytes).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         decisions = d.decisions.len();
         module = module.with_decisions(d);
