@@ -32,6 +32,12 @@
 //! and a `finish_jit` that leaves the JIT unfinalized and returns the redirects of
 //! erased and aliased duplicates for a `MergedJit` over several units.
 //!
+//! What serves several units in one JIT today needs no decisions at all: one JIT
+//! is one namespace and `Module::define_function` takes `&mut self` (no parallel
+//! defines into one JIT, wrapped or not), so every unit is defined into one
+//! `MergingModule<JITModule>`, which merges across units as across functions of one
+//! module (`tests/unwind.rs`, its `jit` half).
+//!
 //! The units: every unit has, under names of its own (one JIT is one namespace):
 //! `sqK`, a local helper equal in every unit (the plan promotes one copy and
 //! removes the others), `mixK`, exported and equal in every unit (one represents,
