@@ -6,7 +6,7 @@
 //! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
-//! cargo bench --bench merge_bench -- module [--repeat K] INPUT...
+//! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! ```
@@ -30,7 +30,10 @@
 //! its decisions, one after another (total and slowest part). `module` defines the
 //! inputs through a plain `ObjectModule` and through `MergingModule<ObjectModule>`
 //! in each compile mode on one thread, the median of `--repeat` runs, with and
-//! without compile-once (`module_wrapper.rs`). `similar` times the
+//! without compile-once, then as three codegen units on threads, plain and with
+//! cross-unit merging (`module_wrapper.rs`); `--markdown` adds the rows of a
+//! markdown table labelled `--label` (`benches/build_table.sh` runs it over the
+//! generated 10k program and the corpus). `similar` times the
 //! similar merge against compile, both on one thread, and `size-model` refits the
 //! size model that prices similar merging (`similar_cost.rs`). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
@@ -78,6 +81,8 @@ struct Options {
     json: bool,
     rewrite: Rewrite,
     parts: Vec<usize>,
+    markdown: bool,
+    label: Option<String>,
 }
 
 fn parse_options(args: &[String]) -> anyhow::Result<Options> {
@@ -93,6 +98,8 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         json: false,
         rewrite: Rewrite::InPlace,
         parts: Vec::new(),
+        markdown: false,
+        label: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -104,6 +111,8 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         match arg.as_str() {
             "--bench" => {}
             "--json" => o.json = true,
+            "--markdown" => o.markdown = true,
+            "--label" => o.label = Some(value("--label")?),
             "--copying" => o.rewrite = Rewrite::Copying,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
@@ -149,7 +158,14 @@ fn run() -> anyhow::Result<()> {
         "similar-census" => similar_cost::census_command(&options.inputs),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
-            module_wrapper::module_bench(&label(&options.inputs), &module, options.repeat)
+            let label = options
+                .label
+                .clone()
+                .unwrap_or_else(|| label(&options.inputs));
+            if options.markdown {
+                module_wrapper::table_header();
+            }
+            module_wrapper::module_bench(&label, &module, options.repeat, options.markdown)
         }
         "compile" => {
             let (module, _) = load_inputs(&options.inputs)?;

@@ -173,6 +173,10 @@ fn tokens_of(
             ModuleRelocTarget::FunctionOffset(..) => {}
         }
     }
+    // The summary holds every kept function's tokens at once, about as many bytes
+    // as the code: without the slack of the pushes.
+    tokens.shrink_to_fit();
+    references.shrink_to_fit();
     (tokens, references, taken)
 }
 

@@ -72,14 +72,33 @@ const HEADER: usize = 8 + 4 + 8 + 8;
 /// build's [`Vocabulary::id`] (little-endian `u64`), a checksum of the payload
 /// (little-endian `u64`), then the payload: the `postcard` encoding.
 pub fn to_bytes<T: Serialize>(magic: [u8; 8], value: &T) -> Vec<u8> {
+    // Sized first, so that the file takes its own length and no more (a summary of
+    // machine code is about as large as the code).
+    let size = postcard::to_extend(value, Counter(0)).map_or(0, |c| c.0);
+    let mut header = Vec::with_capacity(HEADER + size);
+    header.extend_from_slice(&magic);
+    header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header.extend_from_slice(&Vocabulary::of_this_build().id().to_le_bytes());
+    // The checksum's place, filled in below.
+    header.extend_from_slice(&[0; 8]);
+    // The payload is encoded straight after the header: the file is never held
+    // twice.
     // Serializing plain data into a growing vector cannot fail.
-    let payload = postcard::to_allocvec(value).unwrap_or_default();
-    let mut bytes = magic.to_vec();
-    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&Vocabulary::of_this_build().id().to_le_bytes());
-    bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
-    bytes.extend(payload);
+    let Ok(mut bytes) = postcard::to_extend(value, header) else {
+        return Vec::new();
+    };
+    let sum = checksum(&bytes[HEADER..]).to_le_bytes();
+    bytes[HEADER - 8..HEADER].copy_from_slice(&sum);
     bytes
+}
+
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl Extend<u8> for Counter {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+        self.0 += bytes.into_iter().count();
+    }
 }
 
 /// Reads what [`to_bytes`] wrote; `kind` names the expected kind in errors.
