@@ -65,6 +65,10 @@ pub(super) struct CodeModule<'a> {
     pub(super) address_taken_elsewhere: &'a HashSet<FuncId>,
     /// Every function data or byte-defined code refers to.
     pub(super) held_back_targets: &'a [FuncId],
+    /// The named locals the module defined (`namespace`, `index`), erased ones
+    /// too: the summary lists them so that no representative of another module is
+    /// named by one.
+    pub(super) locals: &'a [(u32, u32)],
     /// The merge mode.
     pub(super) mode: MergeMode,
 }
@@ -279,7 +283,7 @@ pub(super) fn summarize_code(
     }
     // In this module these names are its own: no representative of another
     // module may be named by one (an erased local is in no function's summary).
-    for (namespace, index) in DeclaredNames(names.declarations).locals() {
+    for &(namespace, index) in module.locals {
         symbols.intern(namespace, index);
     }
     let mut taken: Vec<FuncId> = taken.into_iter().collect();

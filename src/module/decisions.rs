@@ -62,23 +62,22 @@ impl SymbolNames for DeclaredNames<'_> {
 }
 
 impl DeclaredNames<'_> {
-    /// The user names (`namespace`, `index`: 0 for functions, 1 for data) of every
-    /// named declaration with local linkage, defined or erased by the module's own
-    /// merge: summaries list them all, so that the plan never names another
-    /// module's representative by a name that binds to one of them here.
-    pub(super) fn locals(&self) -> Vec<(u32, u32)> {
-        let local =
-            |name: &Option<String>, linkage: Linkage| name.is_some() && linkage == Linkage::Local;
-        let functions = self
-            .0
-            .get_functions()
-            .filter(|(_, decl)| local(&decl.name, decl.linkage))
-            .map(|(id, _)| (0, id.as_u32()));
-        let data = self
-            .0
-            .get_data_objects()
-            .filter(|(_, decl)| local(&decl.name, decl.linkage))
-            .map(|(id, _)| (1, id.as_u32()));
+    /// The user names (`namespace`, `index`: 0 for functions, 1 for data) of those
+    /// of `functions` and `data` declared with a name and local linkage, in the
+    /// order given.
+    pub(super) fn locals(&self, functions: &[FuncId], data: &[DataId]) -> Vec<(u32, u32)> {
+        let functions = functions
+            .iter()
+            .map(|&id| self.0.get_function_decl(id))
+            .zip(functions)
+            .filter(|(decl, _)| decl.name.is_some() && decl.linkage == Linkage::Local)
+            .map(|(_, id)| (0, id.as_u32()));
+        let data = data
+            .iter()
+            .map(|&id| self.0.get_data_decl(id))
+            .zip(data)
+            .filter(|(decl, _)| decl.name.is_some() && decl.linkage == Linkage::Local)
+            .map(|(_, id)| (1, id.as_u32()));
         functions.chain(data).collect()
     }
 }

@@ -310,7 +310,8 @@ impl<M: Module> MergingModule<M> {
         if self.options.enabled && self.options.effective_compile() == CompileMode::AtDefine {
             let (plan, retargets) = self.own_merge(&self.compiled);
             let targets = self.held_back_targets();
-            let module = self.code_module(&self.compiled, &plan, &retargets, &targets);
+            let locals = self.own_locals();
+            let module = self.code_module(&self.compiled, &plan, &retargets, &targets, &locals);
             let declarations = self.inner.declarations();
             return Ok(
                 summarize_code(&module, declarations, self.inner.isa(), module_name).summary,
@@ -327,6 +328,19 @@ impl<M: Module> MergingModule<M> {
         Ok(summary)
     }
 
+    /// The named locals this wrapper defined, functions and data (`namespace`,
+    /// `index`), sorted: a summary lists them all, erased ones too, so that the plan
+    /// never names another module's representative by a name that binds to one of
+    /// them here. Only its own: an inner module shared by several wrappers (units
+    /// defined into one JIT) declares other units' locals too.
+    fn own_locals(&self) -> Vec<(u32, u32)> {
+        let mut functions: Vec<FuncId> = self.defined.iter().copied().collect();
+        functions.sort_unstable();
+        let mut data: Vec<DataId> = self.data.iter().map(|(id, _)| *id).collect();
+        data.sort_unstable();
+        DeclaredNames(self.inner.declarations()).locals(&functions, &data)
+    }
+
     /// The functions the held-back data and byte-defined code refer to, those
     /// whose address they take, and every local name declared, as a summary from
     /// IR names them (its functions do not show them).
@@ -336,8 +350,8 @@ impl<M: Module> MergingModule<M> {
         let symbol = |id: FuncId| names.symbol(&UserFuncName::user(0, id.as_u32()), None);
         let mut taken: Vec<FuncId> = self.address_taken_elsewhere.iter().copied().collect();
         taken.sort_unstable();
-        let locals = names
-            .locals()
+        let locals = self
+            .own_locals()
             .into_iter()
             .map(|(namespace, index)| names.symbol(&UserFuncName::user(namespace, index), None))
             .collect();
@@ -478,6 +492,7 @@ impl<M: Module> MergingModule<M> {
         plan: &'a MergePlan,
         retargets: &'a Retargets,
         held_back_targets: &'a [FuncId],
+        locals: &'a [(u32, u32)],
     ) -> CodeModule<'a> {
         CodeModule {
             recorded,
@@ -486,6 +501,7 @@ impl<M: Module> MergingModule<M> {
             retargets,
             address_taken_elsewhere: &self.address_taken_elsewhere,
             held_back_targets,
+            locals,
             mode: self.options.merge.mode,
         }
     }
@@ -505,6 +521,7 @@ impl<M: Module> MergingModule<M> {
             return Ok((ResolvedDecisions::none(self.declared_functions), None));
         };
         let targets = self.held_back_targets();
+        let locals = self.own_locals();
         let module = CodeModule {
             recorded,
             count: self.declared_functions,
@@ -512,6 +529,7 @@ impl<M: Module> MergingModule<M> {
             retargets,
             address_taken_elsewhere: &self.address_taken_elsewhere,
             held_back_targets: &targets,
+            locals: &locals,
             mode: self.options.merge.mode,
         };
         let resolved =
