@@ -4,9 +4,9 @@
 //! plan resolved against that code. No IR is needed.
 //!
 //! The summary describes the module after its own merge (`plan_recorded`), as
-//! the IR summary does: a kept function's tokens are a serialization of its
-//! alignment, code bytes, relocations (retargeted as the finish will write them)
-//! and metadata; a relocation to a symbol is a *reference* (an index into
+//! the IR summary does: a kept function's tokens are its alignment, code size,
+//! the SHA-256 of its code bytes and metadata ([`content_digest`]), and its
+//! relocations (retargeted as the finish will write them); a relocation to a symbol is a *reference* (an index into
 //! [`Summary::symbols`]), by class where `target_match` says a call or address
 //! may reach any member of the target's class, by exact symbol otherwise (data,
 //! unknown names, a preemptible target, an address in safe mode). A thunk of the
@@ -35,6 +35,7 @@ use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::UserFuncName;
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_module::{FuncId, Module, ModuleDeclarations, ModuleRelocTarget, ModuleResult};
+use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 
 // The kinds of relocation target, as the token before a target's tokens.
@@ -104,14 +105,30 @@ impl Symbols<'_> {
     }
 }
 
-/// `bytes` as tokens: the length, then eight bytes a word, little-endian.
-fn push_bytes(tokens: &mut Vec<u64>, bytes: &[u8]) {
-    tokens.push(bytes.len() as u64);
-    for chunk in bytes.chunks(8) {
-        let mut word = [0u8; 8];
-        word[..chunk.len()].copy_from_slice(chunk);
-        tokens.push(u64::from_le_bytes(word));
+/// The SHA-256 of a function's code bytes and metadata, as four tokens: what the
+/// plan compares of them. Equal digests stand for equal bytes as Cranelift's
+/// incremental cache (and compile-once) takes equal SHA-256 keys for equal
+/// stencils; the summary then holds 32 bytes per function instead of its code.
+fn content_digest(function: &CompiledFunction) -> [u64; 4] {
+    let metadata = &function.metadata;
+    let mut digest = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        digest.update((bytes.len() as u64).to_le_bytes());
+        digest.update(bytes);
+    };
+    field(&function.code);
+    field(metadata.rest.as_bytes());
+    digest.update((metadata.traps.len() as u64).to_le_bytes());
+    for (offset, code) in &metadata.traps {
+        digest.update(offset.to_le_bytes());
+        digest.update(code.as_raw().get().to_le_bytes());
     }
+    let bytes: [u8; 32] = digest.finalize().into();
+    std::array::from_fn(|i| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(word)
+    })
 }
 
 /// The tokens of kept function `function` (its relocations retargeted as the
@@ -123,14 +140,8 @@ fn tokens_of(
     names: &DeclaredFunctions<'_>,
     symbols: &mut Symbols<'_>,
 ) -> (Vec<u64>, Vec<u32>, Vec<FuncId>) {
-    let mut tokens = vec![function.alignment];
-    push_bytes(&mut tokens, &function.code);
-    let metadata = &function.metadata;
-    tokens.push(metadata.traps.len() as u64);
-    for (offset, code) in &metadata.traps {
-        tokens.extend([u64::from(*offset), u64::from(code.as_raw().get())]);
-    }
-    push_bytes(&mut tokens, metadata.rest.as_bytes());
+    let mut tokens = vec![function.alignment, function.code.len() as u64];
+    tokens.extend(content_digest(function));
     let kinds = function.references();
     let relocs = module.retargets.retargeted(&function.relocs, &kinds);
     tokens.push(relocs.len() as u64);

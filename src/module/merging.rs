@@ -333,6 +333,7 @@ impl<M: Module> MergingModule<M> {
     /// never names another module's representative by a name that binds to one of
     /// them here. Only its own: an inner module shared by several wrappers (units
     /// defined into one JIT) declares other units' locals too.
+    #[cfg(feature = "separate")]
     fn own_locals(&self) -> Vec<(u32, u32)> {
         let mut functions: Vec<FuncId> = self.defined.iter().copied().collect();
         functions.sort_unstable();
