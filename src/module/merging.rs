@@ -151,8 +151,10 @@ impl ModuleMergeOptions {
 }
 
 /// What the pass did to a module: the same content as the CLI's JSON report, with
-/// functions named by their module names.
+/// functions named by their module names. Non-exhaustive: later versions report
+/// more.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct MergeReport {
     /// Functions defined through the wrapper.
     pub functions: usize,
