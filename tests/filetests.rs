@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 41, 186],
+        [69, 76, 47, 192],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -257,7 +257,8 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         let options = SimilarOptions::default()
             .with_max_holes(option("--max-holes").map_or(defaults.max_holes, |n| n as usize))
             .with_min_saved(option("--min-saved").unwrap_or(defaults.min_saved))
-            .with_align(!args.iter().any(|a| a == "--no-align"));
+            .with_align(!args.iter().any(|a| a == "--no-align"))
+            .with_align_cfg(args.iter().any(|a| a == "--align-cfg"));
         let similar = SimilarPass::after(
             &module,
             &outcome,
@@ -299,6 +300,12 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         "similar merges in filetests/similar validated",
         &table,
         "
+        aligned_cfg_dominance_lost.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_cfg_return_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_cfg_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_cfg_successors_differ.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_cfg_trap_code_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_cfg_value_escapes.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_escape_from_another_block.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_escape_to_later_blocks.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_escape_to_suffix.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated

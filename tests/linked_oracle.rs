@@ -338,10 +338,12 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
 fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
     let result = catch(|| {
         let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
+        // Across CFGs too (off by default): it runs after the default alignment
+        // round and keeps its pairs, so this checks both kinds natively.
         let similar = SimilarPass::after(
             set,
             &outcome,
-            &SimilarOptions::default(),
+            &SimilarOptions::default().with_align_cfg(true),
             clif_merge::testing::host_isa().as_deref(),
         );
         let mut object: Object = similar

@@ -82,6 +82,8 @@ struct Options {
     rewrite: Rewrite,
     parts: Vec<usize>,
     markdown: bool,
+    /// `similar-census --align-cfg`: the merge also aligns across differing terminators.
+    align_cfg: bool,
     label: Option<String>,
 }
 
@@ -99,6 +101,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         rewrite: Rewrite::InPlace,
         parts: Vec::new(),
         markdown: false,
+        align_cfg: false,
         label: None,
     };
     let mut it = args.iter();
@@ -114,6 +117,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--markdown" => o.markdown = true,
             "--label" => o.label = Some(value("--label")?),
             "--copying" => o.rewrite = Rewrite::Copying,
+            "--align-cfg" => o.align_cfg = true,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
             "--functions" => o.functions = value("--functions")?.parse()?,
@@ -155,7 +159,7 @@ fn run() -> anyhow::Result<()> {
         "separate" => separate(&options),
         "similar" => similar_cost::similar_command(&options.inputs, options.repeat, options.json),
         "size-model" => similar_cost::size_model_command(&options.inputs),
-        "similar-census" => similar_cost::census_command(&options.inputs),
+        "similar-census" => similar_cost::census_command(&options.inputs, options.align_cfg),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let label = options

@@ -239,7 +239,9 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
 /// left each function alone, per program, as a markdown table: per reason, the
 /// functions it keeps apart and the code bytes at stake (predicted by the size
 /// model; `CensusRow::at_stake`), also as a share of the program's predicted code.
-pub fn census_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
+/// With `align_cfg`, the merge also aligns across differing terminators
+/// (`SimilarOptions::align_cfg`).
+pub fn census_command(inputs: &[PathBuf], align_cfg: bool) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
@@ -253,7 +255,8 @@ pub fn census_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
     for input in inputs {
         let module = load_program(input)?;
         let program: u64 = module.iter().map(|(_, d)| model.predict(&d.func)).sum();
-        let rows = similar_census(&module, &SimilarOptions::default(), Some(&*isa));
+        let options = SimilarOptions::default().with_align_cfg(align_cfg);
+        let rows = similar_census(&module, &options, Some(&*isa));
         for row in rows {
             println!(
                 "| {} | {} | {} | {} | {} | {:.2}% |",

@@ -134,6 +134,13 @@ pub struct Args {
     #[arg(long)]
     pub no_align: bool,
 
+    /// With `--similar`: also merge by alignment pairs whose blocks end in
+    /// different terminators (same blocks and block parameters in walk order); the
+    /// merged body branches on the selector to either member's rest of such a
+    /// block. Off by default.
+    #[arg(long)]
+    pub align_cfg: bool,
+
     /// With `--similar`: a group is merged whole only when it needs at most this
     /// many parameters (constants and callees that differ; those holding the same
     /// value in every member share one); a group needing more is split into
@@ -215,7 +222,8 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_max_holes(args.max_holes)
             .with_min_saved(args.min_saved)
             .with_pricing(args.size_pricing.into())
-            .with_align(!args.no_align);
+            .with_align(!args.no_align)
+            .with_align_cfg(args.align_cfg);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())

@@ -105,6 +105,8 @@ struct BlockSpan {
     start: u32,
     /// Index in [`SpannedEncoding::insts`] of its first instruction.
     first_inst: u32,
+    /// The block itself (blocks are paired by walk position across CFGs).
+    block: Block,
 }
 
 /// A function's comparator stream with where its blocks, instructions, definitions
@@ -154,10 +156,11 @@ impl TokenSink for SpannedEncoding {
         self.tokens.len() as u32
     }
 
-    fn note_block(&mut self, _block: Block) {
+    fn note_block(&mut self, block: Block) {
         self.blocks.push(BlockSpan {
             start: self.position(),
             first_inst: self.insts.len() as u32,
+            block,
         });
     }
 
@@ -261,8 +264,9 @@ impl SpannedEncoding {
     }
 
     /// The skeleton key of phase 2: signature and, per block, its parameters and
-    /// its terminator's tokens with value operands left out.
-    fn skeleton(&self) -> u64 {
+    /// its terminator's tokens with value operands left out (with `cfg`, the
+    /// terminators are left out: they may differ, [`Aligner::cfg`]).
+    fn skeleton(&self, cfg: bool) -> u64 {
         let mut h = FxHasher::default();
         let Some(first) = self.blocks.first() else {
             return h.finish();
@@ -274,7 +278,7 @@ impl SpannedEncoding {
             for p in parts.header.clone() {
                 h.write_u64(self.tokens[p as usize]);
             }
-            if let Some(last) = parts.insts.clone().last() {
+            if let Some(last) = parts.insts.clone().last().filter(|_| !cfg) {
                 for p in self.inst_span(last, &parts) {
                     if !self.is_operand[p as usize] {
                         h.write_u64(self.tokens[p as usize]);
@@ -318,8 +322,10 @@ pub(crate) struct Stretch {
     /// empty).
     pub(crate) first: Vec<Inst>,
     /// The first function's instruction right after the stretch (the common
-    /// suffix starts there; it ends with the terminator).
-    pub(crate) suffix: Inst,
+    /// suffix starts there; it ends with the terminator), or `None` when the
+    /// terminators differ and both stretches run to the end of the block, each
+    /// ending in its own function's terminator (only across CFGs, [`Aligner::cfg`]).
+    pub(crate) suffix: Option<Inst>,
     /// The second function's instructions of the stretch, in layout order (may be
     /// empty, not when `first` is).
     pub(crate) second: Vec<Inst>,
@@ -342,6 +348,11 @@ pub(crate) struct Alignment {
     pub(crate) values: Vec<(Value, Value)>,
     /// Instructions of the first function outside the stretches.
     pub(crate) common: u32,
+    /// When a stretch ends in the second function's terminator (`suffix` is
+    /// `None`): each block of the second function with the first function's block
+    /// at the same position of the walk, which its copied terminator branches to.
+    /// Empty otherwise.
+    pub(crate) blocks: Vec<(Block, Block)>,
 }
 
 /// Why two functions of one bucket do not align: the first obstacle the aligner
@@ -365,6 +376,10 @@ pub(crate) enum Refusal {
     StretchNamesEntity,
     /// The second function's stretch names a global value.
     SecondNamesGlobal,
+    /// Across CFGs ([`Aligner::cfg`]): the terminators differ and the second's
+    /// cannot be copied (not a `jump`, `brif`, `return` or `trap`, or a value a
+    /// terminator's stretch defines is used by another block).
+    TerminatorNotCopied,
 }
 
 /// A definition position not aligned with anything.
@@ -398,9 +413,17 @@ struct Aligner<'a> {
     progress: u32,
     /// Whether a value a stretch defines may be used after it (an escape).
     escapes: bool,
+    /// Whether the two functions' terminators may differ (paired blocks with
+    /// different successors): the rest of such a block after the common prefix,
+    /// terminator included, is a stretch of its own, and the merged body branches
+    /// on the selector to either function's rest ([`Stretch::suffix`] `None`).
+    cfg: bool,
     /// The token ranges of the stretches found so far, in `a` and in `b`, and the
     /// one whose common suffix is being matched.
     spans: Vec<(Range<u32>, Range<u32>)>,
+    /// For each of `spans`, whether it ends its block (no join: its values cannot
+    /// escape).
+    ends: Vec<bool>,
     open: Option<(Range<u32>, Range<u32>)>,
 }
 
@@ -412,6 +435,7 @@ impl<'a> Aligner<'a> {
         fb: &'a Function,
         scratch: &'a mut AlignScratch,
         escapes: bool,
+        cfg: bool,
     ) -> Self {
         debug_assert!(scratch.log.is_empty());
         if scratch.a_to_b.len() < a.tokens.len() {
@@ -429,7 +453,9 @@ impl<'a> Aligner<'a> {
             cursors: (0, 0),
             progress: 0,
             escapes,
+            cfg,
             spans: Vec::new(),
+            ends: Vec::new(),
             open: None,
         }
     }
@@ -503,6 +529,9 @@ impl<'a> Aligner<'a> {
         let same_stretch = self
             .spans
             .iter()
+            .zip(&self.ends)
+            .filter(|(_, ends)| !**ends)
+            .map(|(span, _)| span)
             .chain(&self.open)
             .any(|(ra, rb)| written_in(ra, da) && written_in(rb, db));
         if !same_stretch {
@@ -570,6 +599,7 @@ impl<'a> Aligner<'a> {
         }
         let mut stretches = Vec::new();
         self.spans.clear();
+        self.ends.clear();
         let mut common = 0;
         for k in 0..a.blocks.len() {
             let (pa, pb) = (a.block(k), b.block(k));
@@ -598,6 +628,46 @@ impl<'a> Aligner<'a> {
                 && self.same_shape(&inst_a(na - 1 - suffix), &inst_b(nb - 1 - suffix))
             {
                 suffix += 1;
+            }
+            if self.cfg
+                && na > prefix
+                && nb > prefix
+                && !self.terminators_match(&inst_a, &inst_b, na, nb)
+            {
+                // The terminators differ: everything after the prefix is a stretch
+                // ending the block (`Stretch::suffix` is `None`).
+                let insts_a: Vec<Inst> = (prefix..na)
+                    .map(|i| a.insts[pa.insts.start + i].1)
+                    .collect();
+                let insts_b: Vec<Inst> = (prefix..nb)
+                    .map(|i| b.insts[pb.insts.start + i].1)
+                    .collect();
+                let (body_a, _) = insts_a.split_at(insts_a.len() - 1);
+                let (body_b, term_b) = insts_b.split_at(insts_b.len() - 1);
+                if !body_a.iter().all(|&i| stays_in_place(self.fa, i))
+                    || !body_b.iter().all(|&i| !probe(self.fb, i).numbered)
+                {
+                    return Err(Refusal::StretchNamesEntity);
+                }
+                if !body_b.iter().all(|&i| can_copy(self.fb, i)) {
+                    return Err(Refusal::SecondNamesGlobal);
+                }
+                if !copyable_terminator(self.fb, term_b[0]) {
+                    return Err(Refusal::TerminatorNotCopied);
+                }
+                let block = self.fa.layout.inst_block(insts_a[0]);
+                stretches.push(Stretch {
+                    block: block.ok_or(Refusal::Structure)?,
+                    first: insts_a,
+                    suffix: None,
+                    second: insts_b,
+                    escapes: Vec::new(),
+                });
+                self.spans
+                    .push((inst_a(prefix).start..pa.end, inst_b(prefix).start..pb.end));
+                self.ends.push(true);
+                common += prefix as u32;
+                continue;
             }
             loop {
                 if suffix == 0 {
@@ -645,11 +715,12 @@ impl<'a> Aligner<'a> {
             stretches.push(Stretch {
                 block: block.ok_or(Refusal::Structure)?,
                 first: insts_a,
-                suffix: a.insts[pa.insts.start + ea].1,
+                suffix: Some(a.insts[pa.insts.start + ea].1),
                 second: insts_b,
                 escapes: Vec::new(),
             });
             self.spans.push((tokens_a, tokens_b));
+            self.ends.push(false);
         }
         if stretches.is_empty() {
             // Equal functions the first pass left apart on purpose.
@@ -664,7 +735,7 @@ impl<'a> Aligner<'a> {
             for &(pa, va) in a.definitions_in(ra) {
                 let pb = self.scratch.a_to_b[pa as usize];
                 if pb != UNALIGNED {
-                    if !written_in(rb, pb) {
+                    if !written_in(rb, pb) || stretch.suffix.is_none() {
                         return Err(escapes);
                     }
                     let vb = b.defined_at(pb).ok_or(escapes)?;
@@ -692,11 +763,55 @@ impl<'a> Aligner<'a> {
         }
         values.sort_unstable();
         values.dedup();
+        let blocks = if stretches.iter().any(|s| s.suffix.is_none()) {
+            b.blocks
+                .iter()
+                .zip(&a.blocks)
+                .map(|(sb, sa)| (sb.block, sa.block))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(Alignment {
             second,
             stretches,
             values,
             common,
+            blocks,
+        })
+    }
+
+    /// Whether the last instructions of two blocks (`na` and `nb` long, both
+    /// nonempty) match as they are; leaves nothing aligned (a terminator defines
+    /// nothing the alignment records, and a failed match records nothing).
+    fn terminators_match(
+        &mut self,
+        inst_a: &dyn Fn(usize) -> Range<u32>,
+        inst_b: &dyn Fn(usize) -> Range<u32>,
+        na: usize,
+        nb: usize,
+    ) -> bool {
+        let (ra, rb) = (inst_a(na - 1), inst_b(nb - 1));
+        if !self.same_shape(&ra, &rb) {
+            return false;
+        }
+        // Operands: equal shape, so only the values can differ. They may name a
+        // stretch's escape not aligned yet, which the suffix would align: leave
+        // that to the suffix search (the terminator then matches there or not).
+        ra.zip(rb).all(|(pa, pb)| {
+            if !self.a.is_operand[pa as usize] {
+                return true;
+            }
+            match (self.a.operand_target(pa), self.b.operand_target(pb)) {
+                (Some(da), Some(db)) => {
+                    let (ab, ba) = (
+                        self.scratch.a_to_b[da as usize],
+                        self.scratch.b_to_a[db as usize],
+                    );
+                    ab == db || (ab == UNALIGNED && ba == UNALIGNED)
+                }
+                _ => false,
+            }
         })
     }
 }
@@ -798,6 +913,18 @@ fn probe(func: &Function, inst: Inst) -> Probe {
     probe
 }
 
+/// Whether the second function's terminator `inst` may end a stretch across
+/// CFGs: copied into the merged body with its blocks mapped to the first
+/// function's ([`Alignment::blocks`]). Only `jump`, `brif`, `return` and `trap`
+/// (no tables, no calls: a tail call stays where it is).
+fn copyable_terminator(func: &Function, inst: Inst) -> bool {
+    use ir::Opcode;
+    matches!(
+        func.dfg.insts[inst].opcode(),
+        Opcode::Jump | Opcode::Brif | Opcode::Return | Opcode::Trap
+    ) && !probe(func, inst).global_value
+}
+
 /// Whether `inst` may be part of the first function's stretch (it stays where it
 /// is, moved to the stretch's arm).
 fn stays_in_place(func: &Function, inst: Inst) -> bool {
@@ -815,8 +942,9 @@ fn can_copy(func: &Function, inst: Inst) -> bool {
 /// walk: the signature and, summed over the blocks in any order, each block's
 /// parameter types and terminator opcode. Functions that align have the same
 /// reachable blocks with the same parameters and terminators; an unreachable block
-/// can only keep two functions apart that would align (a missed merge).
-fn layout_skeleton(func: &Function) -> u64 {
+/// can only keep two functions apart that would align (a missed merge). With
+/// `cfg`, the terminators are left out ([`Aligner::cfg`]).
+fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
     let hash = |x: &dyn Fn(&mut FxHasher)| {
         let mut h = FxHasher::default();
         x(&mut h);
@@ -829,6 +957,7 @@ fn layout_skeleton(func: &Function) -> u64 {
         let terminator = func
             .layout
             .last_inst(block)
+            .filter(|_| !cfg)
             .map(|i| func.dfg.insts[i].opcode());
         sum = sum.wrapping_add(hash(&|h| {
             for &p in func.dfg.block_params(block) {
@@ -860,10 +989,11 @@ fn buckets<T>(keyed: &mut [(u64, usize, FuncIndex, T)]) -> Vec<&[(u64, usize, Fu
 fn spanned_candidates(
     module: &FunctionSet,
     functions: &[FuncIndex],
+    cfg: bool,
 ) -> (Vec<FuncIndex>, Vec<Option<SpannedEncoding>>) {
     let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = functions
         .iter()
-        .map(|&f| (layout_skeleton(&module.get(f).func), 0, f, ()))
+        .map(|&f| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
         .collect();
     let walked: Vec<FuncIndex> = buckets(&mut by_layout)
         .iter()
@@ -879,30 +1009,35 @@ fn spanned_candidates(
 fn keyed<'a>(
     walked: &[FuncIndex],
     encoded: &'a [Option<SpannedEncoding>],
+    cfg: bool,
 ) -> Vec<(u64, usize, FuncIndex, &'a SpannedEncoding)> {
     walked
         .iter()
         .zip(encoded)
-        .filter_map(|(&f, e)| e.as_ref().map(|e| (e.skeleton(), e.insts.len(), f, e)))
+        .filter_map(|(&f, e)| e.as_ref().map(|e| (e.skeleton(cfg), e.insts.len(), f, e)))
         .collect()
 }
 
 /// Phases 1, 2 and 4: pairs of `functions` (of `module`) that align, each once,
 /// the first of a pair before the second in input order, ordered by first. Only
-/// functions that share their layout's skeleton with another are walked.
+/// functions that share their layout's skeleton with another are walked. With
+/// `cfg`, the skeletons leave the terminators out and paired blocks may end in
+/// different terminators ([`Aligner::cfg`]).
 pub(crate) fn find_aligned_pairs(
     module: &FunctionSet,
     functions: &[FuncIndex],
     escapes: bool,
+    cfg: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
-    let (walked, encoded) = spanned_candidates(module, functions);
-    let mut keyed = keyed(&walked, &encoded);
+    let (walked, encoded) = spanned_candidates(module, functions, cfg);
+    let mut keyed = keyed(&walked, &encoded, cfg);
     let buckets = buckets(&mut keyed);
-    let mut pairs: Vec<(FuncIndex, Alignment)> =
-        parallel::map(&buckets, 1, |bucket| pair_bucket(module, bucket, escapes))
-            .into_iter()
-            .flatten()
-            .collect();
+    let mut pairs: Vec<(FuncIndex, Alignment)> = parallel::map(&buckets, 1, |bucket| {
+        pair_bucket(module, bucket, escapes, cfg)
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     pairs.sort_by_key(|(first, _)| *first);
     pairs
 }
@@ -936,15 +1071,16 @@ pub(crate) enum Missed {
 /// that partner; a function left alone is counted once, with its partner when the
 /// partner was left alone too. Diagnostics only (`merge_bench similar-census`):
 /// it tries every function against the nearest [`PARTNERS`] of its bucket either
-/// side, merged or not.
+/// side, merged or not. With `cfg`, across CFGs ([`Aligner::cfg`]).
 pub(crate) fn census(
     module: &FunctionSet,
     considered: &[FuncIndex],
     merged: &SecondaryMap<FuncIndex, bool>,
     escapes: bool,
+    cfg: bool,
 ) -> Vec<(FuncIndex, Option<FuncIndex>, Missed)> {
-    let (walked, encoded) = spanned_candidates(module, considered);
-    let mut keyed = keyed(&walked, &encoded);
+    let (walked, encoded) = spanned_candidates(module, considered, cfg);
+    let mut keyed = keyed(&walked, &encoded, cfg);
     let mut missed = Vec::new();
     let mut counted = SecondaryMap::<FuncIndex, bool>::new();
     let mut in_bucket = SecondaryMap::<FuncIndex, bool>::new();
@@ -963,7 +1099,7 @@ pub(crate) fn census(
                 let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
                 let fa = &module.get(first.2).func;
                 let fb = &module.get(second.2).func;
-                let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes);
+                let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes, cfg);
                 let (rank, partner, why) = match aligner.align(second.2) {
                     // An unmerged partner first, then a merged one, then the
                     // refusal that got furthest.
@@ -1011,6 +1147,7 @@ fn pair_bucket(
     module: &FunctionSet,
     bucket: &[(u64, usize, FuncIndex, &SpannedEncoding)],
     escapes: bool,
+    cfg: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
@@ -1026,7 +1163,7 @@ fn pair_bucket(
             let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
             let fa = &module.get(first.2).func;
             let fb = &module.get(second.2).func;
-            let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes);
+            let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes, cfg);
             let Ok(alignment) = aligner.align(second.2) else {
                 continue;
             };

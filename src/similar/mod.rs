@@ -175,6 +175,13 @@ pub struct SimilarOptions {
     /// exactly the same places: the merged body passes the arm's value to a
     /// parameter of the block where the arms join (`align.rs`, "escapes").
     pub align_escapes: bool,
+    /// Whether merging by alignment also pairs functions whose terminators differ
+    /// (blocks paired by position in the walk, same blocks and block parameters):
+    /// where two paired blocks end differently, the merged body branches on the
+    /// selector to either function's rest of the block, terminator included
+    /// (`align.rs`, `splice.rs`). Tried on the functions the first alignment round
+    /// left alone. Off by default.
+    pub align_cfg: bool,
 }
 
 impl Default for SimilarOptions {
@@ -185,6 +192,7 @@ impl Default for SimilarOptions {
             pricing: Pricing::Modeled,
             align: true,
             align_escapes: true,
+            align_cfg: false,
         }
     }
 }
@@ -228,6 +236,13 @@ impl SimilarOptions {
     /// not ([`Self::align_escapes`]).
     pub fn with_align_escapes(mut self, escapes: bool) -> Self {
         self.align_escapes = escapes;
+        self
+    }
+
+    /// These options with merging by alignment across differing terminators on
+    /// (`true`) or off ([`Self::align_cfg`]).
+    pub fn with_align_cfg(mut self, cfg: bool) -> Self {
+        self.align_cfg = cfg;
         self
     }
 
@@ -376,14 +391,29 @@ pub(crate) fn merge_similar_reserving(
             .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
             .collect();
-        let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes);
+        let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes, false);
         let plans = parallel::map(&pairs, 1, |(first, alignment)| {
             planner.plan_aligned(*first, alignment, model.as_ref())
         });
-
         for plan in plans {
             merges.extend(plan.merges);
             outcome.rejected.extend(plan.rejected);
+        }
+        // Then across differing terminators, on what is left: a second round, so
+        // that every pair of the first stays as it is.
+        if options.align_cfg {
+            for &m in merges.iter().flat_map(|m| &m.members) {
+                merged[m] = true;
+            }
+            let rest: Vec<FuncIndex> = rest.into_iter().filter(|&f| !merged[f]).collect();
+            let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes, true);
+            let plans = parallel::map(&pairs, 1, |(first, alignment)| {
+                planner.plan_aligned(*first, alignment, model.as_ref())
+            });
+            for plan in plans {
+                merges.extend(plan.merges);
+                outcome.rejected.extend(plan.rejected);
+            }
         }
     }
 
@@ -492,10 +522,52 @@ pub(crate) fn census(
         Missed::Refused(Refusal::SecondNamesGlobal) => {
             "refused: the second's stretch names a global value"
         }
+        Missed::Refused(Refusal::TerminatorNotCopied) => {
+            "refused: the second's terminator cannot be copied"
+        }
     };
-    let mut rows: Vec<(Missed, CensusRow)> = Vec::new();
-    for (f, partner, missed) in
-        align::census(module, &considered, &by_alignment, options.align_escapes)
+    // The functions without a candidate of the same block structure, tried again
+    // across differing terminators (`SimilarOptions::align_cfg`): what that
+    // subset has at stake, and what still keeps the rest apart.
+    let cfg_reason = |missed: Missed| match missed {
+        Missed::NoLayoutPartner => "across CFGs: no candidate: blocks or block parameters differ",
+        Missed::NoWalkPartner => "across CFGs: no candidate: block order differs",
+        Missed::PartnersTaken => "across CFGs: no candidate left",
+        Missed::AlignsWithMerged => "across CFGs: aligns with a merged pair",
+        Missed::NotProfitable => "across CFGs: aligns (merged or pricing rejects)",
+        Missed::Refused(Refusal::TerminatorNotCopied) => {
+            "across CFGs: refused: the second's terminator cannot be copied"
+        }
+        Missed::Refused(_) => "across CFGs: refused inside the blocks",
+    };
+    let same_cfg = align::census(
+        module,
+        &considered,
+        &by_alignment,
+        options.align_escapes,
+        false,
+    );
+    let mut no_layout_partner = SecondaryMap::<FuncIndex, bool>::new();
+    for &(f, _, missed) in &same_cfg {
+        no_layout_partner[f] = missed == Missed::NoLayoutPartner;
+    }
+    // The census across CFGs runs on what the merge left alone with the options
+    // as given: with `align_cfg` on, pairs it merged are not in it.
+    let cfg_rows = align::census(
+        module,
+        &considered,
+        &by_alignment,
+        options.align_escapes,
+        true,
+    )
+    .into_iter()
+    .filter(|&(f, p, _)| no_layout_partner[f] || p.is_some_and(|p| no_layout_partner[p]))
+    .map(|(f, p, missed)| (f, p, missed, true));
+    let mut rows: Vec<((bool, Missed), CensusRow)> = Vec::new();
+    for (f, partner, missed, cfg) in same_cfg
+        .into_iter()
+        .map(|(f, p, m)| (f, p, m, false))
+        .chain(cfg_rows)
     {
         let stake = match (missed, partner) {
             (Missed::AlignsWithMerged, _) => size(f),
@@ -504,16 +576,27 @@ pub(crate) fn census(
         };
         let bytes = size(f) + partner.map_or(0, size);
         let functions = 1 + usize::from(partner.is_some());
-        match rows.iter_mut().find(|(m, _)| *m == missed) {
+        let (key, reason) = match cfg {
+            false => ((false, missed), reason(missed)),
+            // Refusals inside the blocks are one row across CFGs.
+            true => match missed {
+                Missed::Refused(r) if r != Refusal::TerminatorNotCopied => (
+                    (true, Missed::Refused(Refusal::Structure)),
+                    cfg_reason(missed),
+                ),
+                _ => ((true, missed), cfg_reason(missed)),
+            },
+        };
+        match rows.iter_mut().find(|(m, _)| *m == key) {
             Some((_, row)) => {
                 row.functions += functions;
                 row.at_stake += stake;
                 row.bytes += bytes;
             }
             None => rows.push((
-                missed,
+                key,
                 CensusRow {
-                    reason: reason(missed),
+                    reason,
                     functions,
                     at_stake: stake,
                     bytes,

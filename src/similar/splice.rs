@@ -11,6 +11,23 @@
 //!                                 join:          suffix
 //! ```
 //!
+//! A stretch that ends its block (the two functions' terminators differ, merging
+//! across CFGs) has no join: each arm ends in its own function's terminator, the
+//! second's branching to the first function's blocks at the same positions of the
+//! walk ([`Alignment::blocks`]):
+//!
+//! ```text
+//! B:      prefix                         B:      prefix
+//!         first's rest, terminator  =>           brif selector, second_arm, first_arm
+//!                                 first_arm:     first's rest, terminator
+//!                                 second_arm:    second's rest, terminator, copied
+//! ```
+//!
+//! The merged control-flow graph then has the edges of both functions, and a
+//! definition that dominates a use in each function need not dominate it in the
+//! merged body; such a merged body is checked by Cranelift's verifier and the
+//! pair refused if it fails.
+//!
 //! An empty stretch gets no arm: the branch goes straight to `join`. The second
 //! function's instructions are copied with `InstructionData::map`: each operand
 //! becomes the first function's value defined at the same place
@@ -25,6 +42,7 @@ use cranelift_codegen::ir::{
     self, Block, BlockCall, ExtFuncData, ExternalName, FuncRef, Function, Inst, InstBuilder,
     SigRef, StackSlot, Value, ValueList,
 };
+use cranelift_codegen::settings;
 use std::collections::HashMap;
 
 /// Why a stretch could not be copied (only for input the alignment should have
@@ -47,6 +65,7 @@ pub(crate) fn splice_stretches(
         merged,
         second,
         values: alignment.values.iter().copied().collect(),
+        blocks: alignment.blocks.iter().copied().collect(),
         func_refs: HashMap::new(),
         sig_refs: HashMap::new(),
         missing: None,
@@ -55,11 +74,31 @@ pub(crate) fn splice_stretches(
     // replaces it outside its arm and that arm.
     let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
     for stretch in &alignment.stretches {
-        copier.splice(selector, stretch, &mut escaped)?;
+        match stretch.suffix {
+            Some(suffix) => copier.splice(selector, stretch, suffix, &mut escaped)?,
+            None => copier.splice_ending(selector, stretch)?,
+        }
     }
-    if escaped.is_empty() {
-        return Ok(());
+    if !escaped.is_empty() {
+        replace_escapes(merged, &escaped);
     }
+    if !alignment.blocks.is_empty() {
+        // Across CFGs: every definition the aligned code uses dominates its uses
+        // in both functions, but the merged graph has the edges of both, so check
+        // the dominance (and everything else) rather than assume it.
+        let flags = settings::Flags::new(settings::builder());
+        if let Err(errors) = cranelift_codegen::verify_function(merged, &flags) {
+            return Err(NotSpliced(format!(
+                "the merged body across CFGs does not verify: {errors}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Makes every use of an escaping value outside the arm that defines it read the
+/// join's parameter instead.
+fn replace_escapes(merged: &mut Function, escaped: &HashMap<Value, (Value, Block)>) {
     // Every use of an escaping value outside the arm that defines it is dominated
     // by the join (in the first function the definition dominates the use; the
     // use is after the stretch in its block, or in a block that block dominates),
@@ -75,7 +114,6 @@ pub(crate) fn splice_stretches(
             });
         }
     }
-    Ok(())
 }
 
 /// Copies instructions of the second function into the merged body.
@@ -84,6 +122,9 @@ struct Copier<'a> {
     second: &'a Function,
     /// The second function's values and what they are in the merged body.
     values: HashMap<Value, Value>,
+    /// The second function's blocks and the merged body's at the same position
+    /// (only when a stretch ends its block).
+    blocks: HashMap<Block, Block>,
     func_refs: HashMap<FuncRef, FuncRef>,
     sig_refs: HashMap<SigRef, SigRef>,
     /// What could not be copied, if anything.
@@ -91,18 +132,46 @@ struct Copier<'a> {
 }
 
 impl Copier<'_> {
+    /// Splices a stretch that ends its block: each arm runs its function's rest
+    /// of the block, terminator included.
+    fn splice_ending(&mut self, selector: Value, stretch: &Stretch) -> Result<(), NotSpliced> {
+        let (Some(&start), false) = (stretch.first.first(), stretch.second.is_empty()) else {
+            return Err(NotSpliced(
+                "a stretch ending its block without a terminator".into(),
+            ));
+        };
+        if !stretch.escapes.is_empty() {
+            return Err(NotSpliced(
+                "a value escapes a stretch ending its block".into(),
+            ));
+        }
+        let srcloc = self.merged.srcloc(start);
+        let first_arm = self.merged.dfg.make_block();
+        self.merged.layout.split_block(first_arm, start);
+        let second_arm = self.merged.dfg.make_block();
+        self.merged.layout.insert_block_after(second_arm, first_arm);
+        for &inst in &stretch.second {
+            self.copy(inst, second_arm)?;
+        }
+        let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
+        pos.set_srcloc(srcloc);
+        pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
+        Ok(())
+    }
+
     fn splice(
         &mut self,
         selector: Value,
         stretch: &Stretch,
+        suffix: Inst,
         escaped: &mut HashMap<Value, (Value, Block)>,
     ) -> Result<(), NotSpliced> {
         if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty()) {
             return Err(NotSpliced("a value escapes an empty stretch".into()));
         }
-        let srcloc = self.merged.srcloc(stretch.suffix);
+        let srcloc = self.merged.srcloc(suffix);
         let join = self.merged.dfg.make_block();
-        self.merged.layout.split_block(join, stretch.suffix);
+        self.merged.layout.split_block(join, suffix);
         let mut from_first = Vec::new();
         for &(first, _) in &stretch.escapes {
             let ty = self.merged.dfg.value_type(first);
@@ -227,8 +296,22 @@ impl InstructionMapper for Copier<'_> {
     }
 
     fn map_block_call(&mut self, block_call: BlockCall) -> BlockCall {
-        self.refuse("a branch");
-        block_call
+        // Only a copied terminator across CFGs names blocks: each becomes the
+        // first function's block at the same position of the walk.
+        let pool = &self.second.dfg.value_lists;
+        let target = block_call.block(pool);
+        let Some(&block) = self.blocks.get(&target) else {
+            self.refuse("a branch");
+            return block_call;
+        };
+        let mut args = Vec::new();
+        for arg in block_call.args(pool) {
+            match arg {
+                ir::BlockArg::Value(v) => args.push(ir::BlockArg::Value(self.map_value(v))),
+                _ => self.refuse("a block argument that is not a value"),
+            }
+        }
+        BlockCall::new(block, args, &mut self.merged.dfg.value_lists)
     }
 
     fn map_block(&mut self, block: Block) -> Block {
