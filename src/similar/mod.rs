@@ -131,7 +131,8 @@ mod splice;
 pub use entry_points::EntryPoints;
 pub use groups::{HoleKind, HoleParameter};
 pub use pass::{SimilarGroupReport, SimilarPass};
-use plan::{Merge, Planner};
+pub use plan::SimilarPhases;
+use plan::{Merge, Phase, PhaseClock, Planner};
 
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
@@ -337,8 +338,22 @@ pub(crate) fn merge_similar_reserving(
     authority: NameAuthority,
     known: &KnownFingerprints,
 ) -> SimilarOutcome {
+    merge_similar_clocked(module, options, isa, authority, known, &PhaseClock::default())
+}
+
+/// [`merge_similar_reserving`], adding the time of each phase to `clock`.
+pub(crate) fn merge_similar_clocked(
+    module: &FunctionSet,
+    options: &SimilarOptions,
+    isa: Option<&dyn TargetIsa>,
+    authority: NameAuthority,
+    known: &KnownFingerprints,
+    clock: &PhaseClock,
+) -> SimilarOutcome {
     // Phase 1 of 4: the groups of similar functions.
-    let candidates = find_groups(module, similar_walk(), known);
+    let candidates = clock.time(Phase::Groups, || {
+        find_groups(module, similar_walk(), known)
+    });
 
     // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
@@ -352,9 +367,12 @@ pub(crate) fn merge_similar_reserving(
         options,
         isa,
         pointer_type: isa.map_or(types::I64, |isa| isa.pointer_type()),
+        clock,
     };
-    let plans = parallel::map(&candidates.groups, 1, |members| {
-        planner.plan_group(members, model.as_ref())
+    let plans = clock.time(Phase::PlanGroups, || {
+        parallel::map(&candidates.groups, 1, |members| {
+            planner.plan_group(members, model.as_ref())
+        })
     });
 
     let mut outcome = SimilarOutcome::default();
@@ -376,9 +394,13 @@ pub(crate) fn merge_similar_reserving(
             .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
             .collect();
-        let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes);
-        let plans = parallel::map(&pairs, 1, |(first, alignment)| {
-            planner.plan_aligned(*first, alignment, model.as_ref())
+        let pairs = clock.time(Phase::AlignPairs, || {
+            align::find_aligned_pairs(module, &rest, options.align_escapes)
+        });
+        let plans = clock.time(Phase::PlanAligned, || {
+            parallel::map(&pairs, 1, |(first, alignment)| {
+                planner.plan_aligned(*first, alignment, model.as_ref())
+            })
         });
 
         for plan in plans {
@@ -388,6 +410,7 @@ pub(crate) fn merge_similar_reserving(
     }
 
     // Phase 4 of 4: names, merged bodies and entry points, in order of first member.
+    let build_start = std::time::Instant::now();
     merges.sort_by_key(|m| m.members[0]);
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module, authority);
@@ -417,6 +440,7 @@ pub(crate) fn merge_similar_reserving(
     outcome
         .rejected
         .sort_by_key(|(members, _)| members.first().copied());
+    clock.add(Phase::Build, build_start.elapsed());
     outcome
 }
 
