@@ -307,7 +307,10 @@ pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
         };
         row("compile (one thread)", compile_cpu);
         let fingerprints = with.minus(&alone);
-        row("fingerprints", fingerprints.cpu.unwrap_or(fingerprints.wall));
+        row(
+            "fingerprints",
+            fingerprints.cpu.unwrap_or(fingerprints.wall),
+        );
         for (phase, time) in &phases {
             row(phase, *time);
         }

@@ -338,7 +338,14 @@ pub(crate) fn merge_similar_reserving(
     authority: NameAuthority,
     known: &KnownFingerprints,
 ) -> SimilarOutcome {
-    merge_similar_clocked(module, options, isa, authority, known, &PhaseClock::default())
+    merge_similar_clocked(
+        module,
+        options,
+        isa,
+        authority,
+        known,
+        &PhaseClock::default(),
+    )
 }
 
 /// [`merge_similar_reserving`], adding the time of each phase to `clock`.
@@ -351,9 +358,7 @@ pub(crate) fn merge_similar_clocked(
     clock: &PhaseClock,
 ) -> SimilarOutcome {
     // Phase 1 of 4: the groups of similar functions.
-    let candidates = clock.time(Phase::Groups, || {
-        find_groups(module, similar_walk(), known)
-    });
+    let candidates = clock.time(Phase::Groups, || find_groups(module, similar_walk(), known));
 
     // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
@@ -361,6 +366,8 @@ pub(crate) fn merge_similar_clocked(
         Pricing::Modeled => isa.and_then(SizeModel::for_isa),
         Pricing::Compiled => None,
     };
+    let mut predicted = SecondaryMap::with_capacity(module.len());
+    predicted.resize(module.len());
     let planner = Planner {
         module,
         encodings: &candidates.encodings,
@@ -368,6 +375,7 @@ pub(crate) fn merge_similar_clocked(
         isa,
         pointer_type: isa.map_or(types::I64, |isa| isa.pointer_type()),
         clock,
+        predicted: &predicted,
     };
     let plans = clock.time(Phase::PlanGroups, || {
         parallel::map(&candidates.groups, 1, |members| {
@@ -414,16 +422,30 @@ pub(crate) fn merge_similar_clocked(
     merges.sort_by_key(|m| m.members[0]);
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module, authority);
-    for merge in merges {
+    for mut merge in merges {
         let merged_name = names.next(&module.get(merge.members[0]).func.name);
-        let (merged, entry_points) =
-            match build_merge(module, &merge, merged_name.clone(), frame_pointers) {
-                Ok(built) => built,
-                Err(reason) => {
-                    outcome.rejected.push((merge.members, reason.0));
-                    continue;
-                }
-            };
+        // The merged body priced, renamed, when the planner kept it.
+        let built = match merge.merged_body.take() {
+            Some(mut merged) => {
+                merged.name = merged_name.clone();
+                let entry_points = build_entry_points(
+                    module,
+                    &merge.members,
+                    &merge.differing.parameters,
+                    &merged,
+                    frame_pointers,
+                );
+                Ok((merged, entry_points))
+            }
+            None => build_merge(module, &merge, merged_name.clone(), frame_pointers),
+        };
+        let (merged, entry_points) = match built {
+            Ok(built) => built,
+            Err(reason) => {
+                outcome.rejected.push((merge.members, reason.0));
+                continue;
+            }
+        };
         for (&m, entry) in merge.members.iter().zip(entry_points) {
             outcome.entry_points.insert(m, entry);
         }

@@ -15,6 +15,7 @@ use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -166,6 +167,9 @@ pub(super) struct Merge {
     pub(super) size_after: u64,
     /// What the sizes are.
     pub(super) basis: SizeBasis,
+    /// The merged body built to price the merge (under a stand-in name), which
+    /// phase 4 renames instead of building it again.
+    pub(super) merged_body: Option<Function>,
 }
 
 /// What to do with a group: the subgroups to merge (the group itself, or parts of
@@ -205,6 +209,9 @@ pub(super) struct Planner<'a> {
     pub(super) pointer_type: Type,
     /// Where the time goes.
     pub(super) clock: &'a PhaseClock,
+    /// The model's prediction of each function, made once however many groups
+    /// and pairs it is priced in.
+    pub(super) predicted: &'a SecondaryMap<FuncIndex, OnceLock<u64>>,
 }
 
 impl Planner<'_> {
@@ -297,12 +304,7 @@ impl Planner<'_> {
         if predicted.merges.is_empty() {
             // Small functions are where the model errs most and compiling costs
             // least: a small group it rejects is planned by compiled sizes.
-            let size: u64 = self.clock.time(Phase::PredictMembers, || {
-                members
-                    .iter()
-                    .map(|&m| model.predict(&self.module.get(m).func))
-                    .sum()
-            });
+            let size: u64 = members.iter().map(|&m| self.predict(model, m)).sum();
             if size <= SMALL_GROUP {
                 return plan(Sizer::Measure, &mut MemberSizes::new());
             }
@@ -388,14 +390,23 @@ impl Planner<'_> {
         }
     }
 
-    /// The size of `func` by `sizer`.
-    fn size(&self, sizer: Sizer<'_>, func: &Function) -> Result<u64, NotCompiled> {
+    /// The size of member `m` by `sizer`.
+    fn size(&self, sizer: Sizer<'_>, m: FuncIndex) -> Result<u64, NotCompiled> {
         match sizer {
-            Sizer::Model(model) => Ok(self
-                .clock
-                .time(Phase::PredictMembers, || model.predict(func))),
-            Sizer::Measure => self.clock.time(Phase::Compile, || size_of(self.isa, func)),
+            Sizer::Model(model) => Ok(self.predict(model, m)),
+            Sizer::Measure => self.clock.time(Phase::Compile, || {
+                size_of(self.isa, &self.module.get(m).func)
+            }),
         }
+    }
+
+    /// The model's prediction of function `m`, made once.
+    fn predict(&self, model: &SizeModel, m: FuncIndex) -> u64 {
+        *self.predicted[m].get_or_init(|| {
+            self.clock.time(Phase::PredictMembers, || {
+                model.predict(&self.module.get(m).func)
+            })
+        })
     }
 
     /// The group `members` merged whole with the parameters `differing`, sized by
@@ -445,9 +456,7 @@ impl Planner<'_> {
             |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
         let mut size_before = 0;
         for &m in members {
-            let size = sizes
-                .entry(m)
-                .or_insert_with(|| self.size(sizer, &self.module.get(m).func));
+            let size = sizes.entry(m).or_insert_with(|| self.size(sizer, m));
             size_before += size.clone().map_err(cannot_compile)?;
         }
         let basis = match (sizer, self.isa) {
@@ -461,6 +470,7 @@ impl Planner<'_> {
             size_before,
             size_after: 0,
             basis,
+            merged_body: None,
         };
         // Measured under a stand-in name: the name of a callee does not change the
         // size of a call.
@@ -489,9 +499,10 @@ impl Planner<'_> {
                             .map(|f| model.predict_features(f))
                             .sum::<u64>()
                 });
+                merge.merged_body = Some(merged);
             }
             Sizer::Measure => {
-                merge.size_after = self.clock.time(Phase::Compile, || {
+                let (size, merged) = self.clock.time(Phase::Compile, || {
                     let (merged, entry_points) =
                         build_merge(self.module, &merge, name, frame_pointers)
                             .map_err(|NotSpliced(reason)| reason)?;
@@ -499,8 +510,10 @@ impl Planner<'_> {
                     for func in std::iter::once(&merged).chain(&entry_points) {
                         size += verified_size_of(self.isa, func).map_err(cannot_compile)?;
                     }
-                    Ok::<u64, String>(size)
+                    Ok::<_, String>((size, merged))
                 })?;
+                merge.size_after = size;
+                merge.merged_body = Some(merged);
             }
         }
         Ok(merge)
