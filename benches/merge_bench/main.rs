@@ -9,6 +9,7 @@
 //! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
+//! cargo bench --bench merge_bench -- similar-phases [--repeat K] PROGRAM...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -145,7 +146,7 @@ fn run() -> anyhow::Result<()> {
     let (command, rest) = match args.first().map(String::as_str) {
         Some(
             c @ ("gen" | "pass" | "compile" | "separate" | "module" | "similar" | "size-model"
-            | "similar-census" | "suite"),
+            | "similar-census" | "similar-phases" | "suite"),
         ) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
@@ -160,6 +161,7 @@ fn run() -> anyhow::Result<()> {
         "similar" => similar_cost::similar_command(&options.inputs, options.repeat, options.json),
         "size-model" => similar_cost::size_model_command(&options.inputs),
         "similar-census" => similar_cost::census_command(&options.inputs, options.align_cfg),
+        "similar-phases" => similar_cost::phases_command(&options.inputs, options.repeat),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let label = options

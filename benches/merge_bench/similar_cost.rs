@@ -24,7 +24,7 @@
 //! saving), with the totals; and the groups merged by compiled sizes but not by
 //! the model (default options), and the other way round.
 
-use crate::measure::compile_all;
+use crate::measure::{compile_all, live_bytes, peak_bytes, reset_peak};
 use anyhow::bail;
 use clif_merge::similar::{Pricing, SimilarOptions, SimilarOutcome, SimilarPass};
 use clif_merge::testing::{Feature, SizeFeatures, SizeModel, merge_similar_for, similar_census};
@@ -230,6 +230,96 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
             modeled.percent_of(&compile),
             show(&compiled),
             compiled.percent_of(&compile),
+        );
+    }
+    Ok(())
+}
+
+/// `similar-phases INPUT...`: where the similar merge's time goes, per program, on
+/// a pool of one thread: the fastest of `repeat` runs of each phase
+/// (`SimilarPass::after_with_phases`; "fingerprints" is the identical merge asked
+/// for them less the identical merge alone), each also as a share of a one-thread
+/// compile measured in the same rounds; and the peak heap the similar merge adds
+/// (above what was live after the identical merge, its output included) against
+/// the heap the parsed functions take.
+pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
+    if inputs.is_empty() {
+        bail!("no inputs given");
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let isa = clif_merge::testing::host_isa();
+    let alone_options = MergeOptions::default();
+    let with_options = MergeOptions::default().with_similar_fingerprints(true);
+    let options = SimilarOptions::default();
+    println!("| program | phase | ms (CPU) | ÷ compile |");
+    println!("|---|---|---:|---:|");
+    for input in inputs {
+        let before = live_bytes();
+        let module = load_program(input)?;
+        let parsed = live_bytes().saturating_sub(before);
+        let mut compile = Best::new();
+        let mut alone = Best::new();
+        let mut with = Best::new();
+        let mut total = Best::new();
+        let mut phases: Vec<(&'static str, Duration)> = Vec::new();
+        for _ in 0..repeat.max(1) {
+            let (wall, cpu, result) = timed(|| compile_all(&module));
+            result?;
+            compile.add(wall, cpu);
+            pool.install(|| {
+                let (wall, cpu, _) = timed(|| merge_functions(&module, &alone_options));
+                alone.add(wall, cpu);
+                let (wall, cpu, outcome) = timed(|| merge_functions(&module, &with_options));
+                with.add(wall, cpu);
+                let (wall, cpu, (_, times)) = timed(|| {
+                    SimilarPass::after_with_phases(&module, &outcome, &options, isa.as_deref())
+                });
+                total.add(wall, cpu);
+                if phases.is_empty() {
+                    phases = times.0;
+                } else {
+                    for ((_, best), (_, t)) in phases.iter_mut().zip(times.0) {
+                        *best = (*best).min(t);
+                    }
+                }
+            });
+        }
+        // One more run for the heap: what the similar merge adds at its peak above
+        // what was live once the identical merge had finished.
+        let (peak, merged) = pool.install(|| {
+            let outcome = merge_functions(&module, &with_options);
+            let before = live_bytes();
+            reset_peak();
+            let pass = SimilarPass::after(&module, &outcome, &options, isa.as_deref());
+            (
+                peak_bytes().saturating_sub(before),
+                pass.outcome.groups.len(),
+            )
+        });
+        let name = program_name(input);
+        let compile_cpu = compile.cpu.unwrap_or(compile.wall);
+        let row = |phase: &str, time: Duration| {
+            println!(
+                "| {name} | {phase} | {:.2} | {:.2}% |",
+                crate::ms(time),
+                100.0 * time.as_secs_f64() / compile_cpu.as_secs_f64()
+            );
+        };
+        row("compile (one thread)", compile_cpu);
+        let fingerprints = with.minus(&alone);
+        row(
+            "fingerprints",
+            fingerprints.cpu.unwrap_or(fingerprints.wall),
+        );
+        for (phase, time) in &phases {
+            row(phase, *time);
+        }
+        row("similar merge, all", total.cpu.unwrap_or(total.wall));
+        println!(
+            "| {name} | peak heap: similar merge / parsed functions | {:.1} / {:.1} MB | {:.2}x ({merged} groups) |",
+            peak as f64 / 1e6,
+            parsed as f64 / 1e6,
+            peak as f64 / parsed.max(1) as f64
         );
     }
     Ok(())

@@ -1152,12 +1152,40 @@ fn pair_bucket(
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
     let mut scratch = AlignScratch::default();
+    let shapes: Vec<Vec<u64>> = bucket.iter().map(|e| shape_hashes(e.3)).collect();
+    let mut partners: Vec<(u32, usize)> = Vec::with_capacity(PARTNERS);
     for i in 0..bucket.len() {
         if paired[i] {
             continue;
         }
+        // The partner with the most common instructions, the first in bucket order
+        // among equals, among the next `PARTNERS` unpaired. Tried in order of an
+        // upper bound of what they can have in common (`common_bound`), so that
+        // once one aligns, those that cannot beat it are not tried at all.
+        partners.clear();
+        partners.extend(
+            (i + 1..bucket.len())
+                .filter(|&j| !paired[j])
+                .take(PARTNERS)
+                .map(|j| {
+                    (
+                        common_bound(bucket[i].3, &shapes[i], bucket[j].3, &shapes[j]),
+                        j,
+                    )
+                }),
+        );
+        partners.sort_unstable_by_key(|&(bound, j)| (std::cmp::Reverse(bound), j));
         let mut best: Option<(usize, Alignment)> = None;
-        for j in (i + 1..bucket.len()).filter(|&j| !paired[j]).take(PARTNERS) {
+        for &(bound, j) in &partners {
+            if let Some((k, b)) = &best
+                && (bound < b.common || (bound == b.common && j > *k))
+            {
+                // Sorted by bound: none after this one can beat the best either.
+                if bound < b.common {
+                    break;
+                }
+                continue;
+            }
             let (x, y) = (&bucket[i], &bucket[j]);
             // Ordered by input order: the first function's body is the merged one.
             let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
@@ -1167,10 +1195,10 @@ fn pair_bucket(
             let Ok(alignment) = aligner.align(second.2) else {
                 continue;
             };
-            if best
-                .as_ref()
-                .is_none_or(|(_, b)| alignment.common > b.common)
-            {
+            let better = best.as_ref().is_none_or(|(k, b)| {
+                alignment.common > b.common || (alignment.common == b.common && j < *k)
+            });
+            if better {
                 best = Some((j, alignment));
             }
         }
@@ -1182,6 +1210,55 @@ fn pair_bucket(
         }
     }
     pairs
+}
+
+/// For each instruction of `e`, in stream order, a hash of its shape: its tokens
+/// with value operands left out but their places kept, what
+/// [`Aligner::same_shape`] compares (equal shapes hash equal).
+fn shape_hashes(e: &SpannedEncoding) -> Vec<u64> {
+    let mut hashes = Vec::with_capacity(e.insts.len());
+    for k in 0..e.blocks.len() {
+        let parts = e.block(k);
+        for i in parts.insts.clone() {
+            let mut h = FxHasher::default();
+            for p in e.inst_span(i, &parts) {
+                let p = p as usize;
+                if e.is_operand[p] {
+                    h.write_u64(u64::MAX);
+                } else {
+                    h.write_u64(e.tokens[p]);
+                }
+            }
+            hashes.push(h.finish());
+        }
+    }
+    hashes
+}
+
+/// An upper bound of [`Alignment::common`] for `a` and `b` (with their
+/// [`shape_hashes`]), whichever is first: per block, the instructions of the
+/// common prefix and suffix of equal shapes, at most the shorter block's
+/// (an attempt matches a prefix of instructions, each of the same shape, and a
+/// suffix of the same shape). 0 when the blocks do not correspond.
+fn common_bound(a: &SpannedEncoding, sa: &[u64], b: &SpannedEncoding, sb: &[u64]) -> u32 {
+    if a.blocks.len() != b.blocks.len() {
+        return 0;
+    }
+    let mut bound = 0;
+    for k in 0..a.blocks.len() {
+        let (ia, ib) = (a.block(k).insts, b.block(k).insts);
+        let (xa, xb) = (&sa[ia], &sb[ib]);
+        let shorter = xa.len().min(xb.len());
+        let prefix = xa.iter().zip(xb).take_while(|(x, y)| x == y).count();
+        let suffix = xa
+            .iter()
+            .rev()
+            .zip(xb.iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        bound += (prefix + suffix).min(shorter) as u32;
+    }
+    bound
 }
 
 #[cfg(test)]

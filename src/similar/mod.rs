@@ -131,7 +131,8 @@ mod splice;
 pub use entry_points::EntryPoints;
 pub use groups::{HoleKind, HoleParameter};
 pub use pass::{SimilarGroupReport, SimilarPass};
-use plan::{Merge, Planner};
+pub use plan::SimilarPhases;
+use plan::{Merge, Phase, PhaseClock, Planner};
 
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
@@ -352,8 +353,27 @@ pub(crate) fn merge_similar_reserving(
     authority: NameAuthority,
     known: &KnownFingerprints,
 ) -> SimilarOutcome {
+    merge_similar_clocked(
+        module,
+        options,
+        isa,
+        authority,
+        known,
+        &PhaseClock::default(),
+    )
+}
+
+/// [`merge_similar_reserving`], adding the time of each phase to `clock`.
+pub(crate) fn merge_similar_clocked(
+    module: &FunctionSet,
+    options: &SimilarOptions,
+    isa: Option<&dyn TargetIsa>,
+    authority: NameAuthority,
+    known: &KnownFingerprints,
+    clock: &PhaseClock,
+) -> SimilarOutcome {
     // Phase 1 of 4: the groups of similar functions.
-    let candidates = find_groups(module, similar_walk(), known);
+    let candidates = clock.time(Phase::Groups, || find_groups(module, similar_walk(), known));
 
     // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
@@ -361,15 +381,21 @@ pub(crate) fn merge_similar_reserving(
         Pricing::Modeled => isa.and_then(SizeModel::for_isa),
         Pricing::Compiled => None,
     };
+    let mut predicted = SecondaryMap::with_capacity(module.len());
+    predicted.resize(module.len());
     let planner = Planner {
         module,
         encodings: &candidates.encodings,
         options,
         isa,
         pointer_type: isa.map_or(types::I64, |isa| isa.pointer_type()),
+        clock,
+        predicted: &predicted,
     };
-    let plans = parallel::map(&candidates.groups, 1, |members| {
-        planner.plan_group(members, model.as_ref())
+    let plans = clock.time(Phase::PlanGroups, || {
+        parallel::map(&candidates.groups, 1, |members| {
+            planner.plan_group(members, model.as_ref())
+        })
     });
 
     let mut outcome = SimilarOutcome::default();
@@ -391,9 +417,13 @@ pub(crate) fn merge_similar_reserving(
             .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
             .collect();
-        let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes, false);
-        let plans = parallel::map(&pairs, 1, |(first, alignment)| {
-            planner.plan_aligned(*first, alignment, model.as_ref())
+        let pairs = clock.time(Phase::AlignPairs, || {
+            align::find_aligned_pairs(module, &rest, options.align_escapes, false)
+        });
+        let plans = clock.time(Phase::PlanAligned, || {
+            parallel::map(&pairs, 1, |(first, alignment)| {
+                planner.plan_aligned(*first, alignment, model.as_ref())
+            })
         });
         for plan in plans {
             merges.extend(plan.merges);
@@ -406,9 +436,13 @@ pub(crate) fn merge_similar_reserving(
                 merged[m] = true;
             }
             let rest: Vec<FuncIndex> = rest.into_iter().filter(|&f| !merged[f]).collect();
-            let pairs = align::find_aligned_pairs(module, &rest, options.align_escapes, true);
-            let plans = parallel::map(&pairs, 1, |(first, alignment)| {
-                planner.plan_aligned(*first, alignment, model.as_ref())
+            let pairs = clock.time(Phase::AlignPairs, || {
+                align::find_aligned_pairs(module, &rest, options.align_escapes, true)
+            });
+            let plans = clock.time(Phase::PlanAligned, || {
+                parallel::map(&pairs, 1, |(first, alignment)| {
+                    planner.plan_aligned(*first, alignment, model.as_ref())
+                })
             });
             for plan in plans {
                 merges.extend(plan.merges);
@@ -418,19 +452,34 @@ pub(crate) fn merge_similar_reserving(
     }
 
     // Phase 4 of 4: names, merged bodies and entry points, in order of first member.
+    let build_start = std::time::Instant::now();
     merges.sort_by_key(|m| m.members[0]);
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module, authority);
-    for merge in merges {
+    for mut merge in merges {
         let merged_name = names.next(&module.get(merge.members[0]).func.name);
-        let (merged, entry_points) =
-            match build_merge(module, &merge, merged_name.clone(), frame_pointers) {
-                Ok(built) => built,
-                Err(reason) => {
-                    outcome.rejected.push((merge.members, reason.0));
-                    continue;
-                }
-            };
+        // The merged body priced, renamed, when the planner kept it.
+        let built = match merge.merged_body.take() {
+            Some(mut merged) => {
+                merged.name = merged_name.clone();
+                let entry_points = build_entry_points(
+                    module,
+                    &merge.members,
+                    &merge.differing.parameters,
+                    &merged,
+                    frame_pointers,
+                );
+                Ok((merged, entry_points))
+            }
+            None => build_merge(module, &merge, merged_name.clone(), frame_pointers),
+        };
+        let (merged, entry_points) = match built {
+            Ok(built) => built,
+            Err(reason) => {
+                outcome.rejected.push((merge.members, reason.0));
+                continue;
+            }
+        };
         for (&m, entry) in merge.members.iter().zip(entry_points) {
             outcome.entry_points.insert(m, entry);
         }
@@ -447,6 +496,7 @@ pub(crate) fn merge_similar_reserving(
     outcome
         .rejected
         .sort_by_key(|(members, _)| members.first().copied());
+    clock.add(Phase::Build, build_start.elapsed());
     outcome
 }
 

@@ -2,7 +2,8 @@
 //! as the command line and `MergingModule` run it, and its per-group reports.
 
 use super::groups::{KnownFingerprints, similar_walk};
-use super::{SimilarGroup, SimilarOptions, SimilarOutcome, SizeBasis, merge_similar_reserving};
+use super::plan::{Phase, PhaseClock, SimilarPhases};
+use super::{SimilarGroup, SimilarOptions, SimilarOutcome, SizeBasis, merge_similar_clocked};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOutcome, SimilarFingerprints};
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
@@ -156,6 +157,30 @@ impl SimilarPass {
         Self::after_merging(module, &identical.output, fingerprints, options, isa)
     }
 
+    /// [`Self::after`], with the time it spent in each phase (diagnostics:
+    /// `merge_bench similar-phases`).
+    #[doc(hidden)]
+    pub fn after_with_phases(
+        module: &FunctionSet,
+        identical: &MergeOutcome<'_>,
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+    ) -> (Self, SimilarPhases) {
+        let fingerprints = identical.similar_fingerprints.as_ref();
+        let reserved = module.iter().map(|(_, def)| &*def.func);
+        let clock = PhaseClock::default();
+        let pass = Self::after_clocked(
+            module,
+            &identical.output,
+            fingerprints,
+            options,
+            isa,
+            reserved,
+            &clock,
+        );
+        (pass, clock.phases())
+    }
+
     /// [`Self::after`] on `output`, which may be part of the first pass's
     /// output, with the fingerprints that pass computed if any.
     pub(crate) fn after_merging(
@@ -181,6 +206,21 @@ impl SimilarPass {
         isa: Option<&dyn TargetIsa>,
         reserved: impl IntoIterator<Item = &'f Function>,
     ) -> Self {
+        let clock = PhaseClock::default();
+        Self::after_clocked(module, output, fingerprints, options, isa, reserved, &clock)
+    }
+
+    /// [`Self::after_reserving`], adding the time of each phase to `clock`.
+    fn after_clocked<'f>(
+        module: &FunctionSet,
+        output: &[OutputEntry<'_>],
+        fingerprints: Option<&SimilarFingerprints>,
+        options: &SimilarOptions,
+        isa: Option<&dyn TargetIsa>,
+        reserved: impl IntoIterator<Item = &'f Function>,
+        clock: &PhaseClock,
+    ) -> Self {
+        let start = std::time::Instant::now();
         // Fingerprints taken with the walk this merge uses, if any.
         let fingerprints =
             fingerprints.filter(|f| f.callee_load_holes == similar_walk().callee_load_holes);
@@ -209,7 +249,8 @@ impl SimilarPass {
         for func in reserved {
             authority.reserve_function(func);
         }
-        let outcome = merge_similar_reserving(&set, options, isa, authority, &known);
+        clock.add(Phase::Prepare, start.elapsed());
+        let outcome = merge_similar_clocked(&set, options, isa, authority, &known, clock);
         Self {
             module: set,
             index_of,

@@ -15,6 +15,9 @@ use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Type, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
 use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// A merge predicted to save less than this share of its members' predicted size
 /// is confirmed by compiling under [`Pricing::Modeled`](super::Pricing::Modeled). Chosen on the corpus
@@ -48,6 +51,110 @@ pub(crate) const ALIGNED_CONFIRM: u64 = 8192;
 /// fast.
 pub(crate) const SMALL_GROUP: u64 = 1024;
 
+/// Number of [`Phase`]s.
+const PHASES: usize = 10;
+
+/// A phase of the similar merge, or a part of its planning, timed by a
+/// [`PhaseClock`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Before phase 1: the module of the bodies the identical merge kept, and the
+    /// names to avoid (`SimilarPass`).
+    Prepare,
+    /// Phase 1: the groups of similar functions (fingerprints not taken by the
+    /// identical merge, encodings, blanked keys).
+    Groups,
+    /// Phase 2: planning every group (what the parts below split, and the rest).
+    PlanGroups,
+    /// Phase 3: finding the aligned pairs (spanned walks and alignment).
+    AlignPairs,
+    /// Phase 3: planning every aligned pair.
+    PlanAligned,
+    /// Phase 4: names, merged bodies and entry points of the merges made.
+    Build,
+    /// In planning: the size model's prediction of members.
+    PredictMembers,
+    /// In planning: merged bodies built to be priced by the model.
+    BuildPriced,
+    /// In planning: the model's prediction of merged bodies and entry points.
+    PredictMerges,
+    /// In planning: members and merges compiled (built and verified first).
+    Compile,
+}
+
+impl Phase {
+    /// Every phase, in [`SimilarPhases`] order.
+    const ALL: [Phase; PHASES] = [
+        Phase::Prepare,
+        Phase::Groups,
+        Phase::PlanGroups,
+        Phase::AlignPairs,
+        Phase::PlanAligned,
+        Phase::Build,
+        Phase::PredictMembers,
+        Phase::BuildPriced,
+        Phase::PredictMerges,
+        Phase::Compile,
+    ];
+
+    /// Its name in [`SimilarPhases`].
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Prepare => "prepare",
+            Phase::Groups => "groups",
+            Phase::PlanGroups => "plan groups",
+            Phase::AlignPairs => "find aligned pairs",
+            Phase::PlanAligned => "plan aligned pairs",
+            Phase::Build => "build merges",
+            Phase::PredictMembers => "  predict members",
+            Phase::BuildPriced => "  build merged bodies to price",
+            Phase::PredictMerges => "  predict merges",
+            Phase::Compile => "  compile",
+        }
+    }
+}
+
+/// Time spent per [`Phase`] of one run of the similar merge, summed over threads
+/// (diagnostics: `merge_bench similar-phases`).
+#[derive(Default)]
+pub(crate) struct PhaseClock([AtomicU64; PHASES]);
+
+impl PhaseClock {
+    /// Runs `f`, adding its wall time to `phase`.
+    pub(crate) fn time<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let result = f();
+        self.add(phase, start.elapsed());
+        result
+    }
+
+    /// Adds `time` to `phase`.
+    pub(crate) fn add(&self, phase: Phase, time: Duration) {
+        let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+        self.0[phase as usize].fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The times so far, by phase.
+    pub(crate) fn phases(&self) -> SimilarPhases {
+        SimilarPhases(
+            Phase::ALL
+                .iter()
+                .map(|&p| {
+                    let nanos = self.0[p as usize].load(Ordering::Relaxed);
+                    (p.name(), Duration::from_nanos(nanos))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Time spent in each phase of one run of the similar merge, summed over threads:
+/// its four phases, then (indented names) the parts of planning in phases 2 and 3.
+/// Diagnostics for `merge_bench similar-phases`; not a stable interface.
+#[derive(Clone, Debug, Default)]
+#[doc(hidden)]
+pub struct SimilarPhases(pub Vec<(&'static str, Duration)>);
+
 /// A group chosen for merging, measured.
 pub(super) struct Merge {
     /// The members, in input order.
@@ -60,6 +167,9 @@ pub(super) struct Merge {
     pub(super) size_after: u64,
     /// What the sizes are.
     pub(super) basis: SizeBasis,
+    /// The merged body built to price the merge (under a stand-in name), which
+    /// phase 4 renames instead of building it again.
+    pub(super) merged_body: Option<Function>,
 }
 
 /// What to do with a group: the subgroups to merge (the group itself, or parts of
@@ -97,6 +207,11 @@ pub(super) struct Planner<'a> {
     pub(super) options: &'a SimilarOptions,
     pub(super) isa: Option<&'a dyn TargetIsa>,
     pub(super) pointer_type: Type,
+    /// Where the time goes.
+    pub(super) clock: &'a PhaseClock,
+    /// The model's prediction of each function, made once however many groups
+    /// and pairs it is priced in.
+    pub(super) predicted: &'a SecondaryMap<FuncIndex, OnceLock<u64>>,
 }
 
 impl Planner<'_> {
@@ -189,10 +304,7 @@ impl Planner<'_> {
         if predicted.merges.is_empty() {
             // Small functions are where the model errs most and compiling costs
             // least: a small group it rejects is planned by compiled sizes.
-            let size: u64 = members
-                .iter()
-                .map(|&m| model.predict(&self.module.get(m).func))
-                .sum();
+            let size: u64 = members.iter().map(|&m| self.predict(model, m)).sum();
             if size <= SMALL_GROUP {
                 return plan(Sizer::Measure, &mut MemberSizes::new());
             }
@@ -278,12 +390,23 @@ impl Planner<'_> {
         }
     }
 
-    /// The size of `func` by `sizer`.
-    fn size(&self, sizer: Sizer<'_>, func: &Function) -> Result<u64, NotCompiled> {
+    /// The size of member `m` by `sizer`.
+    fn size(&self, sizer: Sizer<'_>, m: FuncIndex) -> Result<u64, NotCompiled> {
         match sizer {
-            Sizer::Model(model) => Ok(model.predict(func)),
-            Sizer::Measure => size_of(self.isa, func),
+            Sizer::Model(model) => Ok(self.predict(model, m)),
+            Sizer::Measure => self.clock.time(Phase::Compile, || {
+                size_of(self.isa, &self.module.get(m).func)
+            }),
         }
+    }
+
+    /// The model's prediction of function `m`, made once.
+    fn predict(&self, model: &SizeModel, m: FuncIndex) -> u64 {
+        *self.predicted[m].get_or_init(|| {
+            self.clock.time(Phase::PredictMembers, || {
+                model.predict(&self.module.get(m).func)
+            })
+        })
     }
 
     /// The group `members` merged whole with the parameters `differing`, sized by
@@ -333,9 +456,7 @@ impl Planner<'_> {
             |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
         let mut size_before = 0;
         for &m in members {
-            let size = sizes
-                .entry(m)
-                .or_insert_with(|| self.size(sizer, &self.module.get(m).func));
+            let size = sizes.entry(m).or_insert_with(|| self.size(sizer, m));
             size_before += size.clone().map_err(cannot_compile)?;
         }
         let basis = match (sizer, self.isa) {
@@ -349,6 +470,7 @@ impl Planner<'_> {
             size_before,
             size_after: 0,
             basis,
+            merged_body: None,
         };
         // Measured under a stand-in name: the name of a callee does not change the
         // size of a call.
@@ -361,22 +483,37 @@ impl Planner<'_> {
             // building them.
             Sizer::Model(model) => {
                 let first = &self.module.get(members[0]).func;
-                let merged = build_merged_body(self.module, first, name, &merge.differing)
+                let merged = self
+                    .clock
+                    .time(Phase::BuildPriced, || {
+                        build_merged_body(self.module, first, name, &merge.differing)
+                    })
                     .map_err(|NotSpliced(reason)| reason)?;
-                merge.size_after = model.predict(&merged);
-                let parameters = &merge.differing.parameters;
-                for features in
-                    entry_point_features(self.module, members, parameters, frame_pointers)
-                {
-                    merge.size_after += model.predict_features(&features);
-                }
+                merge.size_after = self.clock.time(Phase::PredictMerges, || {
+                    let parameters = &merge.differing.parameters;
+                    let entry_points =
+                        entry_point_features(self.module, members, parameters, frame_pointers);
+                    model.predict(&merged)
+                        + entry_points
+                            .iter()
+                            .map(|f| model.predict_features(f))
+                            .sum::<u64>()
+                });
+                merge.merged_body = Some(merged);
             }
             Sizer::Measure => {
-                let (merged, entry_points) = build_merge(self.module, &merge, name, frame_pointers)
-                    .map_err(|NotSpliced(reason)| reason)?;
-                for func in std::iter::once(&merged).chain(&entry_points) {
-                    merge.size_after += verified_size_of(self.isa, func).map_err(cannot_compile)?;
-                }
+                let (size, merged) = self.clock.time(Phase::Compile, || {
+                    let (merged, entry_points) =
+                        build_merge(self.module, &merge, name, frame_pointers)
+                            .map_err(|NotSpliced(reason)| reason)?;
+                    let mut size = 0;
+                    for func in std::iter::once(&merged).chain(&entry_points) {
+                        size += verified_size_of(self.isa, func).map_err(cannot_compile)?;
+                    }
+                    Ok::<_, String>((size, merged))
+                })?;
+                merge.size_after = size;
+                merge.merged_body = Some(merged);
             }
         }
         Ok(merge)
