@@ -168,7 +168,9 @@ pub(super) struct Merge {
     /// What the sizes are.
     pub(super) basis: SizeBasis,
     /// The merged body built to price the merge (under a stand-in name), which
-    /// phase 4 renames instead of building it again.
+    /// phase 4 renames instead of building it again: an aligned pair's, or one
+    /// priced by compiling. `None` for a group the model priced from its first
+    /// member's features (`merged_body_features`): phase 4 builds it.
     pub(super) merged_body: Option<Function>,
 }
 
