@@ -20,11 +20,13 @@ mod generator;
 mod skip;
 
 use clif_merge::OutputEntry;
-use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::similar::{SimilarOptions, SimilarPass, SizeBasis};
 use clif_merge::testing::{
     EncodedFunctions, Fingerprint, FingerprintScratch, WalkOptions, partition,
 };
-use clif_merge::testing::{SizeFeatures, entry_point_features, naming, took_similar_fingerprints};
+use clif_merge::testing::{
+    SizeFeatures, SizeModel, entry_point_features, naming, took_similar_fingerprints,
+};
 use clif_merge::testing::{clif_text, json_report, similar_json};
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{
@@ -169,6 +171,39 @@ fn check_entry_point_features(
         similar.outcome.groups.is_empty() || entry_points > 0,
         "{name}: entry points compared"
     );
+    check_predicted_sizes(name, similar, isa);
+}
+
+/// The model prices a group merged without an alignment from the features of
+/// its merged body counted from its first member, unbuilt
+/// (`merged_body_features`): every group merged on the model's word has the size
+/// the model predicts for the merged body and entry points built.
+fn check_predicted_sizes(
+    name: &str,
+    similar: &SimilarPass,
+    isa: Option<&dyn cranelift_codegen::isa::TargetIsa>,
+) {
+    let Some(model) = isa.and_then(SizeModel::for_isa) else {
+        return;
+    };
+    let outcome = &similar.outcome;
+    assert_eq!(outcome.groups.len(), outcome.merged_bodies.len());
+    for (group, merged) in outcome.groups.iter().zip(&outcome.merged_bodies) {
+        if group.size_basis != SizeBasis::Predicted {
+            continue;
+        }
+        let entry_points: u64 = group
+            .members
+            .iter()
+            .map(|&m| model.predict(outcome.entry_points.get(m).expect("an entry point")))
+            .sum();
+        assert_eq!(
+            model.predict(merged) + entry_points,
+            group.size_after,
+            "{name}: predicted size of {}",
+            merged.name
+        );
+    }
 }
 
 /// `hash_first` (the pass) and `from_module` (every function encoded) agree, and

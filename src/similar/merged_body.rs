@@ -3,6 +3,7 @@
 //! it never takes a name the module already gives a meaning.
 
 use super::groups::{Differing, HoleKind, Slot};
+use super::size_model::{Feature, SizeFeatures, inst_feature};
 use super::splice::{NotSpliced, splice_stretches};
 use crate::ir::{FunctionSet, NameAuthority};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
@@ -95,6 +96,51 @@ pub(crate) fn build_merged_body(
         splice_stretches(&mut func, selector, second, alignment)?;
     }
     Ok(func)
+}
+
+/// The size-model features of the merged body [`build_merged_body`] builds from
+/// `first` for `differing`, counted from `first` without building it, when
+/// `differing` has no alignment (constants, callees and callee-load offsets
+/// only): `first`'s features with the parameters added, without the constants
+/// that became parameters, with one more `iadd` per callee load, and with each
+/// direct call made indirect (its callee one more argument). `None` for an
+/// aligned pair (its stretches are spliced in) and for a body without an entry
+/// block (left as it is): build those. The groups priced so and merged are
+/// checked against the bodies built by `tests/parallel.rs`.
+pub(crate) fn merged_body_features(
+    first: &Function,
+    differing: &Differing,
+) -> Option<SizeFeatures> {
+    if differing.alignment.is_some() {
+        return None;
+    }
+    first.layout.entry_block()?;
+    let mut features = SizeFeatures::of(first);
+    let params = first.signature.params.len();
+    let added = differing.parameters.len();
+    features.add(Feature::Params, added);
+    features.add(
+        Feature::StackParams,
+        (params + added).saturating_sub(6) - params.saturating_sub(6),
+    );
+    for &(slot, _) in &differing.slots {
+        match slot {
+            Slot::Constant(hole) => features.remove(inst_feature(first, hole.inst), 1),
+            Slot::LoadOffset(hole) => {
+                if let InstructionData::Load { .. } = first.dfg.insts[hole.inst] {
+                    features.add(Feature::IntArith, 1);
+                }
+            }
+            Slot::Callee(call) => {
+                if let InstructionData::Call { .. } = first.dfg.insts[call.inst] {
+                    features.remove(Feature::Calls, 1);
+                    features.add(Feature::IndirectCalls, 1);
+                    features.add(Feature::CallArguments, 1);
+                }
+            }
+        }
+    }
+    Some(features)
 }
 
 /// Fresh names for merged bodies: `%NAME_merged` for a test-case name, the next

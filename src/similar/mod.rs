@@ -383,6 +383,8 @@ pub(crate) fn merge_similar_clocked(
     };
     let mut predicted = SecondaryMap::with_capacity(module.len());
     predicted.resize(module.len());
+    let mut measured = SecondaryMap::with_capacity(module.len());
+    measured.resize(module.len());
     let planner = Planner {
         module,
         encodings: &candidates.encodings,
@@ -391,6 +393,7 @@ pub(crate) fn merge_similar_clocked(
         pointer_type: isa.map_or(types::I64, |isa| isa.pointer_type()),
         clock,
         predicted: &predicted,
+        measured: &measured,
     };
     let plans = clock.time(Phase::PlanGroups, || {
         parallel::map(&candidates.groups, 1, |members| {

@@ -5,8 +5,8 @@
 use super::cost::{NotCompiled, size_of, verified_size_of};
 use super::entry_points::entry_point_features;
 use super::groups::{Differing, differing_parameters, split_by_parameter, split_parameter};
-use super::merged_body::build_merged_body;
-use super::size_model::SizeModel;
+use super::merged_body::{build_merged_body, merged_body_features};
+use super::size_model::{SizeFeatures, SizeModel};
 use super::splice::NotSpliced;
 use super::{SimilarOptions, SizeBasis, align, build_merge};
 use crate::identical::encode::FunctionEncoding;
@@ -168,7 +168,9 @@ pub(super) struct Merge {
     /// What the sizes are.
     pub(super) basis: SizeBasis,
     /// The merged body built to price the merge (under a stand-in name), which
-    /// phase 4 renames instead of building it again.
+    /// phase 4 renames instead of building it again: an aligned pair's, or one
+    /// priced by compiling. `None` for a group the model priced from its first
+    /// member's features (`merged_body_features`): phase 4 builds it.
     pub(super) merged_body: Option<Function>,
 }
 
@@ -212,6 +214,11 @@ pub(super) struct Planner<'a> {
     /// The model's prediction of each function, made once however many groups
     /// and pairs it is priced in.
     pub(super) predicted: &'a SecondaryMap<FuncIndex, OnceLock<u64>>,
+    /// Each function's measured size ([`size_of`]), taken once however many
+    /// groups and pairs compile it (a small group the model rejects, then an
+    /// aligned pair of one of its members): compiling is deterministic, so the
+    /// size is the same.
+    pub(super) measured: &'a SecondaryMap<FuncIndex, OnceLock<Result<u64, NotCompiled>>>,
 }
 
 impl Planner<'_> {
@@ -394,9 +401,13 @@ impl Planner<'_> {
     fn size(&self, sizer: Sizer<'_>, m: FuncIndex) -> Result<u64, NotCompiled> {
         match sizer {
             Sizer::Model(model) => Ok(self.predict(model, m)),
-            Sizer::Measure => self.clock.time(Phase::Compile, || {
-                size_of(self.isa, &self.module.get(m).func)
-            }),
+            Sizer::Measure => self.measured[m]
+                .get_or_init(|| {
+                    self.clock.time(Phase::Compile, || {
+                        size_of(self.isa, &self.module.get(m).func)
+                    })
+                })
+                .clone(),
         }
     }
 
@@ -483,23 +494,38 @@ impl Planner<'_> {
             // building them.
             Sizer::Model(model) => {
                 let first = &self.module.get(members[0]).func;
-                let merged = self
-                    .clock
-                    .time(Phase::BuildPriced, || {
-                        build_merged_body(self.module, first, name, &merge.differing)
-                    })
-                    .map_err(|NotSpliced(reason)| reason)?;
+                // A group without an alignment is priced from features counted
+                // from its first member, unbuilt (phase 4 builds the merges
+                // made); an aligned pair's merged body is built, and kept.
+                let counted = self.clock.time(Phase::PredictMerges, || {
+                    merged_body_features(first, &merge.differing)
+                });
+                let (features, merged) = match counted {
+                    Some(features) => (features, None),
+                    None => {
+                        let merged = self
+                            .clock
+                            .time(Phase::BuildPriced, || {
+                                build_merged_body(self.module, first, name, &merge.differing)
+                            })
+                            .map_err(|NotSpliced(reason)| reason)?;
+                        let features = self
+                            .clock
+                            .time(Phase::PredictMerges, || SizeFeatures::of(&merged));
+                        (features, Some(merged))
+                    }
+                };
                 merge.size_after = self.clock.time(Phase::PredictMerges, || {
                     let parameters = &merge.differing.parameters;
                     let entry_points =
                         entry_point_features(self.module, members, parameters, frame_pointers);
-                    model.predict(&merged)
+                    model.predict_features(&features)
                         + entry_points
                             .iter()
                             .map(|f| model.predict_features(f))
                             .sum::<u64>()
                 });
-                merge.merged_body = Some(merged);
+                merge.merged_body = merged;
             }
             Sizer::Measure => {
                 let (size, merged) = self.clock.time(Phase::Compile, || {

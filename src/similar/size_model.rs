@@ -17,7 +17,7 @@
 //! callees, so much of the error is common to both sides of a comparison; `mod.rs`
 //! compiles the merges whose predicted saving is small to confirm them.
 
-use cranelift_codegen::ir::{Function, InstructionData, Opcode};
+use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::OptLevel;
 use target_lexicon::Architecture;
@@ -148,12 +148,7 @@ impl SizeFeatures {
                     let entries = func.stencil.dfg.jump_tables[*table].all_branches().len();
                     add(Feature::BranchTableEntries, entries);
                 }
-                let feature = if func.dfg.ctrl_typevar(inst).is_vector() {
-                    Feature::Vector
-                } else {
-                    kind(data)
-                };
-                add(feature, 1);
+                add(inst_feature(func, inst), 1);
             }
         }
         Self(counts)
@@ -167,6 +162,21 @@ impl SizeFeatures {
     /// Counts `n` more of `feature`.
     pub fn add(&mut self, feature: Feature, n: usize) {
         self.0[feature as usize] += n as f64;
+    }
+
+    /// Counts `n` fewer of `feature`.
+    pub(crate) fn remove(&mut self, feature: Feature, n: usize) {
+        self.0[feature as usize] -= n as f64;
+    }
+}
+
+/// The feature instruction `inst` of `func` counts for (besides its call
+/// arguments and branch table entries).
+pub(crate) fn inst_feature(func: &Function, inst: Inst) -> Feature {
+    if func.dfg.ctrl_typevar(inst).is_vector() {
+        Feature::Vector
+    } else {
+        kind(&func.dfg.insts[inst])
     }
 }
 
