@@ -330,8 +330,9 @@ pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
 /// functions it keeps apart and the code bytes at stake (predicted by the size
 /// model; `CensusRow::at_stake`), also as a share of the program's predicted code.
 /// With `align_cfg`, the merge also aligns across differing terminators
-/// (`SimilarOptions::align_cfg`).
-pub fn census_command(inputs: &[PathBuf], align_cfg: bool) -> anyhow::Result<()> {
+/// (`SimilarOptions::align_cfg`); without `one_sided`, it refuses one-sided
+/// escapes (`SimilarOptions::align_one_sided`).
+pub fn census_command(inputs: &[PathBuf], align_cfg: bool, one_sided: bool) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
@@ -345,7 +346,9 @@ pub fn census_command(inputs: &[PathBuf], align_cfg: bool) -> anyhow::Result<()>
     for input in inputs {
         let module = load_program(input)?;
         let program: u64 = module.iter().map(|(_, d)| model.predict(&d.func)).sum();
-        let options = SimilarOptions::default().with_align_cfg(align_cfg);
+        let options = SimilarOptions::default()
+            .with_align_cfg(align_cfg)
+            .with_align_one_sided(one_sided);
         let rows = similar_census(&module, &options, Some(&*isa));
         for row in rows {
             println!(
