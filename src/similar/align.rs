@@ -448,6 +448,15 @@ struct AlignScratch {
     log: Vec<u32>,
 }
 
+/// What an alignment allows: escapes, one-sided escapes, differing terminators
+/// ([`Aligner`]'s fields of the same names).
+#[derive(Copy, Clone)]
+struct Rules {
+    escapes: bool,
+    one_sided: bool,
+    cfg: bool,
+}
+
 /// Phase 3: compares two spanned encodings, recording which definitions align.
 struct Aligner<'a> {
     a: &'a SpannedEncoding,
@@ -486,9 +495,11 @@ impl<'a> Aligner<'a> {
         b: &'a SpannedEncoding,
         fb: &'a Function,
         scratch: &'a mut AlignScratch,
-        escapes: bool,
-        one_sided: bool,
-        cfg: bool,
+        Rules {
+            escapes,
+            one_sided,
+            cfg,
+        }: Rules,
     ) -> Self {
         debug_assert!(scratch.log.is_empty());
         if scratch.a_to_b.len() < a.tokens.len() {
@@ -1233,9 +1244,11 @@ pub(crate) fn census(
                     second.3,
                     fb,
                     &mut scratch,
-                    escapes,
-                    one_sided,
-                    cfg,
+                    Rules {
+                        escapes,
+                        one_sided,
+                        cfg,
+                    },
                 );
                 let (rank, partner, why) = match aligner.align(second.2) {
                     // An unmerged partner first, then a merged one, then the
@@ -1335,9 +1348,11 @@ fn pair_bucket(
                 second.3,
                 fb,
                 &mut scratch,
-                escapes,
-                one_sided,
-                cfg,
+                Rules {
+                    escapes,
+                    one_sided,
+                    cfg,
+                },
             );
             let Ok(alignment) = aligner.align(second.2) else {
                 continue;
