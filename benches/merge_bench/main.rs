@@ -9,7 +9,7 @@
 //! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
-//! cargo bench --bench merge_bench -- similar-phases [--repeat K] PROGRAM...
+//! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] PROGRAM...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -85,7 +85,7 @@ struct Options {
     markdown: bool,
     /// `similar-census --align-cfg`: the merge also aligns across differing terminators.
     align_cfg: bool,
-    /// `similar-census --no-one-sided`: the merge refuses one-sided escapes
+    /// `similar-census --no-one-sided` (and `similar-phases`): the merge refuses one-sided escapes
     /// (`SimilarOptions::align_one_sided` off).
     no_one_sided: bool,
     label: Option<String>,
@@ -168,7 +168,9 @@ fn run() -> anyhow::Result<()> {
         "similar-census" => {
             similar_cost::census_command(&options.inputs, options.align_cfg, !options.no_one_sided)
         }
-        "similar-phases" => similar_cost::phases_command(&options.inputs, options.repeat),
+        "similar-phases" => {
+            similar_cost::phases_command(&options.inputs, options.repeat, !options.no_one_sided)
+        }
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let label = options

@@ -242,7 +242,7 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
 /// compile measured in the same rounds; and the peak heap the similar merge adds
 /// (above what was live after the identical merge, its output included) against
 /// the heap the parsed functions take.
-pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
+pub fn phases_command(inputs: &[PathBuf], repeat: usize, one_sided: bool) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
@@ -250,7 +250,7 @@ pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
     let isa = clif_merge::testing::host_isa();
     let alone_options = MergeOptions::default();
     let with_options = MergeOptions::default().with_similar_fingerprints(true);
-    let options = SimilarOptions::default();
+    let options = SimilarOptions::default().with_align_one_sided(one_sided);
     println!("| program | phase | ms (CPU) | ÷ compile |");
     println!("|---|---|---:|---:|");
     for input in inputs {
