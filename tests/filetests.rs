@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 47, 192],
+        [69, 76, 49, 194],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -311,6 +311,8 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         aligned_escape_to_suffix.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_escape_used_differently.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_global_value.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_one_sided_to_later_stretch.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_one_sided_to_shared_path.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_stretch_inserted.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_stretch_replaced.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated

@@ -9,7 +9,7 @@
 //! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
-//! cargo bench --bench merge_bench -- similar-phases [--repeat K] PROGRAM...
+//! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] PROGRAM...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -85,6 +85,9 @@ struct Options {
     markdown: bool,
     /// `similar-census --align-cfg`: the merge also aligns across differing terminators.
     align_cfg: bool,
+    /// `similar-census --no-one-sided` (and `similar-phases`): the merge refuses one-sided escapes
+    /// (`SimilarOptions::align_one_sided` off).
+    no_one_sided: bool,
     label: Option<String>,
 }
 
@@ -103,6 +106,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         parts: Vec::new(),
         markdown: false,
         align_cfg: false,
+        no_one_sided: false,
         label: None,
     };
     let mut it = args.iter();
@@ -119,6 +123,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--label" => o.label = Some(value("--label")?),
             "--copying" => o.rewrite = Rewrite::Copying,
             "--align-cfg" => o.align_cfg = true,
+            "--no-one-sided" => o.no_one_sided = true,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
             "--functions" => o.functions = value("--functions")?.parse()?,
@@ -160,8 +165,12 @@ fn run() -> anyhow::Result<()> {
         "separate" => separate(&options),
         "similar" => similar_cost::similar_command(&options.inputs, options.repeat, options.json),
         "size-model" => similar_cost::size_model_command(&options.inputs),
-        "similar-census" => similar_cost::census_command(&options.inputs, options.align_cfg),
-        "similar-phases" => similar_cost::phases_command(&options.inputs, options.repeat),
+        "similar-census" => {
+            similar_cost::census_command(&options.inputs, options.align_cfg, !options.no_one_sided)
+        }
+        "similar-phases" => {
+            similar_cost::phases_command(&options.inputs, options.repeat, !options.no_one_sided)
+        }
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let label = options

@@ -242,7 +242,7 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
 /// compile measured in the same rounds; and the peak heap the similar merge adds
 /// (above what was live after the identical merge, its output included) against
 /// the heap the parsed functions take.
-pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
+pub fn phases_command(inputs: &[PathBuf], repeat: usize, one_sided: bool) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
@@ -250,7 +250,7 @@ pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
     let isa = clif_merge::testing::host_isa();
     let alone_options = MergeOptions::default();
     let with_options = MergeOptions::default().with_similar_fingerprints(true);
-    let options = SimilarOptions::default();
+    let options = SimilarOptions::default().with_align_one_sided(one_sided);
     println!("| program | phase | ms | ÷ compile |");
     println!("|---|---|---:|---:|");
     for input in inputs {
@@ -333,8 +333,9 @@ pub fn phases_command(inputs: &[PathBuf], repeat: usize) -> anyhow::Result<()> {
 /// functions it keeps apart and the code bytes at stake (predicted by the size
 /// model; `CensusRow::at_stake`), also as a share of the program's predicted code.
 /// With `align_cfg`, the merge also aligns across differing terminators
-/// (`SimilarOptions::align_cfg`).
-pub fn census_command(inputs: &[PathBuf], align_cfg: bool) -> anyhow::Result<()> {
+/// (`SimilarOptions::align_cfg`); without `one_sided`, it refuses one-sided
+/// escapes (`SimilarOptions::align_one_sided`).
+pub fn census_command(inputs: &[PathBuf], align_cfg: bool, one_sided: bool) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
     }
@@ -348,7 +349,9 @@ pub fn census_command(inputs: &[PathBuf], align_cfg: bool) -> anyhow::Result<()>
     for input in inputs {
         let module = load_program(input)?;
         let program: u64 = module.iter().map(|(_, d)| model.predict(&d.func)).sum();
-        let options = SimilarOptions::default().with_align_cfg(align_cfg);
+        let options = SimilarOptions::default()
+            .with_align_cfg(align_cfg)
+            .with_align_one_sided(one_sided);
         let rows = similar_census(&module, &options, Some(&*isa));
         for row in rows {
             println!(

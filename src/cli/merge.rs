@@ -134,6 +134,12 @@ pub struct Args {
     #[arg(long)]
     pub no_align: bool,
 
+    /// With `--similar`: when merging by alignment, refuse one-sided escapes (a
+    /// value one member's stretch defines that only that member's later stretches
+    /// use, passed through the join with a placeholder from the other arm).
+    #[arg(long)]
+    pub no_align_one_sided: bool,
+
     /// With `--similar`: also merge by alignment pairs whose blocks end in
     /// different terminators (same blocks and block parameters in walk order); the
     /// merged body branches on the selector to either member's rest of such a
@@ -223,6 +229,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_min_saved(args.min_saved)
             .with_pricing(args.size_pricing.into())
             .with_align(!args.no_align)
+            .with_align_one_sided(!args.no_align_one_sided)
             .with_align_cfg(args.align_cfg);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);

@@ -58,12 +58,21 @@
 //!   arm reads the parameter: a use of the first function's value is dominated by
 //!   its definition, so it lies after the stretch in its block or in a block that
 //!   block dominates, which the join dominates in the merged body. Run as either
-//!   member, the parameter holds that member's value. A value that escapes on one
-//!   side only (used where the other function uses a value from before the
-//!   stretch) is refused. So each arm's operands are defined before the branch
-//!   (an aligned definition of the same block is in the prefix; one of another
-//!   block dominates this block in both functions, whose graphs are equal; an
-//!   escape of an earlier block is its join's parameter);
+//!   member, the parameter holds that member's value. A value used after its
+//!   stretch on one side only is accepted only when every such use is in a later
+//!   stretch of its own function (a *one-sided escape*,
+//!   [`Stretch::first_only`]): the join gets a parameter for it, the other arm
+//!   passes a placeholder zero, and only arms of its own function read the
+//!   parameter. Those run under the same selector value as the arm that defined
+//!   it (the selector is constant for a call), so they read the real value, never
+//!   the placeholder; `splice.rs` checks on the merged body that every use of the
+//!   parameter is in such an arm and that the join dominates it, and runs
+//!   Cranelift's verifier. Any other one-sided use (a terminator, which is never
+//!   part of a stretch, using it where the other function uses a value from
+//!   before the stretch) is refused. So each arm's operands are defined before
+//!   the branch (an aligned definition of the same block is in the prefix; one of
+//!   another block dominates this block in both functions, whose graphs are
+//!   equal; an escape of an earlier block is its join's parameter);
 //! * it names no entity the walk numbers by first appearance besides values
 //!   (blocks, stack slots, dynamic stack slots, user stack maps), so that the
 //!   numbering of the rest of the stream is the same in both functions and token
@@ -334,6 +343,15 @@ pub(crate) struct Stretch {
     /// the two correspond one to one). The merged body passes the chosen arm's
     /// value to a parameter of the block the arms join.
     pub(crate) escapes: Vec<(Value, Value)>,
+    /// *One-sided escapes* of the first function: values its stretch defines that
+    /// only its own later stretches use (the second function has no use in their
+    /// place). The merged body passes each to a parameter of the join, with a
+    /// placeholder constant from the second arm; only first arms read it, which
+    /// run under the same selector as this stretch's first arm.
+    pub(crate) first_only: Vec<Value>,
+    /// The same for the second function's values (read only by second arms; the
+    /// first arm passes the placeholder).
+    pub(crate) second_only: Vec<Value>,
 }
 
 /// How a second function aligns with a first one.
@@ -355,6 +373,15 @@ pub(crate) struct Alignment {
     pub(crate) blocks: Vec<(Block, Block)>,
 }
 
+impl Alignment {
+    /// Whether a stretch passes a one-sided escape ([`Stretch::first_only`]).
+    pub(crate) fn has_one_sided_escapes(&self) -> bool {
+        self.stretches
+            .iter()
+            .any(|s| !s.first_only.is_empty() || !s.second_only.is_empty())
+    }
+}
+
 /// Why two functions of one bucket do not align: the first obstacle the aligner
 /// met, for the census of missed merges ([`census`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -363,9 +390,9 @@ pub(crate) enum Refusal {
     Structure,
     /// More than [`MAX_STRETCHES`] blocks differ.
     TooManyStretches,
-    /// A value defined in a differing stretch is used after it: by the rest of
-    /// its block (so no common suffix reaches the terminator) or by a later block.
-    ValueEscapes,
+    /// A value defined in a differing stretch is used after it in a way no rule
+    /// accepts ([`Escape`] says which).
+    ValueEscapes(Escape),
     /// An instruction the stretch cannot absorb (the terminator) names
     /// different values that are each aligned with something else.
     OperandDiffers,
@@ -380,6 +407,28 @@ pub(crate) enum Refusal {
     /// cannot be copied (not a `jump`, `brif`, `return` or `trap`, or a value a
     /// terminator's stretch defines is used by another block).
     TerminatorNotCopied,
+}
+
+/// How a value defined in a differing stretch is used after it when the
+/// alignment refuses that use ([`Refusal::ValueEscapes`], for the census).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Escape {
+    /// A terminator uses it where the other function uses a value defined before
+    /// the stretches (aligned with something else).
+    IntoTerminatorVsAligned,
+    /// A terminator uses it where the other function uses another unaligned
+    /// value (of another stretch, or not of a stretch with a join).
+    IntoTerminatorOther,
+    /// A later stretch of its own function uses it (one side only): accepted
+    /// with one-sided escapes ([`Stretch::first_only`]) unless off.
+    IntoLaterStretch,
+    /// As [`Self::IntoLaterStretch`], but of a type without a placeholder
+    /// constant (vectors, `i128`, references).
+    IntoLaterStretchType,
+    /// It is defined by a stretch that ends its block (across CFGs: no join).
+    FromEndingStretch,
+    /// Anything else (two values of different stretches paired, ...).
+    Other,
 }
 
 /// A definition position not aligned with anything.
@@ -399,6 +448,15 @@ struct AlignScratch {
     log: Vec<u32>,
 }
 
+/// What an alignment allows: escapes, one-sided escapes, differing terminators
+/// ([`Aligner`]'s fields of the same names).
+#[derive(Copy, Clone)]
+struct Rules {
+    escapes: bool,
+    one_sided: bool,
+    cfg: bool,
+}
+
 /// Phase 3: compares two spanned encodings, recording which definitions align.
 struct Aligner<'a> {
     a: &'a SpannedEncoding,
@@ -413,6 +471,9 @@ struct Aligner<'a> {
     progress: u32,
     /// Whether a value a stretch defines may be used after it (an escape).
     escapes: bool,
+    /// Whether a value a stretch defines may be used by a later stretch of its
+    /// own function only (a one-sided escape, [`Stretch::first_only`]).
+    one_sided: bool,
     /// Whether the two functions' terminators may differ (paired blocks with
     /// different successors): the rest of such a block after the common prefix,
     /// terminator included, is a stretch of its own, and the merged body branches
@@ -434,8 +495,11 @@ impl<'a> Aligner<'a> {
         b: &'a SpannedEncoding,
         fb: &'a Function,
         scratch: &'a mut AlignScratch,
-        escapes: bool,
-        cfg: bool,
+        Rules {
+            escapes,
+            one_sided,
+            cfg,
+        }: Rules,
     ) -> Self {
         debug_assert!(scratch.log.is_empty());
         if scratch.a_to_b.len() < a.tokens.len() {
@@ -453,6 +517,7 @@ impl<'a> Aligner<'a> {
             cursors: (0, 0),
             progress: 0,
             escapes,
+            one_sided,
             cfg,
             spans: Vec::new(),
             ends: Vec::new(),
@@ -560,10 +625,16 @@ impl<'a> Aligner<'a> {
             if self.scratch.a_to_b[da as usize] == db {
                 continue;
             }
-            if self.scratch.a_to_b[da as usize] == UNALIGNED
-                || self.scratch.b_to_a[db as usize] == UNALIGNED
-            {
-                return Refusal::ValueEscapes;
+            let (ab, ba) = (
+                self.scratch.a_to_b[da as usize],
+                self.scratch.b_to_a[db as usize],
+            );
+            if ab == UNALIGNED || ba == UNALIGNED {
+                return Refusal::ValueEscapes(if ab == UNALIGNED && ba == UNALIGNED {
+                    Escape::IntoTerminatorOther
+                } else {
+                    Escape::IntoTerminatorVsAligned
+                });
             }
             return Refusal::OperandDiffers;
         }
@@ -662,6 +733,8 @@ impl<'a> Aligner<'a> {
                     suffix: None,
                     second: insts_b,
                     escapes: Vec::new(),
+                    first_only: Vec::new(),
+                    second_only: Vec::new(),
                 });
                 self.spans
                     .push((inst_a(prefix).start..pa.end, inst_b(prefix).start..pb.end));
@@ -718,6 +791,8 @@ impl<'a> Aligner<'a> {
                 suffix: Some(a.insts[pa.insts.start + ea].1),
                 second: insts_b,
                 escapes: Vec::new(),
+                first_only: Vec::new(),
+                second_only: Vec::new(),
             });
             self.spans.push((tokens_a, tokens_b));
             self.ends.push(false);
@@ -726,39 +801,56 @@ impl<'a> Aligner<'a> {
             // Equal functions the first pass left apart on purpose.
             return Err(Refusal::Structure);
         }
-        // Each stretch uses only aligned values and its own.
+        // Each stretch uses only aligned values, its own, and (one-sided escapes)
+        // values of other stretches of its own function.
         let mut values = Vec::new();
-        let escapes = Refusal::ValueEscapes;
+        let other = Refusal::ValueEscapes(Escape::Other);
         let spans = std::mem::take(&mut self.spans);
-        for ((ra, rb), stretch) in spans.iter().zip(&mut stretches) {
+        let mut first_only: Vec<(usize, Value)> = Vec::new();
+        let mut second_only: Vec<(usize, Value)> = Vec::new();
+        for (i, ((ra, rb), stretch)) in spans.iter().zip(&mut stretches).enumerate() {
             // The escapes: the stretch's definitions aligned with the other's.
             for &(pa, va) in a.definitions_in(ra) {
                 let pb = self.scratch.a_to_b[pa as usize];
                 if pb != UNALIGNED {
-                    if !written_in(rb, pb) || stretch.suffix.is_none() {
-                        return Err(escapes);
+                    if stretch.suffix.is_none() {
+                        return Err(Refusal::ValueEscapes(Escape::FromEndingStretch));
                     }
-                    let vb = b.defined_at(pb).ok_or(escapes)?;
+                    if !written_in(rb, pb) {
+                        return Err(other);
+                    }
+                    let vb = b.defined_at(pb).ok_or(other)?;
                     stretch.escapes.push((va, vb));
                 }
             }
             for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
-                let d = a.operand_target(p).ok_or(escapes)?;
+                let d = a.operand_target(p).ok_or(other)?;
                 if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
-                    return Err(escapes);
+                    first_only.push(self.one_sided_escape(&spans, i, d, true)?);
                 }
             }
             for p in rb.clone().filter(|&p| b.is_operand[p as usize]) {
-                let d = b.operand_target(p).ok_or(escapes)?;
+                let d = b.operand_target(p).ok_or(other)?;
                 if written_in(rb, d) {
                     continue;
                 }
                 let da = self.scratch.b_to_a[d as usize];
                 if da == UNALIGNED {
-                    return Err(escapes);
+                    second_only.push(self.one_sided_escape(&spans, i, d, false)?);
+                    continue;
                 }
                 let pair = b.defined_at(d).zip(a.defined_at(da));
-                values.push(pair.ok_or(escapes)?);
+                values.push(pair.ok_or(other)?);
+            }
+        }
+        for (j, v) in first_only {
+            if !stretches[j].first_only.contains(&v) {
+                stretches[j].first_only.push(v);
+            }
+        }
+        for (j, v) in second_only {
+            if !stretches[j].second_only.contains(&v) {
+                stretches[j].second_only.push(v);
             }
         }
         values.sort_unstable();
@@ -814,6 +906,51 @@ impl<'a> Aligner<'a> {
             }
         })
     }
+
+    /// The stretch (index in `spans`) that defines the unaligned definition at
+    /// `d` of the first function (`first`) or the second, and its value, when
+    /// stretch `user` may use it as a one-sided escape: `d` is written by another
+    /// stretch of the same function that has a join (it does not end its block),
+    /// of a type with a placeholder constant. Whether the join dominates the use
+    /// is checked on the merged body (`splice.rs`), as is that only arms of the
+    /// same function read it.
+    fn one_sided_escape(
+        &self,
+        spans: &[(Range<u32>, Range<u32>)],
+        user: usize,
+        d: u32,
+        first: bool,
+    ) -> Result<(usize, Value), Refusal> {
+        let other = Refusal::ValueEscapes(Escape::Other);
+        let (encoding, func) = if first {
+            (self.a, self.fa)
+        } else {
+            (self.b, self.fb)
+        };
+        let j = spans
+            .iter()
+            .position(|(ra, rb)| written_in(if first { ra } else { rb }, d))
+            .filter(|&j| j != user)
+            .ok_or(other)?;
+        if self.ends[j] {
+            return Err(Refusal::ValueEscapes(Escape::FromEndingStretch));
+        }
+        let value = encoding.defined_at(d).ok_or(other)?;
+        if !has_placeholder(func.dfg.value_type(value)) {
+            return Err(Refusal::ValueEscapes(Escape::IntoLaterStretchType));
+        }
+        if !self.escapes || !self.one_sided {
+            return Err(Refusal::ValueEscapes(Escape::IntoLaterStretch));
+        }
+        Ok((j, value))
+    }
+}
+
+/// Whether values of type `ty` have a placeholder constant a one-sided escape's
+/// other arm can pass (`iconst` of an integer of at most 64 bits, `f32const`,
+/// `f64const`: zero).
+pub(crate) fn has_placeholder(ty: ir::Type) -> bool {
+    (ty.is_int() && ty.bits() <= 64) || ty == ir::types::F32 || ty == ir::types::F64
 }
 
 /// The first index at or after `start` of a definition positioned after `bound`,
@@ -1027,13 +1164,14 @@ pub(crate) fn find_aligned_pairs(
     module: &FunctionSet,
     functions: &[FuncIndex],
     escapes: bool,
+    one_sided: bool,
     cfg: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
     let (walked, encoded) = spanned_candidates(module, functions, cfg);
     let mut keyed = keyed(&walked, &encoded, cfg);
     let buckets = buckets(&mut keyed);
     let mut pairs: Vec<(FuncIndex, Alignment)> = parallel::map(&buckets, 1, |bucket| {
-        pair_bucket(module, bucket, escapes, cfg)
+        pair_bucket(module, bucket, escapes, one_sided, cfg)
     })
     .into_iter()
     .flatten()
@@ -1077,6 +1215,7 @@ pub(crate) fn census(
     considered: &[FuncIndex],
     merged: &SecondaryMap<FuncIndex, bool>,
     escapes: bool,
+    one_sided: bool,
     cfg: bool,
 ) -> Vec<(FuncIndex, Option<FuncIndex>, Missed)> {
     let (walked, encoded) = spanned_candidates(module, considered, cfg);
@@ -1099,7 +1238,18 @@ pub(crate) fn census(
                 let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
                 let fa = &module.get(first.2).func;
                 let fb = &module.get(second.2).func;
-                let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes, cfg);
+                let aligner = Aligner::new(
+                    first.3,
+                    fa,
+                    second.3,
+                    fb,
+                    &mut scratch,
+                    Rules {
+                        escapes,
+                        one_sided,
+                        cfg,
+                    },
+                );
                 let (rank, partner, why) = match aligner.align(second.2) {
                     // An unmerged partner first, then a merged one, then the
                     // refusal that got furthest.
@@ -1147,6 +1297,7 @@ fn pair_bucket(
     module: &FunctionSet,
     bucket: &[(u64, usize, FuncIndex, &SpannedEncoding)],
     escapes: bool,
+    one_sided: bool,
     cfg: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
     let mut paired = vec![false; bucket.len()];
@@ -1191,7 +1342,18 @@ fn pair_bucket(
             let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
             let fa = &module.get(first.2).func;
             let fb = &module.get(second.2).func;
-            let aligner = Aligner::new(first.3, fa, second.3, fb, &mut scratch, escapes, cfg);
+            let aligner = Aligner::new(
+                first.3,
+                fa,
+                second.3,
+                fb,
+                &mut scratch,
+                Rules {
+                    escapes,
+                    one_sided,
+                    cfg,
+                },
+            );
             let Ok(alignment) = aligner.align(second.2) else {
                 continue;
             };

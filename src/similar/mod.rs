@@ -176,6 +176,12 @@ pub struct SimilarOptions {
     /// exactly the same places: the merged body passes the arm's value to a
     /// parameter of the block where the arms join (`align.rs`, "escapes").
     pub align_escapes: bool,
+    /// Whether merging by alignment (with [`Self::align_escapes`]) also lets a
+    /// value a differing stretch defines be used by later stretches of its own
+    /// function only (a *one-sided escape*): the merged body passes it to a
+    /// parameter of the join, the other arm passing a placeholder constant, and
+    /// only arms of the same function (run under the same selector) read it.
+    pub align_one_sided: bool,
     /// Whether merging by alignment also pairs functions whose terminators differ
     /// (blocks paired by position in the walk, same blocks and block parameters):
     /// where two paired blocks end differently, the merged body branches on the
@@ -193,6 +199,7 @@ impl Default for SimilarOptions {
             pricing: Pricing::Modeled,
             align: true,
             align_escapes: true,
+            align_one_sided: true,
             align_cfg: false,
         }
     }
@@ -237,6 +244,13 @@ impl SimilarOptions {
     /// not ([`Self::align_escapes`]).
     pub fn with_align_escapes(mut self, escapes: bool) -> Self {
         self.align_escapes = escapes;
+        self
+    }
+
+    /// These options with one-sided escapes allowed (`true`) or not
+    /// ([`Self::align_one_sided`]).
+    pub fn with_align_one_sided(mut self, one_sided: bool) -> Self {
+        self.align_one_sided = one_sided;
         self
     }
 
@@ -415,33 +429,35 @@ pub(crate) fn merge_similar_clocked(
         for &m in merges.iter().flat_map(|m| &m.members) {
             merged[m] = true;
         }
-        let rest: Vec<FuncIndex> = module
+        let mut rest: Vec<FuncIndex> = module
             .iter()
             .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
             .map(|(f, _)| f)
             .collect();
-        let pairs = clock.time(Phase::AlignPairs, || {
-            align::find_aligned_pairs(module, &rest, options.align_escapes, false)
-        });
-        let plans = clock.time(Phase::PlanAligned, || {
-            parallel::map(&pairs, 1, |(first, alignment)| {
-                planner.plan_aligned(*first, alignment, model.as_ref())
-            })
-        });
-        for plan in plans {
-            merges.extend(plan.merges);
-            outcome.rejected.extend(plan.rejected);
+        // Rounds, each on what the rounds before left, so that every pair of a
+        // round stays as it is: first without one-sided escapes, then with them
+        // (a pair they let align has more instructions in common than the pairs
+        // found without them, and would otherwise take their partners: on the
+        // corpus, resvg saved less), then across differing terminators.
+        let mut rounds = vec![(false, false)];
+        if options.align_escapes && options.align_one_sided {
+            rounds.push((true, false));
         }
-        // Then across differing terminators, on what is left: a second round, so
-        // that every pair of the first stays as it is.
         if options.align_cfg {
+            rounds.push((options.align_one_sided, true));
+        }
+        for (one_sided, cfg) in rounds {
             for &m in merges.iter().flat_map(|m| &m.members) {
                 merged[m] = true;
             }
-            let rest: Vec<FuncIndex> = rest.into_iter().filter(|&f| !merged[f]).collect();
-            let pairs = clock.time(Phase::AlignPairs, || {
-                align::find_aligned_pairs(module, &rest, options.align_escapes, true)
+            rest.retain(|&f| !merged[f]);
+            let mut pairs = clock.time(Phase::AlignPairs, || {
+                align::find_aligned_pairs(module, &rest, options.align_escapes, one_sided, cfg)
             });
+            if one_sided && !cfg {
+                // The pairs of the round before were priced already.
+                pairs.retain(|(_, alignment)| alignment.has_one_sided_escapes());
+            }
             let plans = clock.time(Phase::PlanAligned, || {
                 parallel::map(&pairs, 1, |(first, alignment)| {
                     planner.plan_aligned(*first, alignment, model.as_ref())
@@ -531,7 +547,7 @@ pub(crate) fn census(
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
 ) -> Vec<CensusRow> {
-    use align::{Missed, Refusal};
+    use align::{Escape, Missed, Refusal};
     let outcome = merge_similar_for(module, options, isa);
     let mut by_group = SecondaryMap::<FuncIndex, bool>::new();
     let mut by_alignment = SecondaryMap::<FuncIndex, bool>::new();
@@ -566,7 +582,24 @@ pub(crate) fn census(
         Missed::Refused(Refusal::TooManyStretches) => {
             "refused: more blocks differ than MAX_STRETCHES"
         }
-        Missed::Refused(Refusal::ValueEscapes) => "refused: a value escapes its stretch",
+        Missed::Refused(Refusal::ValueEscapes(Escape::IntoTerminatorVsAligned)) => {
+            "refused: escape: a terminator uses it, the other's uses an earlier value"
+        }
+        Missed::Refused(Refusal::ValueEscapes(Escape::IntoTerminatorOther)) => {
+            "refused: escape: a terminator uses it, the other's another stretch's"
+        }
+        Missed::Refused(Refusal::ValueEscapes(Escape::IntoLaterStretch)) => {
+            "refused: escape: one side's later stretch uses it (one-sided)"
+        }
+        Missed::Refused(Refusal::ValueEscapes(Escape::IntoLaterStretchType)) => {
+            "refused: escape: one-sided, of a type without a placeholder"
+        }
+        Missed::Refused(Refusal::ValueEscapes(Escape::FromEndingStretch)) => {
+            "refused: escape: from a stretch ending its block"
+        }
+        Missed::Refused(Refusal::ValueEscapes(Escape::Other)) => {
+            "refused: escape: other (values of different stretches paired)"
+        }
         Missed::Refused(Refusal::OperandDiffers) => "refused: the terminator's operands differ",
         Missed::Refused(Refusal::TerminatorDiffers) => "refused: the terminators differ",
         Missed::Refused(Refusal::StretchNamesEntity) => {
@@ -598,6 +631,7 @@ pub(crate) fn census(
         &considered,
         &by_alignment,
         options.align_escapes,
+        options.align_one_sided,
         false,
     );
     let mut no_layout_partner = SecondaryMap::<FuncIndex, bool>::new();
@@ -611,6 +645,7 @@ pub(crate) fn census(
         &considered,
         &by_alignment,
         options.align_escapes,
+        options.align_one_sided,
         true,
     )
     .into_iter()

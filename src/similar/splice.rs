@@ -28,7 +28,15 @@
 //! merged body; such a merged body is checked by Cranelift's verifier and the
 //! pair refused if it fails.
 //!
-//! An empty stretch gets no arm: the branch goes straight to `join`. The second
+//! Values a stretch defines that are used after it reach those uses through
+//! parameters of `join`, each arm passing its own value (escapes); a value only
+//! one function's later stretches use (a one-sided escape) gets a parameter too,
+//! the other arm passing a placeholder zero, and the merged body is then checked:
+//! only arms of that function read the parameter, the join dominates every such
+//! read, and Cranelift's verifier accepts the body.
+//!
+//! An empty stretch gets no arm (unless it must pass a placeholder): the branch
+//! goes straight to `join`. The second
 //! function's instructions are copied with `InstructionData::map`: each operand
 //! becomes the first function's value defined at the same place
 //! ([`Alignment::values`]) or a copied result; callees, signatures, memory flags
@@ -37,6 +45,8 @@
 
 use super::align::{Alignment, Stretch};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::dominator_tree::DominatorTree;
+use cranelift_codegen::flowgraph::ControlFlowGraph;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
     self, Block, BlockCall, ExtFuncData, ExternalName, FuncRef, Function, Inst, InstBuilder,
@@ -69,6 +79,8 @@ pub(crate) fn splice_stretches(
         func_refs: HashMap::new(),
         sig_refs: HashMap::new(),
         missing: None,
+        arms: HashMap::new(),
+        one_sided: HashMap::new(),
     };
     // Each escaping value of the first function, with the join's parameter that
     // replaces it outside its arm and that arm.
@@ -79,18 +91,58 @@ pub(crate) fn splice_stretches(
             None => copier.splice_ending(selector, stretch)?,
         }
     }
+    let one_sided = std::mem::take(&mut copier.one_sided);
+    let arms = std::mem::take(&mut copier.arms);
     if !escaped.is_empty() {
         replace_escapes(merged, &escaped);
     }
-    if !alignment.blocks.is_empty() {
+    if !one_sided.is_empty() {
+        check_one_sided(merged, &one_sided, &arms)?;
+    }
+    if !alignment.blocks.is_empty() || !one_sided.is_empty() {
         // Across CFGs: every definition the aligned code uses dominates its uses
         // in both functions, but the merged graph has the edges of both, so check
         // the dominance (and everything else) rather than assume it.
         let flags = settings::Flags::new(settings::builder());
         if let Err(errors) = cranelift_codegen::verify_function(merged, &flags) {
             return Err(NotSpliced(format!(
-                "the merged body across CFGs does not verify: {errors}"
+                "the merged body does not verify: {errors}"
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks what makes a one-sided escape sound, on the merged body: every use of
+/// its join's parameter is in an arm of the same function as its definition, so
+/// it runs under the same selector value (the selector is a parameter, constant
+/// for a call) and reads the value that arm passed, never the other arm's
+/// placeholder; and the join dominates every use, so the parameter holds the
+/// value of the last run through the join.
+fn check_one_sided(
+    merged: &Function,
+    one_sided: &HashMap<Value, (Block, bool)>,
+    arms: &HashMap<Block, bool>,
+) -> Result<(), NotSpliced> {
+    let cfg = ControlFlowGraph::with_function(merged);
+    let domtree = DominatorTree::with_function(merged, &cfg);
+    for block in merged.layout.blocks() {
+        for inst in merged.layout.block_insts(block) {
+            for value in merged.dfg.inst_values(inst) {
+                let Some(&(join, first)) = one_sided.get(&value) else {
+                    continue;
+                };
+                if arms.get(&block) != Some(&first) {
+                    return Err(NotSpliced(format!(
+                        "one-sided escape {value} is used outside its function's arms"
+                    )));
+                }
+                if join == block || !domtree.block_dominates(join, block) {
+                    return Err(NotSpliced(format!(
+                        "one-sided escape {value} is used where its join does not dominate"
+                    )));
+                }
+            }
         }
     }
     Ok(())
@@ -129,6 +181,12 @@ struct Copier<'a> {
     sig_refs: HashMap<SigRef, SigRef>,
     /// What could not be copied, if anything.
     missing: Option<String>,
+    /// Each arm block made, and whether it runs the first function's stretch
+    /// (selector 0) or the second's.
+    arms: HashMap<Block, bool>,
+    /// Each join parameter that holds a one-sided escape, with its join and
+    /// whether it is the first function's value (read only by first arms).
+    one_sided: HashMap<Value, (Block, bool)>,
 }
 
 impl Copier<'_> {
@@ -153,6 +211,8 @@ impl Copier<'_> {
         for &inst in &stretch.second {
             self.copy(inst, second_arm)?;
         }
+        self.arms.insert(first_arm, true);
+        self.arms.insert(second_arm, false);
         let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
         pos.set_srcloc(srcloc);
         pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
@@ -169,26 +229,54 @@ impl Copier<'_> {
         if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty()) {
             return Err(NotSpliced("a value escapes an empty stretch".into()));
         }
+        let one_sided = !stretch.first_only.is_empty() || !stretch.second_only.is_empty();
         let srcloc = self.merged.srcloc(suffix);
         let join = self.merged.dfg.make_block();
         self.merged.layout.split_block(join, suffix);
+        // The join's parameters: the escapes, then the first function's one-sided
+        // escapes, then the second's.
         let mut from_first = Vec::new();
         for &(first, _) in &stretch.escapes {
             let ty = self.merged.dfg.value_type(first);
             self.merged.dfg.append_block_param(join, ty);
             from_first.push(first);
         }
+        let first_only_types: Vec<ir::Type> = stretch
+            .first_only
+            .iter()
+            .map(|&v| self.merged.dfg.value_type(v))
+            .collect();
+        let second_only_types: Vec<ir::Type> = stretch
+            .second_only
+            .iter()
+            .map(|&v| self.second.dfg.value_type(v))
+            .collect();
+        for &ty in first_only_types.iter().chain(&second_only_types) {
+            self.merged.dfg.append_block_param(join, ty);
+        }
+        from_first.extend(&stretch.first_only);
         let first_arm = match stretch.first.first() {
             Some(&start) => {
                 let arm = self.merged.dfg.make_block();
                 self.merged.layout.split_block(arm, start);
-                self.jump(arm, join, &from_first, srcloc);
-                arm
+                Some(arm)
             }
-            None => join,
+            None if one_sided => {
+                let arm = self.merged.dfg.make_block();
+                self.merged.layout.insert_block(arm, join);
+                Some(arm)
+            }
+            None => None,
         };
-        let second_arm = if stretch.second.is_empty() {
-            join
+        if let Some(arm) = first_arm {
+            for &ty in &second_only_types {
+                from_first.push(self.placeholder(arm, ty, srcloc)?);
+            }
+            self.jump(arm, join, &from_first, srcloc);
+            self.arms.insert(arm, true);
+        }
+        let second_arm = if stretch.second.is_empty() && !one_sided {
+            None
         } else {
             let arm = self.merged.dfg.make_block();
             self.merged.layout.insert_block(arm, join);
@@ -197,25 +285,77 @@ impl Copier<'_> {
             }
             let mut from_second = Vec::new();
             for &(_, second) in &stretch.escapes {
-                match self.values.get(&self.second.dfg.resolve_aliases(second)) {
-                    Some(&copied) => from_second.push(copied),
-                    None => return Err(NotSpliced(format!("{second} escapes but is not copied"))),
-                }
+                from_second.push(self.copied(second)?);
+            }
+            for &ty in &first_only_types {
+                from_second.push(self.placeholder(arm, ty, srcloc)?);
+            }
+            for &second in &stretch.second_only {
+                from_second.push(self.copied(second)?);
             }
             self.jump(arm, join, &from_second, srcloc);
-            arm
+            self.arms.insert(arm, false);
+            Some(arm)
         };
         let params = self.merged.dfg.block_params(join).to_vec();
-        for (&(first, second), param) in stretch.escapes.iter().zip(params) {
-            escaped.insert(first, (param, first_arm));
+        let (paired, rest) = params.split_at(stretch.escapes.len());
+        let (first_params, second_params) = rest.split_at(stretch.first_only.len());
+        let arm = first_arm.unwrap_or(join);
+        for (&(first, second), &param) in stretch.escapes.iter().zip(paired) {
+            escaped.insert(first, (param, arm));
             // Later stretches of the second function read the join's parameter
             // too: through the first function's value, which becomes it.
             self.values.insert(second, first);
         }
+        for (&first, &param) in stretch.first_only.iter().zip(first_params) {
+            escaped.insert(first, (param, arm));
+            self.one_sided.insert(param, (join, true));
+        }
+        for (&second, &param) in stretch.second_only.iter().zip(second_params) {
+            // Later second arms read the join's parameter.
+            self.values.insert(second, param);
+            self.one_sided.insert(param, (join, false));
+        }
         let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
         pos.set_srcloc(srcloc);
-        pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
+        pos.ins().brif(
+            selector,
+            second_arm.unwrap_or(join),
+            &[],
+            first_arm.unwrap_or(join),
+            &[],
+        );
         Ok(())
+    }
+
+    /// The merged body's copy of the second function's `value`, a result of the
+    /// stretch just copied.
+    fn copied(&self, value: Value) -> Result<Value, NotSpliced> {
+        match self.values.get(&self.second.dfg.resolve_aliases(value)) {
+            Some(&copied) => Ok(copied),
+            None => Err(NotSpliced(format!("{value} escapes but is not copied"))),
+        }
+    }
+
+    /// A placeholder of type `ty` (zero) appended to `block`: what an arm passes
+    /// for the other function's one-sided escape, which nothing it runs reads.
+    fn placeholder(
+        &mut self,
+        block: Block,
+        ty: ir::Type,
+        srcloc: ir::SourceLoc,
+    ) -> Result<Value, NotSpliced> {
+        let mut pos = FuncCursor::new(self.merged).at_bottom(block);
+        pos.set_srcloc(srcloc);
+        if ty.is_int() && ty.bits() <= 64 {
+            Ok(pos.ins().iconst(ty, 0))
+        } else if ty == ir::types::F32 {
+            Ok(pos.ins().f32const(0.0))
+        } else if ty == ir::types::F64 {
+            Ok(pos.ins().f64const(0.0))
+        } else {
+            Err(NotSpliced(format!("no placeholder of type {ty}")))
+        }
     }
 
     fn jump(&mut self, from: Block, to: Block, args: &[Value], srcloc: ir::SourceLoc) {
