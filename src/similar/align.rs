@@ -1203,6 +1203,24 @@ pub(crate) enum Missed {
     PartnersTaken,
 }
 
+/// A bucket's entry: hash, position, function, its spanned encoding.
+type BucketEntry<'e> = (u64, usize, FuncIndex, &'e SpannedEncoding);
+
+/// Aligns bucket entries `x` and `y` under `rules`, the one first in input order
+/// as `a`: its body is the one a merge copies.
+fn align_entries(
+    module: &FunctionSet,
+    x: &BucketEntry<'_>,
+    y: &BucketEntry<'_>,
+    scratch: &mut AlignScratch,
+    rules: Rules,
+) -> Result<Alignment, (Refusal, u32)> {
+    let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
+    let fa = &module.get(first.2).func;
+    let fb = &module.get(second.2).func;
+    Aligner::new(first.3, fa, second.3, fb, scratch, rules).align(second.2)
+}
+
 /// The census of missed merges by alignment: for each function of `considered`
 /// that `merged` does not mark (the functions merging by alignment saw and left
 /// alone), what stands between it and its nearest partner in its bucket, with
@@ -1224,6 +1242,11 @@ pub(crate) fn census(
     let mut counted = SecondaryMap::<FuncIndex, bool>::new();
     let mut in_bucket = SecondaryMap::<FuncIndex, bool>::new();
     let mut scratch = AlignScratch::default();
+    let rules = Rules {
+        escapes,
+        one_sided,
+        cfg,
+    };
     for bucket in buckets(&mut keyed) {
         for i in 0..bucket.len() {
             let f = bucket[i].2;
@@ -1235,22 +1258,7 @@ pub(crate) fn census(
             let mut best: Option<(u32, Option<FuncIndex>, Missed)> = None;
             for j in near.filter(|&j| j != i && !counted[bucket[j].2]) {
                 let (x, y) = (&bucket[i], &bucket[j]);
-                let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
-                let fa = &module.get(first.2).func;
-                let fb = &module.get(second.2).func;
-                let aligner = Aligner::new(
-                    first.3,
-                    fa,
-                    second.3,
-                    fb,
-                    &mut scratch,
-                    Rules {
-                        escapes,
-                        one_sided,
-                        cfg,
-                    },
-                );
-                let (rank, partner, why) = match aligner.align(second.2) {
+                let (rank, partner, why) = match align_entries(module, x, y, &mut scratch, rules) {
                     // An unmerged partner first, then a merged one, then the
                     // refusal that got furthest.
                     Ok(_) if !merged[y.2] => (u32::MAX, Some(y.2), Missed::NotProfitable),
@@ -1295,7 +1303,7 @@ pub(crate) fn census(
 /// instructions.
 fn pair_bucket(
     module: &FunctionSet,
-    bucket: &[(u64, usize, FuncIndex, &SpannedEncoding)],
+    bucket: &[BucketEntry<'_>],
     escapes: bool,
     one_sided: bool,
     cfg: bool,
@@ -1303,6 +1311,11 @@ fn pair_bucket(
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
     let mut scratch = AlignScratch::default();
+    let rules = Rules {
+        escapes,
+        one_sided,
+        cfg,
+    };
     let shapes: Vec<Vec<u64>> = bucket.iter().map(|e| shape_hashes(e.3)).collect();
     let mut partners: Vec<(u32, usize)> = Vec::with_capacity(PARTNERS);
     for i in 0..bucket.len() {
@@ -1338,23 +1351,7 @@ fn pair_bucket(
                 continue;
             }
             let (x, y) = (&bucket[i], &bucket[j]);
-            // Ordered by input order: the first function's body is the merged one.
-            let (first, second) = if x.2 < y.2 { (x, y) } else { (y, x) };
-            let fa = &module.get(first.2).func;
-            let fb = &module.get(second.2).func;
-            let aligner = Aligner::new(
-                first.3,
-                fa,
-                second.3,
-                fb,
-                &mut scratch,
-                Rules {
-                    escapes,
-                    one_sided,
-                    cfg,
-                },
-            );
-            let Ok(alignment) = aligner.align(second.2) else {
+            let Ok(alignment) = align_entries(module, x, y, &mut scratch, rules) else {
                 continue;
             };
             let better = best.as_ref().is_none_or(|(k, b)| {
