@@ -62,14 +62,14 @@ pub(super) struct CodeModule<'a> {
     pub(super) plan: &'a MergePlan,
     /// How the own merge retargets kept code.
     pub(super) retargets: &'a Retargets,
-    /// Functions whose address data or byte-defined code holds.
-    pub(super) address_taken_elsewhere: &'a HashSet<FuncId>,
-    /// Every function data or byte-defined code refers to.
-    pub(super) held_back_targets: &'a [FuncId],
+    /// Functions whose address data or byte-defined code holds, sorted.
+    pub(super) address_taken_elsewhere: Vec<FuncId>,
+    /// Every function data or byte-defined code refers to, sorted.
+    pub(super) held_back_targets: Vec<FuncId>,
     /// The named locals the module defined (`namespace`, `index`), erased ones
     /// too: the summary lists them so that no representative of another module is
     /// named by one.
-    pub(super) locals: &'a [(u32, u32)],
+    pub(super) locals: Vec<(u32, u32)>,
     /// The merge mode.
     pub(super) mode: MergeMode,
 }
@@ -232,7 +232,7 @@ pub(super) fn summarize_code(
         (symbol.name, Visibility::of(linkage))
     };
     let mut taken: HashSet<FuncId> = HashSet::new();
-    for &id in module.address_taken_elsewhere {
+    for &id in &module.address_taken_elsewhere {
         taken.insert(id);
         // Data naming an erased or aliased duplicate names the kept function.
         if let Some(kept) = module.retargets.codeless(id.as_u32()) {
@@ -289,12 +289,12 @@ pub(super) fn summarize_code(
     }
     // Data and byte-defined code refer to these too: the plan must know the module
     // refers to them (a removed function's references are redirected here).
-    for &id in module.held_back_targets {
+    for &id in &module.held_back_targets {
         symbols.intern(0, id.as_u32());
     }
     // In this module these names are its own: no representative of another
     // module may be named by one (an erased local is in no function's summary).
-    for &(namespace, index) in module.locals {
+    for &(namespace, index) in &module.locals {
         symbols.intern(namespace, index);
     }
     let mut taken: Vec<FuncId> = taken.into_iter().collect();

@@ -311,9 +311,7 @@ impl<M: Module> MergingModule<M> {
     pub fn summarize(&self, module_name: &str) -> ModuleResult<Summary> {
         if self.options.enabled && self.options.effective_compile() == CompileMode::AtDefine {
             let (plan, retargets) = self.own_merge(&self.compiled);
-            let targets = self.held_back_targets();
-            let locals = self.own_locals();
-            let module = self.code_module(&self.compiled, &plan, &retargets, &targets, &locals);
+            let module = self.code_module(&self.compiled, &plan, &retargets);
             let declarations = self.inner.declarations();
             return Ok(
                 summarize_code(&module, declarations, self.inner.isa(), module_name).summary,
@@ -351,8 +349,6 @@ impl<M: Module> MergingModule<M> {
     fn held_back_references(&self) -> OutsideReferences {
         let names = DeclaredNames(self.inner.declarations());
         let symbol = |id: FuncId| names.symbol(&UserFuncName::user(0, id.as_u32()), None);
-        let mut taken: Vec<FuncId> = self.address_taken_elsewhere.iter().copied().collect();
-        taken.sort_unstable();
         let locals = self
             .own_locals()
             .into_iter()
@@ -360,9 +356,22 @@ impl<M: Module> MergingModule<M> {
             .collect();
         OutsideReferences {
             referenced: self.held_back_targets().into_iter().map(symbol).collect(),
-            taken: taken.into_iter().map(symbol).collect(),
+            taken: self
+                .address_taken_by_held_back()
+                .into_iter()
+                .map(symbol)
+                .collect(),
             locals,
         }
+    }
+
+    /// The functions whose address held-back data or byte-defined code takes,
+    /// sorted.
+    #[cfg(feature = "separate")]
+    fn address_taken_by_held_back(&self) -> Vec<FuncId> {
+        let mut taken: Vec<FuncId> = self.address_taken_elsewhere.iter().copied().collect();
+        taken.sort_unstable();
+        taken
     }
 
     /// Stage 3 of separate compilation: apply this module's decisions (from
@@ -487,24 +496,25 @@ impl<M: Module> MergingModule<M> {
         ids
     }
 
-    /// The compiled module as its machine-code summary sees it.
+    /// The compiled module as its machine-code summary sees it: `recorded` after
+    /// the own merge `plan` and its `retargets`, with what this wrapper holds
+    /// besides (copied, so that it borrows nothing of the wrapper, whose inner
+    /// module the finish then resolves decisions in).
     #[cfg(feature = "separate")]
     fn code_module<'a>(
-        &'a self,
+        &self,
         recorded: &'a [CompiledFunction],
         plan: &'a MergePlan,
         retargets: &'a Retargets,
-        held_back_targets: &'a [FuncId],
-        locals: &'a [(u32, u32)],
     ) -> CodeModule<'a> {
         CodeModule {
             recorded,
             count: self.declared_functions,
             plan,
             retargets,
-            address_taken_elsewhere: &self.address_taken_elsewhere,
-            held_back_targets,
-            locals,
+            address_taken_elsewhere: self.address_taken_by_held_back(),
+            held_back_targets: self.held_back_targets(),
+            locals: self.own_locals(),
             mode: self.options.merge.mode,
         }
     }
@@ -523,18 +533,7 @@ impl<M: Module> MergingModule<M> {
         let Some(decisions) = self.decisions.take() else {
             return Ok((ResolvedDecisions::none(self.declared_functions), None));
         };
-        let targets = self.held_back_targets();
-        let locals = self.own_locals();
-        let module = CodeModule {
-            recorded,
-            count: self.declared_functions,
-            plan,
-            retargets,
-            address_taken_elsewhere: &self.address_taken_elsewhere,
-            held_back_targets: &targets,
-            locals: &locals,
-            mode: self.options.merge.mode,
-        };
+        let module = self.code_module(recorded, plan, retargets);
         let resolved =
             resolve_code_decisions(&mut self.inner, &module, &decisions, allow_redirect)?;
         let cross = decision_retargets(&resolved);
