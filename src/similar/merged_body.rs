@@ -99,21 +99,23 @@ pub(crate) fn build_merged_body(
 }
 
 /// The size-model features of the merged body [`build_merged_body`] builds from
-/// `first` for `differing`, counted from `first` without building it, when
-/// `differing` has no alignment (constants, callees and callee-load offsets
-/// only): `first`'s features with the parameters added, without the constants
-/// that became parameters, with one more `iadd` per callee load, and with each
-/// direct call made indirect (its callee one more argument). `None` for an
-/// aligned pair (its stretches are spliced in) and for a body without an entry
-/// block (left as it is): build those. The groups priced so and merged are
-/// checked against the bodies built by `tests/parallel.rs`.
+/// `first` for `differing`, counted from `first` without building it: `first`'s
+/// features with the parameters added, without the constants that became
+/// parameters, with one more `iadd` per callee load, and with each direct call
+/// made indirect (its callee one more argument); for an aligned pair, per
+/// stretch (`splice.rs`) one more `brif` and join block, and each arm with
+/// instructions a block and a `jump`, the second's arm with copies of the
+/// second member's (of `module`) instructions. `None` for a body without an
+/// entry block (left as it is) and for an aligned pair with a stretch that ends
+/// its block or passes a one-sided escape (their arms, placeholders and checks
+/// are the splice's own): build those. The groups and pairs priced so and merged
+/// are checked against the bodies built by `tests/parallel.rs`, and every
+/// aligned pair of the filetests by `aligned_features_are_the_built_ones`.
 pub(crate) fn merged_body_features(
+    module: &FunctionSet,
     first: &Function,
     differing: &Differing,
 ) -> Option<SizeFeatures> {
-    if differing.alignment.is_some() {
-        return None;
-    }
     first.layout.entry_block()?;
     let mut features = SizeFeatures::of(first);
     let params = first.signature.params.len();
@@ -138,6 +140,38 @@ pub(crate) fn merged_body_features(
                     features.add(Feature::CallArguments, 1);
                 }
             }
+        }
+    }
+    let Some(alignment) = &differing.alignment else {
+        return Some(features);
+    };
+    let second = &module.get(alignment.second).func;
+    for stretch in &alignment.stretches {
+        if stretch.suffix.is_none()
+            || !stretch.first_only.is_empty()
+            || !stretch.second_only.is_empty()
+        {
+            return None;
+        }
+        features.add(Feature::Branches, 1);
+        features.add(Feature::Blocks, 1);
+        if !stretch.first.is_empty() {
+            features.add(Feature::Blocks, 1);
+            features.add(Feature::Jumps, 1);
+        }
+        if !stretch.second.is_empty() {
+            features.add(Feature::Blocks, 1);
+            features.add(Feature::Jumps, 1);
+        }
+        for &inst in &stretch.second {
+            let data = &second.dfg.insts[inst];
+            if let InstructionData::BranchTable { .. } = data {
+                return None;
+            }
+            if data.opcode().is_call() {
+                features.add(Feature::CallArguments, second.dfg.inst_args(inst).len());
+            }
+            features.add(inst_feature(second, inst), 1);
         }
     }
     Some(features)
@@ -185,5 +219,43 @@ impl MergedNames {
                 name
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{FuncIndex, Linkage};
+    use crate::similar::align::find_aligned_pairs;
+
+    /// Every aligned pair of the filetests whose merged body's features are
+    /// counted has the features of the body built.
+    #[test]
+    fn aligned_features_are_the_built_ones() {
+        let mut counted = 0;
+        for entry in std::fs::read_dir("filetests/similar").expect("filetests") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("reads");
+            let mut module = FunctionSet::new();
+            for func in cranelift_reader::parse_functions(&text).expect("parses") {
+                module.push(func, Linkage::Local).expect("a function");
+            }
+            let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+            for (one_sided, cfg) in [(false, false), (true, false), (true, true)] {
+                for (first, alignment) in find_aligned_pairs(&module, &all, true, one_sided, cfg) {
+                    let first = &module.get(first).func;
+                    let differing = Differing::aligned(alignment);
+                    let Some(features) = merged_body_features(&module, first, &differing) else {
+                        continue;
+                    };
+                    let name = UserFuncName::testcase("built");
+                    let built = build_merged_body(&module, first, name, &differing)
+                        .expect("a pair without one-sided escapes or ending stretches splices");
+                    assert_eq!(SizeFeatures::of(&built), features, "{}", path.display());
+                    counted += 1;
+                }
+            }
+        }
+        assert!(counted > 5, "{counted} aligned pairs counted");
     }
 }
