@@ -155,9 +155,8 @@ pub(crate) fn merged_body_features(
         _ => None,
     };
     for stretch in &alignment.stretches {
-        if stretch.suffix.is_none() {
-            return None;
-        }
+        // A stretch ending its block (across CFGs) has arms of its own.
+        stretch.suffix?;
         let one_sided = !stretch.first_only.is_empty() || !stretch.second_only.is_empty();
         features.add(Feature::Branches, 1);
         features.add(Feature::Blocks, 1);
