@@ -93,9 +93,10 @@ use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
     self, Block, BlockCall, FuncRef, Function, Inst, SigRef, StackSlot, Value, ValueList,
 };
-use rustc_hash::FxHasher;
+use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
+use std::sync::OnceLock;
 
 /// How many partners of similar size each function is tried against in its bucket.
 pub const PARTNERS: usize = 32;
@@ -130,6 +131,9 @@ pub(crate) struct SpannedEncoding {
     /// Each instruction with the position of its header token, in stream order.
     insts: Vec<(u32, Inst)>,
     blocks: Vec<BlockSpan>,
+    /// Its [`shape_hashes`], taken once by the first round that pairs it and kept
+    /// for the next.
+    shapes: OnceLock<Vec<u64>>,
 }
 
 impl SpannedEncoding {
@@ -147,6 +151,7 @@ impl SpannedEncoding {
             definitions: Vec::with_capacity(func.dfg.num_values()),
             insts: Vec::with_capacity(insts),
             blocks: Vec::with_capacity(func.dfg.num_blocks()),
+            shapes: OnceLock::new(),
         }
     }
 }
@@ -1128,15 +1133,26 @@ fn spanned_candidates(
     functions: &[FuncIndex],
     cfg: bool,
 ) -> (Vec<FuncIndex>, Vec<Option<SpannedEncoding>>) {
+    let (walked, encoded) = walk_candidates(module, functions, cfg);
+    (walked.into_iter().map(|(f, _)| f).collect(), encoded)
+}
+
+/// [`spanned_candidates`], each function walked with its layout's skeleton.
+fn walk_candidates(
+    module: &FunctionSet,
+    functions: &[FuncIndex],
+    cfg: bool,
+) -> (Vec<(FuncIndex, u64)>, Vec<Option<SpannedEncoding>>) {
     let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = functions
         .iter()
         .map(|&f| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
         .collect();
-    let walked: Vec<FuncIndex> = buckets(&mut by_layout)
+    let walked: Vec<(FuncIndex, u64)> = buckets(&mut by_layout)
         .iter()
-        .flat_map(|b| b.iter().map(|e| e.2))
+        .flat_map(|b| b.iter().map(|e| (e.2, e.0)))
         .collect();
-    let encoded = walk_in_parallel(module, &walked, |func, scratch| {
+    let functions: Vec<FuncIndex> = walked.iter().map(|&(f, _)| f).collect();
+    let encoded = walk_in_parallel(module, &functions, |func, scratch| {
         encode_spanned(func, module, scratch)
     });
     (walked, encoded)
@@ -1167,17 +1183,166 @@ pub(crate) fn find_aligned_pairs(
     one_sided: bool,
     cfg: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
-    let (walked, encoded) = spanned_candidates(module, functions, cfg);
-    let mut keyed = keyed(&walked, &encoded, cfg);
-    let buckets = buckets(&mut keyed);
-    let mut pairs: Vec<(FuncIndex, Alignment)> = parallel::map(&buckets, 1, |bucket| {
-        pair_bucket(module, bucket, escapes, one_sided, cfg)
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    pairs.sort_by_key(|(first, _)| *first);
-    pairs
+    let rules = Rules {
+        escapes,
+        one_sided,
+        cfg,
+    };
+    AlignedSearch::new(module, functions, rules)
+        .first_round(module)
+        .0
+}
+
+/// What the first alignment round found on its functions, kept so that the
+/// one-sided round ([`Self::one_sided_pairs`]), on the functions left, walks none
+/// of them again and aligns again only what one-sided escapes can change.
+pub(crate) struct AlignedSearch {
+    rules: Rules,
+    /// The functions walked (those sharing their layout's skeleton with another),
+    /// with that skeleton.
+    walked: Vec<(FuncIndex, u64)>,
+    /// Their spanned encodings (`None` where the walk does not support one).
+    encoded: Vec<Option<SpannedEncoding>>,
+}
+
+/// The outcome of every attempt of a round, by its two functions in input order:
+/// the instructions they have in common, or the refusal.
+type Tried = FxHashMap<(FuncIndex, FuncIndex), Result<u32, Refusal>>;
+
+impl AlignedSearch {
+    /// Walks the functions of `functions` that share their layout's skeleton
+    /// with another, to be aligned under `rules`.
+    fn new(module: &FunctionSet, functions: &[FuncIndex], rules: Rules) -> Self {
+        let (walked, encoded) = walk_candidates(module, functions, rules.cfg);
+        Self {
+            rules,
+            walked,
+            encoded,
+        }
+    }
+
+    /// The functions of `walked` that `keep` marks and that share their walk's
+    /// skeleton with another so marked, by bucket (what [`spanned_candidates`]
+    /// and [`buckets`] give for those functions alone: a function shares its
+    /// layout's skeleton with another of them or is not walked).
+    fn buckets(&self, keep: impl Fn(FuncIndex) -> bool) -> Vec<Vec<BucketEntry<'_>>> {
+        let mut by_layout: Vec<(u64, usize, FuncIndex, usize)> = self
+            .walked
+            .iter()
+            .enumerate()
+            .filter(|(_, (f, _))| keep(*f))
+            .map(|(i, &(f, layout))| (layout, 0, f, i))
+            .collect();
+        let walked: Vec<(FuncIndex, &SpannedEncoding)> = buckets(&mut by_layout)
+            .iter()
+            .flat_map(|b| b.iter())
+            .filter_map(|e| self.encoded[e.3].as_ref().map(|enc| (e.2, enc)))
+            .collect();
+        let mut keyed: Vec<BucketEntry<'_>> = walked
+            .into_iter()
+            .map(|(f, e)| (e.skeleton(self.rules.cfg), e.insts.len(), f, e))
+            .collect();
+        buckets(&mut keyed).into_iter().map(<[_]>::to_vec).collect()
+    }
+
+    /// The round's pairs (as [`find_aligned_pairs`]) and the outcome of every
+    /// attempt it made.
+    fn first_round(&self, module: &FunctionSet) -> (Vec<(FuncIndex, Alignment)>, Tried) {
+        let buckets = self.buckets(|_| true);
+        let rules = self.rules;
+        let found = parallel::map(&buckets, 1, |bucket| {
+            let mut scratch = AlignScratch::default();
+            let mut tried = Vec::new();
+            let pairs = pair_bucket(bucket, |x, y| {
+                let aligned = align_entries(module, x, y, &mut scratch, rules);
+                let key = (x.2.min(y.2), x.2.max(y.2));
+                tried.push((key, aligned.as_ref().map(|a| a.common).map_err(|e| e.0)));
+                aligned.ok().map(|a| (a.common, Some(a)))
+            });
+            (pairs, tried)
+        });
+        let mut tried = Tried::default();
+        let mut pairs = Vec::new();
+        for (bucket_pairs, bucket_tried) in found {
+            pairs.extend(bucket_pairs);
+            tried.extend(bucket_tried);
+        }
+        pairs.sort_by_key(|(first, _)| *first);
+        (pairs, tried)
+    }
+
+    /// The first round (without one-sided escapes): its pairs, and what the
+    /// one-sided round needs of it.
+    pub(crate) fn without_one_sided(
+        module: &FunctionSet,
+        functions: &[FuncIndex],
+        escapes: bool,
+    ) -> (Vec<(FuncIndex, Alignment)>, FirstRound) {
+        let rules = Rules {
+            escapes,
+            one_sided: false,
+            cfg: false,
+        };
+        let search = Self::new(module, functions, rules);
+        let (pairs, tried) = search.first_round(module);
+        (pairs, FirstRound { search, tried })
+    }
+}
+
+/// The first alignment round's walks and attempts ([`AlignedSearch::without_one_sided`]).
+pub(crate) struct FirstRound {
+    search: AlignedSearch,
+    tried: Tried,
+}
+
+impl FirstRound {
+    /// The pairs of `functions` (some of the first round's, those it left) that
+    /// align with one-sided escapes and are chosen when the round is run again on
+    /// them with one-sided escapes allowed, as [`find_aligned_pairs`] would
+    /// choose them, ordered by first; the pairs without one-sided escapes are
+    /// left out (the first round priced what it could align). Reuses the first
+    /// round's encodings, and aligns again only the pairs it did not try or
+    /// refused for a one-sided escape: the rules differ only there (the
+    /// aligner's path is the same until it meets a one-sided escape), so
+    /// every other attempt's outcome is the first round's.
+    pub(crate) fn one_sided_pairs(
+        &self,
+        module: &FunctionSet,
+        functions: &[FuncIndex],
+    ) -> Vec<(FuncIndex, Alignment)> {
+        let rules = Rules {
+            one_sided: true,
+            ..self.search.rules
+        };
+        if !rules.escapes {
+            // One-sided escapes need escapes: this round finds nothing new.
+            return Vec::new();
+        }
+        let mut left = SecondaryMap::<FuncIndex, bool>::new();
+        for &f in functions {
+            left[f] = true;
+        }
+        let buckets = self.search.buckets(|f| left[f]);
+        let mut pairs: Vec<(FuncIndex, Alignment)> = parallel::map(&buckets, 1, |bucket| {
+            let mut scratch = AlignScratch::default();
+            pair_bucket(bucket, |x, y| {
+                match self.tried.get(&(x.2.min(y.2), x.2.max(y.2))) {
+                    Some(Ok(common)) => return Some((*common, None)),
+                    Some(Err(r)) if *r != Refusal::ValueEscapes(Escape::IntoLaterStretch) => {
+                        return None;
+                    }
+                    _ => {}
+                }
+                let a = align_entries(module, x, y, &mut scratch, rules).ok()?;
+                Some((a.common, Some(a).filter(Alignment::has_one_sided_escapes)))
+            })
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        pairs.sort_by_key(|(first, _)| *first);
+        pairs
+    }
 }
 
 /// What stands between a function that merging by alignment left alone and a
@@ -1300,23 +1465,19 @@ pub(crate) fn census(
 
 /// Phase 4 in one bucket (sorted by size): each function, in order, with the
 /// unpaired partner among the next [`PARTNERS`] that aligns with the most common
-/// instructions.
+/// instructions. `attempt` aligns two entries: the instructions they have in
+/// common and the alignment to keep, or `None` when they do not align; a pair
+/// whose alignment is not kept is paired all the same, but not returned.
 fn pair_bucket(
-    module: &FunctionSet,
     bucket: &[BucketEntry<'_>],
-    escapes: bool,
-    one_sided: bool,
-    cfg: bool,
+    mut attempt: impl FnMut(&BucketEntry<'_>, &BucketEntry<'_>) -> Option<(u32, Option<Alignment>)>,
 ) -> Vec<(FuncIndex, Alignment)> {
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
-    let mut scratch = AlignScratch::default();
-    let rules = Rules {
-        escapes,
-        one_sided,
-        cfg,
-    };
-    let shapes: Vec<Vec<u64>> = bucket.iter().map(|e| shape_hashes(e.3)).collect();
+    let shapes: Vec<&[u64]> = bucket
+        .iter()
+        .map(|e| e.3.shapes.get_or_init(|| shape_hashes(e.3)).as_slice())
+        .collect();
     let mut partners: Vec<(u32, usize)> = Vec::with_capacity(PARTNERS);
     for i in 0..bucket.len() {
         if paired[i] {
@@ -1333,39 +1494,40 @@ fn pair_bucket(
                 .take(PARTNERS)
                 .map(|j| {
                     (
-                        common_bound(bucket[i].3, &shapes[i], bucket[j].3, &shapes[j]),
+                        common_bound(bucket[i].3, shapes[i], bucket[j].3, shapes[j]),
                         j,
                     )
                 }),
         );
         partners.sort_unstable_by_key(|&(bound, j)| (std::cmp::Reverse(bound), j));
-        let mut best: Option<(usize, Alignment)> = None;
+        let mut best: Option<(usize, u32, Option<Alignment>)> = None;
         for &(bound, j) in &partners {
-            if let Some((k, b)) = &best
-                && (bound < b.common || (bound == b.common && j > *k))
+            if let Some((k, common, _)) = &best
+                && (bound < *common || (bound == *common && j > *k))
             {
                 // Sorted by bound: none after this one can beat the best either.
-                if bound < b.common {
+                if bound < *common {
                     break;
                 }
                 continue;
             }
-            let (x, y) = (&bucket[i], &bucket[j]);
-            let Ok(alignment) = align_entries(module, x, y, &mut scratch, rules) else {
+            let Some((common, alignment)) = attempt(&bucket[i], &bucket[j]) else {
                 continue;
             };
-            let better = best.as_ref().is_none_or(|(k, b)| {
-                alignment.common > b.common || (alignment.common == b.common && j < *k)
-            });
+            let better = best
+                .as_ref()
+                .is_none_or(|(k, c, _)| common > *c || (common == *c && j < *k));
             if better {
-                best = Some((j, alignment));
+                best = Some((j, common, alignment));
             }
         }
-        if let Some((j, alignment)) = best {
+        if let Some((j, _, alignment)) = best {
             paired[i] = true;
             paired[j] = true;
-            let first = bucket[i].2.min(bucket[j].2);
-            pairs.push((first, alignment));
+            if let Some(alignment) = alignment {
+                let first = bucket[i].2.min(bucket[j].2);
+                pairs.push((first, alignment));
+            }
         }
     }
     pairs
@@ -1426,6 +1588,47 @@ mod tests {
     use crate::identical::encode::WalkScratch;
     use crate::ir::Linkage;
     use cranelift_codegen::entity::EntityRef;
+
+    /// The one-sided round on the first round's walks and attempts finds the
+    /// pairs a round of its own finds (less those without one-sided escapes), on
+    /// every function or on those a merge of the first pair would leave.
+    #[test]
+    fn one_sided_round_reuses_the_first() {
+        let mut files: Vec<_> = std::fs::read_dir("filetests/similar")
+            .expect("filetests")
+            .map(|e| e.expect("an entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("aligned_"))
+            })
+            .collect();
+        files.sort();
+        let mut one_sided = 0;
+        for path in files {
+            let text = std::fs::read_to_string(&path).expect("reads");
+            let mut module = FunctionSet::new();
+            for func in cranelift_reader::parse_functions(&text).expect("parses") {
+                module.push(func, Linkage::Local).expect("a function");
+            }
+            let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+            let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, true);
+            assert_eq!(pairs, find_aligned_pairs(&module, &all, true, false, false));
+            let mut subsets = vec![all.clone()];
+            if let Some((first, alignment)) = pairs.first() {
+                let left = all.iter().copied();
+                let left = left.filter(|f| f != first && *f != alignment.second);
+                subsets.push(left.collect());
+            }
+            for functions in subsets {
+                let mut expected = find_aligned_pairs(&module, &functions, true, true, false);
+                expected.retain(|(_, a)| a.has_one_sided_escapes());
+                one_sided += expected.len();
+                let found = round.one_sided_pairs(&module, &functions);
+                assert_eq!(found, expected, "{}", path.display());
+            }
+        }
+        assert!(one_sided > 0, "some filetest has a one-sided escape");
+    }
 
     /// The cursor search finds what the binary search finds, whatever order the
     /// ranges come in (forward as prefixes are matched, backward as suffixes are).

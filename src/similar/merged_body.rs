@@ -9,7 +9,7 @@ use crate::ir::{FunctionSet, NameAuthority};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::immediates::Offset32;
 use cranelift_codegen::ir::{
-    AbiParam, Function, InstBuilder, InstructionData, Opcode, UserFuncName, Value,
+    AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName, Value, types,
 };
 use std::collections::HashMap;
 
@@ -99,21 +99,25 @@ pub(crate) fn build_merged_body(
 }
 
 /// The size-model features of the merged body [`build_merged_body`] builds from
-/// `first` for `differing`, counted from `first` without building it, when
-/// `differing` has no alignment (constants, callees and callee-load offsets
-/// only): `first`'s features with the parameters added, without the constants
-/// that became parameters, with one more `iadd` per callee load, and with each
-/// direct call made indirect (its callee one more argument). `None` for an
-/// aligned pair (its stretches are spliced in) and for a body without an entry
-/// block (left as it is): build those. The groups priced so and merged are
-/// checked against the bodies built by `tests/parallel.rs`.
+/// `first` for `differing`, counted from `first` without building it: `first`'s
+/// features with the parameters added, without the constants that became
+/// parameters, with one more `iadd` per callee load, and with each direct call
+/// made indirect (its callee one more argument); for an aligned pair, per
+/// stretch (`splice.rs`) one more `brif` and join block, each arm (one with
+/// instructions, or both when the stretch passes a one-sided escape) a block,
+/// a `jump` and a zero constant per placeholder it passes, the second's arm with
+/// copies of the second member's (of `module`) instructions. `None` for a body
+/// without an entry block (left as it is) and for an aligned pair with a
+/// stretch that ends its block (across CFGs): build those. Whether the body can
+/// be spliced (a one-sided escape's checks, the verifier) is not counted: a
+/// pair priced so is built once the model accepts it. The groups and pairs priced so and merged
+/// are checked against the bodies built by `tests/parallel.rs`, and every
+/// aligned pair of the filetests by `aligned_features_are_the_built_ones`.
 pub(crate) fn merged_body_features(
+    module: &FunctionSet,
     first: &Function,
     differing: &Differing,
 ) -> Option<SizeFeatures> {
-    if differing.alignment.is_some() {
-        return None;
-    }
     first.layout.entry_block()?;
     let mut features = SizeFeatures::of(first);
     let params = first.signature.params.len();
@@ -138,6 +142,47 @@ pub(crate) fn merged_body_features(
                     features.add(Feature::CallArguments, 1);
                 }
             }
+        }
+    }
+    let Some(alignment) = &differing.alignment else {
+        return Some(features);
+    };
+    let second = &module.get(alignment.second).func;
+    // One more constant per placeholder an arm passes (`splice.rs`: zero).
+    let placeholder = |ty: Type| match ty {
+        ty if ty.is_int() && ty.bits() <= 64 => Some(Feature::SmallConstants),
+        types::F32 | types::F64 => Some(Feature::FloatConstants),
+        _ => None,
+    };
+    for stretch in &alignment.stretches {
+        // A stretch ending its block (across CFGs) has arms of its own.
+        stretch.suffix?;
+        let one_sided = !stretch.first_only.is_empty() || !stretch.second_only.is_empty();
+        features.add(Feature::Branches, 1);
+        features.add(Feature::Blocks, 1);
+        if !stretch.first.is_empty() || one_sided {
+            features.add(Feature::Blocks, 1);
+            features.add(Feature::Jumps, 1);
+            for &v in &stretch.second_only {
+                features.add(placeholder(second.dfg.value_type(v))?, 1);
+            }
+        }
+        if !stretch.second.is_empty() || one_sided {
+            features.add(Feature::Blocks, 1);
+            features.add(Feature::Jumps, 1);
+            for &v in &stretch.first_only {
+                features.add(placeholder(first.dfg.value_type(v))?, 1);
+            }
+        }
+        for &inst in &stretch.second {
+            let data = &second.dfg.insts[inst];
+            if let InstructionData::BranchTable { .. } = data {
+                return None;
+            }
+            if data.opcode().is_call() {
+                features.add(Feature::CallArguments, second.dfg.inst_args(inst).len());
+            }
+            features.add(inst_feature(second, inst), 1);
         }
     }
     Some(features)
@@ -185,5 +230,51 @@ impl MergedNames {
                 name
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{FuncIndex, Linkage};
+    use crate::similar::align::find_aligned_pairs;
+
+    /// Every aligned pair of the filetests whose merged body's features are
+    /// counted has the features of the body built.
+    #[test]
+    fn aligned_features_are_the_built_ones() {
+        let (mut counted, mut with_one_sided) = (0, 0);
+        for entry in std::fs::read_dir("filetests/similar").expect("filetests") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("reads");
+            let mut module = FunctionSet::new();
+            for func in cranelift_reader::parse_functions(&text).expect("parses") {
+                module.push(func, Linkage::Local).expect("a function");
+            }
+            let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+            for (one_sided, cfg) in [(false, false), (true, false), (true, true)] {
+                for (first, alignment) in find_aligned_pairs(&module, &all, true, one_sided, cfg) {
+                    let first = &module.get(first).func;
+                    let differing = Differing::aligned(alignment);
+                    let Some(features) = merged_body_features(&module, first, &differing) else {
+                        continue;
+                    };
+                    let name = UserFuncName::testcase("built");
+                    let Ok(built) = build_merged_body(&module, first, name, &differing) else {
+                        continue;
+                    };
+                    with_one_sided += usize::from(
+                        differing
+                            .alignment
+                            .as_ref()
+                            .is_some_and(|a| a.has_one_sided_escapes()),
+                    );
+                    assert_eq!(SizeFeatures::of(&built), features, "{}", path.display());
+                    counted += 1;
+                }
+            }
+        }
+        assert!(counted > 5, "{counted} aligned pairs counted");
+        assert!(with_one_sided > 0, "a pair with a one-sided escape counted");
     }
 }

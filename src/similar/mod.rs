@@ -446,18 +446,30 @@ pub(crate) fn merge_similar_clocked(
         if options.align_cfg {
             rounds.push((options.align_one_sided, true));
         }
+        // The first round's walks and attempts, which the one-sided round reuses.
+        let mut first_round = None;
         for (one_sided, cfg) in rounds {
             for &m in merges.iter().flat_map(|m| &m.members) {
                 merged[m] = true;
             }
             rest.retain(|&f| !merged[f]);
-            let mut pairs = clock.time(Phase::AlignPairs, || {
-                align::find_aligned_pairs(module, &rest, options.align_escapes, one_sided, cfg)
+            let pairs = clock.time(Phase::AlignPairs, || match (&first_round, one_sided, cfg) {
+                (None, false, false) => {
+                    let (pairs, round) = align::AlignedSearch::without_one_sided(
+                        module,
+                        &rest,
+                        options.align_escapes,
+                    );
+                    first_round = Some(round);
+                    pairs
+                }
+                // Only the pairs that need a one-sided escape: the pairs of the
+                // round before were priced already.
+                (Some(round), true, false) => round.one_sided_pairs(module, &rest),
+                _ => {
+                    align::find_aligned_pairs(module, &rest, options.align_escapes, one_sided, cfg)
+                }
             });
-            if one_sided && !cfg {
-                // The pairs of the round before were priced already.
-                pairs.retain(|(_, alignment)| alignment.has_one_sided_escapes());
-            }
             let plans = clock.time(Phase::PlanAligned, || {
                 parallel::map(&pairs, 1, |(first, alignment)| {
                     planner.plan_aligned(*first, alignment, model.as_ref())

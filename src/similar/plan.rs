@@ -168,9 +168,11 @@ pub(super) struct Merge {
     /// What the sizes are.
     pub(super) basis: SizeBasis,
     /// The merged body built to price the merge (under a stand-in name), which
-    /// phase 4 renames instead of building it again: an aligned pair's, or one
-    /// priced by compiling. `None` for a group the model priced from its first
-    /// member's features (`merged_body_features`): phase 4 builds it.
+    /// phase 4 renames instead of building it again: one priced by compiling,
+    /// an aligned pair's with stretches only the splice can count, or an aligned
+    /// pair's merged on the model's word. `None` for a group the model priced
+    /// from its first member's features (`merged_body_features`): phase 4
+    /// builds it.
     pub(super) merged_body: Option<Function>,
 }
 
@@ -223,8 +225,9 @@ pub(super) struct Planner<'a> {
 
 impl Planner<'_> {
     /// The plan for the aligned pair of `first` and `alignment.second`: merged
-    /// whole or not at all. Without a `model`, by measured sizes. With one, the
-    /// pair is built once and its predicted sizes decide:
+    /// whole or not at all. Without a `model`, by measured sizes. With one, its
+    /// predicted sizes decide (its merged body's features counted without
+    /// building it where `merged_body_features` can; built once merged):
     ///
     /// * predicted to save at least `min_saved`: merged on the model's word,
     ///   unless the saving is a close call *measured against the smaller member*
@@ -276,7 +279,10 @@ impl Planner<'_> {
             let saved = before - after;
             let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
             if !is_close(saved, smaller.unwrap_or(before)) {
-                return merged(predicted);
+                return match self.with_merged_body(predicted) {
+                    Ok(merge) => merged(merge),
+                    Err(reason) => rejected(reason),
+                };
             }
             if before > ALIGNED_CONFIRM {
                 return rejected(format!(
@@ -293,6 +299,30 @@ impl Planner<'_> {
             ));
         }
         compiled(predicted.differing)
+    }
+
+    /// `merge` (priced by the model) with its merged body, built now when it was
+    /// priced from counted features: an aligned pair is refused here, as when it
+    /// was built to be priced, when its stretches cannot be spliced.
+    fn with_merged_body(&self, mut merge: Merge) -> Result<Merge, String> {
+        if merge.merged_body.is_some() || merge.differing.alignment.is_none() {
+            return Ok(merge);
+        }
+        let first = &self.module.get(merge.members[0]).func;
+        let name = UserFuncName::testcase("clif_merge_measured");
+        let merged = self
+            .clock
+            .time(Phase::BuildPriced, || {
+                build_merged_body(self.module, first, name, &merge.differing)
+            })
+            .map_err(|NotSpliced(reason)| reason)?;
+        debug_assert_eq!(
+            merged_body_features(self.module, first, &merge.differing),
+            Some(SizeFeatures::of(&merged)),
+            "the features counted are those of the body built"
+        );
+        merge.merged_body = Some(merged);
+        Ok(merge)
     }
 
     /// The best plan for the group `members`. With a `model`, planned by predicted
@@ -494,11 +524,13 @@ impl Planner<'_> {
             // building them.
             Sizer::Model(model) => {
                 let first = &self.module.get(members[0]).func;
-                // A group without an alignment is priced from features counted
-                // from its first member, unbuilt (phase 4 builds the merges
-                // made); an aligned pair's merged body is built, and kept.
+                // A group is priced from features counted from its first
+                // member, unbuilt (phase 4 builds the merges made; an aligned
+                // pair merged on the model's word is built once priced,
+                // `with_merged_body`), unless it has stretches only the splice
+                // can count: then its merged body is built, and kept.
                 let counted = self.clock.time(Phase::PredictMerges, || {
-                    merged_body_features(first, &merge.differing)
+                    merged_body_features(self.module, first, &merge.differing)
                 });
                 let (features, merged) = match counted {
                     Some(features) => (features, None),
