@@ -85,6 +85,8 @@
 //! Block parameters and the terminator are never part of a stretch, so the
 //! selector only ever chooses straight-line code.
 
+pub(crate) mod blocks;
+
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
 use crate::identical::tokens::UNDEFINED_VALUE;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -369,8 +371,11 @@ pub(crate) struct Alignment {
     /// When a stretch ends in the second function's terminator (`suffix` is
     /// `None`): each block of the second function with the first function's block
     /// at the same position of the walk, which its copied terminator branches to.
-    /// Empty otherwise.
+    /// Empty otherwise. With paired blocks (`blocks.rs`), each paired block.
     pub(crate) blocks: Vec<(Block, Block)>,
+    /// With paired blocks (`blocks.rs`): the second function's blocks without a
+    /// partner, in walk order, which the merged body copies. Empty otherwise.
+    pub(crate) unpaired: Vec<Block>,
 }
 
 impl Alignment {
@@ -870,6 +875,7 @@ impl<'a> Aligner<'a> {
             values,
             common,
             blocks,
+            unpaired: Vec::new(),
         })
     }
 

@@ -693,7 +693,62 @@ pub(crate) fn census(
         }
     }
     rows.sort_by_key(|(m, _)| *m);
-    rows.into_iter().map(|(_, row)| row).collect()
+    let mut rows: Vec<CensusRow> = rows.into_iter().map(|(_, row)| row).collect();
+    rows.extend(pairing_census(
+        module,
+        &considered,
+        &by_alignment,
+        &no_layout_partner,
+        &size,
+    ));
+    rows
+}
+
+/// The census rows of merging by block pairing (`align/blocks.rs`): for each
+/// function without a layout partner, largest first, its best partner by shape
+/// overlap among the same signature's functions the merge left alone, and what
+/// the paired blocks' common prefixes and suffixes could save (the smaller
+/// member's bytes times the share of its instructions they hold: a bound).
+fn pairing_census(
+    module: &FunctionSet,
+    considered: &[FuncIndex],
+    merged: &SecondaryMap<FuncIndex, bool>,
+    no_layout_partner: &SecondaryMap<FuncIndex, bool>,
+    size: &dyn Fn(FuncIndex) -> u64,
+) -> Vec<CensusRow> {
+    let left: Vec<FuncIndex> = considered.iter().copied().filter(|&f| !merged[f]).collect();
+    let of: Vec<FuncIndex> = left
+        .iter()
+        .copied()
+        .filter(|&f| no_layout_partner[f])
+        .collect();
+    let mut found = CensusRow {
+        reason: "block pairing: a partner of its signature within 2x (bound of common code)",
+        functions: 0,
+        at_stake: 0,
+        bytes: 0,
+    };
+    let mut none = CensusRow {
+        reason: "block pairing: no partner of its signature within 2x",
+        functions: 0,
+        at_stake: 0,
+        bytes: 0,
+    };
+    for row in align::blocks::census(module, &left, &of) {
+        match row.partner {
+            Some(p) => {
+                let smaller = size(row.func).min(size(p));
+                found.functions += 2;
+                found.bytes += size(row.func) + size(p);
+                found.at_stake += smaller * row.bound as u64 / row.smaller.max(1) as u64;
+            }
+            None => {
+                none.functions += 1;
+                none.bytes += size(row.func);
+            }
+        }
+    }
+    vec![found, none]
 }
 
 /// The merged body (named `name`) and the entry points (in member order) of a
