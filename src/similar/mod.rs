@@ -189,6 +189,13 @@ pub struct SimilarOptions {
     /// (`align.rs`, `splice.rs`). Tried on the functions the first alignment round
     /// left alone. Off by default.
     pub align_cfg: bool,
+    /// Whether merging by alignment also pairs functions of the same signature
+    /// whose block structures differ: their walks' blocks are paired by a
+    /// sequence alignment, paired blocks aligned as across CFGs, and blocks
+    /// without a partner kept, each reached only from its own function's code
+    /// (`align/blocks.rs`). Tried last, on the functions every other round left
+    /// alone.
+    pub align_blocks: bool,
 }
 
 impl Default for SimilarOptions {
@@ -201,6 +208,7 @@ impl Default for SimilarOptions {
             align_escapes: true,
             align_one_sided: true,
             align_cfg: false,
+            align_blocks: false,
         }
     }
 }
@@ -258,6 +266,13 @@ impl SimilarOptions {
     /// (`true`) or off ([`Self::align_cfg`]).
     pub fn with_align_cfg(mut self, cfg: bool) -> Self {
         self.align_cfg = cfg;
+        self
+    }
+
+    /// Returns the options with merging by block pairing on (`true`) or off
+    /// ([`Self::align_blocks`]).
+    pub fn with_align_blocks(mut self, blocks: bool) -> Self {
+        self.align_blocks = blocks;
         self
     }
 
@@ -458,6 +473,31 @@ pub(crate) fn merge_similar_clocked(
                 // The pairs of the round before were priced already.
                 pairs.retain(|(_, alignment)| alignment.has_one_sided_escapes());
             }
+            let plans = clock.time(Phase::PlanAligned, || {
+                parallel::map(&pairs, 1, |(first, alignment)| {
+                    planner.plan_aligned(*first, alignment, model.as_ref())
+                })
+            });
+            for plan in plans {
+                merges.extend(plan.merges);
+                outcome.rejected.extend(plan.rejected);
+            }
+        }
+        if options.align_blocks {
+            // Last, merging by block pairing (`align/blocks.rs`), on what every
+            // round before left, so that their pairs stay as they are.
+            for &m in merges.iter().flat_map(|m| &m.members) {
+                merged[m] = true;
+            }
+            rest.retain(|&f| !merged[f]);
+            let pairs = clock.time(Phase::AlignPairs, || {
+                align::blocks::find_paired_pairs(
+                    module,
+                    &rest,
+                    options.align_escapes,
+                    options.align_one_sided,
+                )
+            });
             let plans = clock.time(Phase::PlanAligned, || {
                 parallel::map(&pairs, 1, |(first, alignment)| {
                     planner.plan_aligned(*first, alignment, model.as_ref())

@@ -43,6 +43,8 @@
 //! (with their alias region), constants and immediates are declared again in the
 //! merged body by content. The alignment allows nothing else in a stretch.
 
+mod unpaired;
+
 use super::align::{Alignment, Stretch};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::dominator_tree::DominatorTree;
@@ -85,12 +87,16 @@ pub(crate) fn splice_stretches(
     // Each escaping value of the first function, with the join's parameter that
     // replaces it outside its arm and that arm.
     let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
+    // With paired blocks, the second's unpaired blocks exist before any copied
+    // terminator branches to them.
+    let unpaired = copier.make_unpaired(&alignment.unpaired);
     for stretch in &alignment.stretches {
         match stretch.suffix {
             Some(suffix) => copier.splice(selector, stretch, suffix, &mut escaped)?,
             None => copier.splice_ending(selector, stretch)?,
         }
     }
+    copier.copy_unpaired(&unpaired)?;
     let one_sided = std::mem::take(&mut copier.one_sided);
     let arms = std::mem::take(&mut copier.arms);
     if !escaped.is_empty() {
