@@ -210,6 +210,13 @@ impl Copier<'_> {
             ));
         }
         let srcloc = self.merged.srcloc(start);
+        // Where the stretch is now: a stretch spliced before it in the same
+        // block (merging by block pairing) moved it to that stretch's join.
+        let block = self
+            .merged
+            .layout
+            .inst_block(start)
+            .unwrap_or(stretch.block);
         let first_arm = self.merged.dfg.make_block();
         self.merged.layout.split_block(first_arm, start);
         let second_arm = self.merged.dfg.make_block();
@@ -219,7 +226,7 @@ impl Copier<'_> {
         }
         self.arms.insert(first_arm, true);
         self.arms.insert(second_arm, false);
-        let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
+        let mut pos = FuncCursor::new(self.merged).at_bottom(block);
         pos.set_srcloc(srcloc);
         pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
         Ok(())

@@ -73,6 +73,10 @@ pub const ATTEMPTS: usize = 3;
 /// A partner at most this many times the function's instructions.
 pub const SIZE_FACTOR: usize = 2;
 
+/// At most this many differing stretches per pair (a block whose terminators
+/// differ has one more; [`MAX_STRETCHES`] is for pairs of equal blocks).
+pub const MAX_PAIRED_STRETCHES: usize = 4 * MAX_STRETCHES;
+
 /// The block pairing's table is at most this many cells (blocks times blocks);
 /// larger pairs are not tried.
 const MAX_CELLS: usize = 1 << 20;
@@ -736,112 +740,116 @@ impl Aligner<'_> {
                 continue;
             }
             self.progress = common + prefix as u32;
-            if stretches.len() == MAX_STRETCHES {
-                return Err(Refusal::TooManyStretches);
-            }
-            if !term_equal || whole {
-                // The terminators differ: everything after the prefix is a
-                // stretch ending the block (`Stretch::suffix` is `None`).
-                let insts_a: Vec<Inst> = (prefix..na).map(at_a).collect();
-                let insts_b: Vec<Inst> = (prefix..nb).map(at_b).collect();
-                let (body_a, _) = insts_a.split_at(insts_a.len() - 1);
-                let (body_b, term) = insts_b.split_at(insts_b.len() - 1);
-                if !body_a.iter().all(|&i| stays_in_place(self.fa, i))
-                    || !body_b.iter().all(|&i| !probe(self.fb, i).numbered)
+            // Where the terminators differ, the block ends in a stretch of the
+            // two terminators alone (`Stretch::suffix` `None`); what differs
+            // before them is a stretch with a join like any other, so that its
+            // values may escape.
+            let ending = !term_equal || whole;
+            let (la, lb) = if ending { (na - 1, nb - 1) } else { (na, nb) };
+            if la > prefix || lb > prefix {
+                if stretches.len() >= MAX_PAIRED_STRETCHES {
+                    return Err(Refusal::TooManyStretches);
+                }
+                // A common suffix of equal shape (with matching terminators, the
+                // terminator last, matched by `branches_match` when it names
+                // blocks), shrunk past any instruction that fails.
+                let room = la.min(lb) - prefix;
+                let mut suffix = usize::from(!ending);
+                while suffix < room
+                    && self.same_shape(&inst_a(la - 1 - suffix), &inst_b(lb - 1 - suffix))
+                {
+                    suffix += 1;
+                }
+                loop {
+                    let mark = self.scratch.log.len();
+                    self.open = Some((
+                        inst_a(prefix).start..inst_a(la - suffix).start,
+                        inst_b(prefix).start..inst_b(lb - suffix).start,
+                    ));
+                    let plain = if ending { suffix } else { suffix - 1 };
+                    let failed = (0..plain).position(|j| {
+                        !self.matches(inst_a(la - suffix + j), inst_b(lb - suffix + j))
+                    });
+                    let failed = failed.or_else(|| {
+                        if ending {
+                            return None;
+                        }
+                        let last = if branches {
+                            terminators_equal(self)
+                        } else {
+                            self.matches(inst_a(na - 1), inst_b(nb - 1))
+                        };
+                        (!last).then_some(suffix - 1)
+                    });
+                    match failed {
+                        None => break,
+                        Some(j) if ending || j + 1 < suffix => {
+                            self.undo(mark);
+                            suffix -= j + 1;
+                        }
+                        Some(_) => {
+                            // The terminator itself fails (it uses a value of the
+                            // stretch in a way no escape allows).
+                            self.undo(mark);
+                            self.open = None;
+                            return Err(self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)));
+                        }
+                    }
+                }
+                self.open = None;
+                for j in 0..suffix {
+                    matched.push((at_a(la - suffix + j), at_b(lb - suffix + j)));
+                }
+                common += (prefix + suffix) as u32;
+                let (ea, eb) = (la - suffix, lb - suffix);
+                let tokens_a = inst_a(prefix).start..inst_a(ea).start;
+                let tokens_b = inst_b(prefix).start..inst_b(eb).start;
+                let insts_a: Vec<Inst> = (prefix..ea).map(at_a).collect();
+                let insts_b: Vec<Inst> = (prefix..eb).map(at_b).collect();
+                if !insts_a.iter().all(|&i| stays_in_place(self.fa, i))
+                    || !insts_b.iter().all(|&i| !probe(self.fb, i).numbered)
                 {
                     return Err(Refusal::StretchNamesEntity);
                 }
-                if !body_b.iter().all(|&i| can_copy(self.fb, i)) {
+                if !insts_b.iter().all(|&i| can_copy(self.fb, i)) {
                     return Err(Refusal::SecondNamesGlobal);
                 }
-                if !copyable_terminator(self.fb, term[0]) {
+                if !insts_a.is_empty() || !insts_b.is_empty() {
+                    stretches.push(Stretch {
+                        block: a.blocks[ka].block,
+                        first: insts_a,
+                        suffix: Some(at_a(ea)),
+                        second: insts_b,
+                        escapes: Vec::new(),
+                        first_only: Vec::new(),
+                        second_only: Vec::new(),
+                    });
+                    self.spans.push((tokens_a, tokens_b));
+                    self.ends.push(false);
+                }
+            } else {
+                common += prefix as u32;
+            }
+            if ending {
+                if stretches.len() >= MAX_PAIRED_STRETCHES {
+                    return Err(Refusal::TooManyStretches);
+                }
+                if !copyable_terminator(self.fb, term_b) {
                     return Err(Refusal::TerminatorNotCopied);
                 }
                 stretches.push(Stretch {
                     block: a.blocks[ka].block,
-                    first: insts_a,
+                    first: vec![term_a],
                     suffix: None,
-                    second: insts_b,
+                    second: vec![term_b],
                     escapes: Vec::new(),
                     first_only: Vec::new(),
                     second_only: Vec::new(),
                 });
                 self.spans
-                    .push((inst_a(prefix).start..pa.end, inst_b(prefix).start..pb.end));
+                    .push((inst_a(na - 1).start..pa.end, inst_b(nb - 1).start..pb.end));
                 self.ends.push(true);
-                common += prefix as u32;
-                continue;
             }
-            // The terminators match: a common suffix of equal shape (the
-            // terminator last, matched by `branches_match` when it names
-            // blocks), shrunk past any instruction that fails.
-            let room = na.min(nb) - prefix;
-            let mut suffix = 1;
-            while suffix < room
-                && self.same_shape(&inst_a(na - 1 - suffix), &inst_b(nb - 1 - suffix))
-            {
-                suffix += 1;
-            }
-            loop {
-                let mark = self.scratch.log.len();
-                self.open = Some((
-                    inst_a(prefix).start..inst_a(na - suffix).start,
-                    inst_b(prefix).start..inst_b(nb - suffix).start,
-                ));
-                let failed = (0..suffix - 1)
-                    .position(|j| !self.matches(inst_a(na - suffix + j), inst_b(nb - suffix + j)));
-                let failed = failed.or_else(|| {
-                    let last = if branches {
-                        terminators_equal(self)
-                    } else {
-                        self.matches(inst_a(na - 1), inst_b(nb - 1))
-                    };
-                    (!last).then_some(suffix - 1)
-                });
-                match failed {
-                    None => break,
-                    Some(j) if j + 1 < suffix => {
-                        self.undo(mark);
-                        suffix -= j + 1;
-                    }
-                    Some(_) => {
-                        // The terminator itself fails (it uses a value of the
-                        // stretch in a way no escape allows).
-                        self.undo(mark);
-                        self.open = None;
-                        return Err(self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)));
-                    }
-                }
-            }
-            self.open = None;
-            for j in 0..suffix {
-                matched.push((at_a(na - suffix + j), at_b(nb - suffix + j)));
-            }
-            common += (prefix + suffix) as u32;
-            let (ea, eb) = (na - suffix, nb - suffix);
-            let tokens_a = inst_a(prefix).start..inst_a(ea).start;
-            let tokens_b = inst_b(prefix).start..inst_b(eb).start;
-            let insts_a: Vec<Inst> = (prefix..ea).map(at_a).collect();
-            let insts_b: Vec<Inst> = (prefix..eb).map(at_b).collect();
-            if !insts_a.iter().all(|&i| stays_in_place(self.fa, i))
-                || !insts_b.iter().all(|&i| !probe(self.fb, i).numbered)
-            {
-                return Err(Refusal::StretchNamesEntity);
-            }
-            if !insts_b.iter().all(|&i| can_copy(self.fb, i)) {
-                return Err(Refusal::SecondNamesGlobal);
-            }
-            stretches.push(Stretch {
-                block: a.blocks[ka].block,
-                first: insts_a,
-                suffix: Some(at_a(ea)),
-                second: insts_b,
-                escapes: Vec::new(),
-                first_only: Vec::new(),
-                second_only: Vec::new(),
-            });
-            self.spans.push((tokens_a, tokens_b));
-            self.ends.push(false);
         }
         if !slots_correspond(self.fa, self.fb, &matched) {
             return Err(Refusal::StretchNamesEntity);
