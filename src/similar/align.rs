@@ -376,6 +376,9 @@ pub(crate) struct Alignment {
     /// With paired blocks (`blocks.rs`): the second function's blocks without a
     /// partner, in walk order, which the merged body copies. Empty otherwise.
     pub(crate) unpaired: Vec<Block>,
+    /// With paired blocks: the first function's blocks without a partner (kept
+    /// in the merged body as they are). Empty otherwise.
+    pub(crate) first_unpaired: Vec<Block>,
 }
 
 impl Alignment {
@@ -876,6 +879,7 @@ impl<'a> Aligner<'a> {
             common,
             blocks,
             unpaired: Vec::new(),
+            first_unpaired: Vec::new(),
         })
     }
 

@@ -97,6 +97,7 @@ pub(crate) fn splice_stretches(
         }
     }
     copier.copy_unpaired(&unpaired)?;
+    copier.own_unpaired(&unpaired, &alignment.first_unpaired);
     let one_sided = std::mem::take(&mut copier.one_sided);
     let arms = std::mem::take(&mut copier.arms);
     if !escaped.is_empty() {

@@ -50,8 +50,8 @@
 
 use super::{
     AlignScratch, Aligner, Alignment, BlockParts, Escape, MAX_STRETCHES, Refusal, Rules,
-    SpannedEncoding, Stretch, UNALIGNED, can_copy, copyable_terminator, encode_spanned, probe,
-    shape_hashes, stays_in_place, written_in,
+    SpannedEncoding, Stretch, UNALIGNED, can_copy, copyable_terminator, encode_spanned,
+    has_placeholder, probe, shape_hashes, stays_in_place, written_in,
 };
 use crate::identical::encode::walk_in_parallel;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -533,7 +533,8 @@ impl Aligner<'_> {
         // values of other stretches of its own function.
         let mut values = Vec::new();
         let other = Refusal::ValueEscapes(Escape::Other);
-        let spans = std::mem::take(&mut self.spans);
+        // Kept: the unpaired blocks' one-sided escapes are found in them next.
+        let spans = self.spans.clone();
         let mut first_only: Vec<(usize, Value)> = Vec::new();
         let mut second_only: Vec<(usize, Value)> = Vec::new();
         for (i, ((ra, rb), stretch)) in spans.iter().zip(&mut stretches).enumerate() {
@@ -590,6 +591,7 @@ impl Aligner<'_> {
             common,
             blocks: Vec::new(),
             unpaired: Vec::new(),
+            first_unpaired: Vec::new(),
         })
     }
     /// Whether terminators `ta` (of `a`) and `tb` (of `b`), each a `jump` or
@@ -894,8 +896,66 @@ impl Aligner<'_> {
                 }
             }
         }
+        // Values a stretch with a join defines that an unpaired block of the same
+        // function uses: one-sided escapes through the join (`splice.rs` accepts
+        // their uses in that function's unpaired blocks, which run under the
+        // same selector value as its arms).
+        let first_unpaired: Vec<usize> = (0..a.blocks.len())
+            .filter(|&k| b_of_a[k].is_none())
+            .collect();
+        for (first, blocks) in [(true, &first_unpaired), (false, &unpaired)] {
+            let encoding = if first { a } else { b };
+            for &k in blocks {
+                let parts = encoding.block(k);
+                for p in parts.header.start..parts.end {
+                    if !encoding.is_operand[p as usize] {
+                        continue;
+                    }
+                    let d = encoding.operand_target(p).ok_or(other)?;
+                    let aligned = if first {
+                        self.scratch.a_to_b[d as usize]
+                    } else {
+                        self.scratch.b_to_a[d as usize]
+                    };
+                    if aligned != UNALIGNED {
+                        continue;
+                    }
+                    let Some(j) = self
+                        .spans
+                        .iter()
+                        .position(|(ra, rb)| written_in(if first { ra } else { rb }, d))
+                    else {
+                        // Defined in an unpaired block of its own: kept or copied.
+                        continue;
+                    };
+                    if self.ends[j] {
+                        // In an arm that branches on: the verifier decides.
+                        continue;
+                    }
+                    let value = encoding.defined_at(d).ok_or(other)?;
+                    let func = if first { self.fa } else { self.fb };
+                    if !self.escapes
+                        || !self.one_sided
+                        || !has_placeholder(func.dfg.value_type(value))
+                    {
+                        return Err(Refusal::ValueEscapes(Escape::IntoLaterStretch));
+                    }
+                    let stretch = &mut alignment.stretches[j];
+                    let list = if first {
+                        &mut stretch.first_only
+                    } else {
+                        &mut stretch.second_only
+                    };
+                    if !list.contains(&value) {
+                        list.push(value);
+                    }
+                }
+            }
+        }
+        self.spans.clear();
         alignment.values.sort_unstable();
         alignment.values.dedup();
+        alignment.first_unpaired = first_unpaired.iter().map(|&k| a.blocks[k].block).collect();
         alignment.blocks = pairing
             .iter()
             .map(|&(i, j)| (b.blocks[j].block, a.blocks[i].block))

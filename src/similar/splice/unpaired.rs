@@ -44,4 +44,17 @@ impl Copier<'_> {
         }
         Ok(())
     }
+
+    /// Counts each unpaired block as an arm of its function for the check of
+    /// one-sided escapes: the second's copies (`made`) and the first's own
+    /// (`first`), each entered only from its function's arms and unpaired
+    /// blocks, so run only under that function's selector value.
+    pub(super) fn own_unpaired(&mut self, made: &[(Block, Block)], first: &[Block]) {
+        for &(_, copy) in made {
+            self.arms.insert(copy, false);
+        }
+        for &block in first {
+            self.arms.insert(block, true);
+        }
+    }
 }
