@@ -77,9 +77,13 @@ pub const SIZE_FACTOR: usize = 2;
 /// differ has one more; [`MAX_STRETCHES`] is for pairs of equal blocks).
 pub const MAX_PAIRED_STRETCHES: usize = 4 * MAX_STRETCHES;
 
+/// A candidate shares at least this percentage of the smaller function's
+/// instruction shapes (the group is sorted by size, so the function itself).
+pub const MIN_OVERLAP_PERCENT: usize = 50;
+
 /// The block pairing's table is at most this many cells (blocks times blocks);
 /// larger pairs are not tried.
-const MAX_CELLS: usize = 1 << 20;
+const MAX_CELLS: usize = 1 << 18;
 
 /// What phase 2 and 3 read of a function.
 pub(crate) struct Profile<'e> {
@@ -252,11 +256,49 @@ fn candidates(group: &[Profile<'_>], i: usize, taken: &[bool], limit: usize) -> 
         .take(WINDOW)
         .take_while(|&j| group[j].size() <= SIZE_FACTOR * p.size().max(1))
         .map(|j| (overlap(&p.sorted, &group[j].sorted), j))
-        .filter(|&(o, _)| o > 0)
+        // A pair shares at most its overlap; below half of the smaller
+        // function's instructions the selector's branches and the entry points
+        // eat what it could save.
+        .filter(|&(o, _)| o > 0 && MIN_OVERLAP_PERCENT * p.size() <= 100 * o)
         .collect();
     ranked.sort_unstable_by_key(|&(o, j)| (std::cmp::Reverse(o), j));
     ranked.truncate(limit);
     ranked.into_iter().map(|(_, j)| j).collect()
+}
+
+/// The functions of `functions` that another of the same signature could pair
+/// with (within [`SIZE_FACTOR`] of its instruction count), read from the
+/// layout: the only ones phase 1 walks.
+fn with_partner(module: &FunctionSet, functions: &[FuncIndex]) -> Vec<FuncIndex> {
+    let mut keyed: Vec<(u64, usize, FuncIndex)> = functions
+        .iter()
+        .map(|&f| {
+            let func = &module.get(f).func;
+            let mut h = FxHasher::default();
+            func.signature.hash(&mut h);
+            (h.finish(), func.dfg.num_insts(), f)
+        })
+        .collect();
+    keyed.sort_unstable();
+    let mut keep = vec![false; keyed.len()];
+    for i in 0..keyed.len() {
+        let (key, size, _) = keyed[i];
+        if let Some((next, bigger, _)) = keyed.get(i + 1)
+            && *next == key
+            && *bigger <= SIZE_FACTOR * size.max(1)
+        {
+            keep[i] = true;
+            keep[i + 1] = true;
+        }
+    }
+    let mut walked: Vec<FuncIndex> = keyed
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(e, _)| e.2)
+        .collect();
+    walked.sort_unstable();
+    walked
 }
 
 /// Aligns two profiled functions with paired blocks, the one first in input
@@ -287,10 +329,11 @@ pub(crate) fn find_paired_pairs(
     escapes: bool,
     one_sided: bool,
 ) -> Vec<(FuncIndex, Alignment)> {
-    let encoded = walk_in_parallel(module, functions, |func, scratch| {
+    let walked = with_partner(module, functions);
+    let encoded = walk_in_parallel(module, &walked, |func, scratch| {
         encode_spanned(func, module, scratch)
     });
-    let groups = profiles(functions, &encoded);
+    let groups = profiles(&walked, &encoded);
     let rules = Rules {
         escapes,
         one_sided,
