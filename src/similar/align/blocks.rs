@@ -266,6 +266,25 @@ fn candidates(group: &[Profile<'_>], i: usize, taken: &[bool], limit: usize) -> 
     ranked.into_iter().map(|(_, j)| j).collect()
 }
 
+/// Instructions each stretch adds to a merged body (the selector's branch and
+/// the arms' jumps).
+const STRETCH_COST: u32 = 3;
+
+/// Instructions a merge of two adds besides its stretches (the selector
+/// parameter, the entry points' calls).
+const PAIR_COST: u32 = 16;
+
+/// Whether `alignment` has enough in common to pay for its stretches, in
+/// instructions: the planner builds, verifies and prices only those (what a
+/// pair saves is about the second's common code).
+fn promising(alignment: &Alignment) -> bool {
+    let stretches = u32::try_from(alignment.stretches.len()).unwrap_or(u32::MAX);
+    alignment.common
+        >= STRETCH_COST
+            .saturating_mul(stretches)
+            .saturating_add(PAIR_COST)
+}
+
 /// The functions of `functions` that another of the same signature could pair
 /// with (within [`SIZE_FACTOR`] of its instruction count), read from the
 /// layout: the only ones phase 1 walks.
@@ -361,7 +380,9 @@ pub(crate) fn find_paired_pairs(
                     best = Some((j, alignment));
                 }
             }
-            if let Some((j, alignment)) = best {
+            if let Some((j, alignment)) = best
+                && promising(&alignment)
+            {
                 taken[i] = true;
                 taken[j] = true;
                 pairs.push((group[i].func.min(group[j].func), alignment));
