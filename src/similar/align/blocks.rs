@@ -83,7 +83,7 @@ pub const MIN_OVERLAP_PERCENT: usize = 50;
 
 /// The block pairing's table is at most this many cells (blocks times blocks);
 /// larger pairs are not tried.
-const MAX_CELLS: usize = 1 << 18;
+const MAX_CELLS: usize = 1 << 16;
 
 /// What phase 2 and 3 read of a function.
 pub(crate) struct Profile<'e> {
@@ -182,10 +182,15 @@ pub(crate) fn pair_blocks(
     }
     let score = |i: usize, j: usize| {
         let ((ka, ra), (kb, rb)) = (&a.blocks[i], &b.blocks[j]);
-        if ka != kb {
+        if ka != kb || ra.is_empty() || rb.is_empty() {
             return None;
         }
-        let bound = block_bound(&a.shapes[ra.clone()], &b.shapes[rb.clone()]);
+        // Most cells differ in the first and the last instruction (the bound is 0).
+        let (sa, sb) = (&a.shapes, &b.shapes);
+        if sa[ra.start] != sb[rb.start] && sa[ra.end - 1] != sb[rb.end - 1] {
+            return None;
+        }
+        let bound = block_bound(&sa[ra.clone()], &sb[rb.clone()]);
         (bound > 0).then_some(bound)
     };
     let entry = score(0, 0).unwrap_or(0);
