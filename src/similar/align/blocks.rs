@@ -8,14 +8,16 @@
 //!
 //! # Phases
 //!
-//! 1. **Profiles.** Each function left by the earlier rounds is walked into a
-//!    [`SpannedEncoding`] (`align.rs`, phase 1) and profiled: its signature key,
-//!    its instructions' shapes (sorted, a multiset) and, per block in walk order,
-//!    its parameter types and instruction shapes.
+//! 1. **Profiles.** Each function left by the earlier rounds that has another of
+//!    its signature within [`SIZE_FACTOR`] of its size (read from the layout) is
+//!    walked into a [`SpannedEncoding`] (`align.rs`, phase 1) and profiled: its
+//!    signature key, its instructions' shapes (sorted, a multiset) and, per block
+//!    in walk order, its parameter types and instruction shapes.
 //! 2. **Candidates.** Functions with the same signature are sorted by size; each
 //!    is compared with the next [`WINDOW`] of at most [`SIZE_FACTOR`] times its
-//!    size by the overlap of their shape multisets, and the [`ATTEMPTS`] best are
-//!    tried: near-linear however large the program.
+//!    size by the overlap of their shape multisets (at least
+//!    [`MIN_OVERLAP_PERCENT`] of its own), and the [`ATTEMPTS`] best are tried:
+//!    near-linear however large the program.
 //! 3. **Block pairing** ([`pair_blocks`]). The block sequences are aligned
 //!    (Needleman-Wunsch, each pair scored by the instructions the two blocks'
 //!    common prefix and suffix of equal shapes could match); paired blocks have
@@ -26,7 +28,9 @@
 //!    that names blocks (`jump`, `brif`) matches only when its targets pair,
 //!    compared by block, not by the walk's block numbers (which differ once a
 //!    block has no partner); any other terminator naming blocks never matches.
-//!    The pairs are then taken greedily, as `align.rs` does.
+//!    The pairs are then taken greedily, as `align.rs` does, each function with
+//!    the partner that aligns with the most common instructions, when those pay
+//!    for the stretches (`promising`); the planner prices them (`mod.rs`).
 //!
 //! # Why a merged pair computes what its members computed
 //!
@@ -277,7 +281,7 @@ const STRETCH_COST: u32 = 3;
 
 /// Instructions a merge of two adds besides its stretches (the selector
 /// parameter, the entry points' calls).
-const PAIR_COST: u32 = 16;
+const PAIR_COST: u32 = 8;
 
 /// Whether `alignment` has enough in common to pay for its stretches, in
 /// instructions: the planner builds, verifies and prices only those (what a
@@ -587,6 +591,16 @@ fn slots_correspond(fa: &Function, fb: &Function, matched: &[(Inst, Inst)]) -> b
     true
 }
 
+/// The block pairing as [`Aligner::branches_match`] reads it.
+struct Walks {
+    /// For each of the first function's walk indices, the second's paired one.
+    b_of_a: Vec<Option<usize>>,
+    /// Each block of the first function walked, with its walk index.
+    walk_a: FxHashMap<Block, usize>,
+    /// The same for the second function.
+    walk_b: FxHashMap<Block, usize>,
+}
+
 impl Aligner<'_> {
     /// The end of phase 4, as `align.rs` does it after its block loop: each
     /// stretch's escapes and one-sided escapes, and the aligned values its
@@ -671,14 +685,15 @@ impl Aligner<'_> {
     /// differ once a block has no partner.
     fn branches_match(
         &self,
-        ta: Inst,
-        tb: Inst,
-        ra: Range<u32>,
-        rb: Range<u32>,
-        b_of_a: &[Option<usize>],
-        walk_a: &FxHashMap<Block, usize>,
-        walk_b: &FxHashMap<Block, usize>,
+        (ta, ra): (Inst, Range<u32>),
+        (tb, rb): (Inst, Range<u32>),
+        walks: &Walks,
     ) -> bool {
+        let Walks {
+            b_of_a,
+            walk_a,
+            walk_b,
+        } = walks;
         use ir::Opcode;
         let (da, db) = (&self.fa.dfg, &self.fb.dfg);
         let op = da.insts[ta].opcode();
@@ -753,6 +768,11 @@ impl Aligner<'_> {
             .enumerate()
             .map(|(k, s)| (s.block, k))
             .collect();
+        let walks = Walks {
+            b_of_a: b_of_a.clone(),
+            walk_a,
+            walk_b,
+        };
         let mut stretches = Vec::new();
         let mut matched: Vec<(Inst, Inst)> = Vec::new();
         self.spans.clear();
@@ -789,15 +809,7 @@ impl Aligner<'_> {
             }
             let terminators_equal = |this: &mut Self| {
                 if branches {
-                    this.branches_match(
-                        term_a,
-                        term_b,
-                        inst_a(na - 1),
-                        inst_b(nb - 1),
-                        &b_of_a,
-                        &walk_a,
-                        &walk_b,
-                    )
+                    this.branches_match((term_a, inst_a(na - 1)), (term_b, inst_b(nb - 1)), &walks)
                 } else {
                     this.terminators_match(&inst_a, &inst_b, na, nb)
                 }
