@@ -1706,7 +1706,7 @@ pub fn generate_similar_module(seed: u64) -> Program {
                 Body::Long {
                     // Some members have an extra block (merged by block pairing),
                     // decided without a draw so the other draws stay as they were.
-                    shape: if (shape + member as u64) % 3 == 0 {
+                    shape: if (shape + member as u64).is_multiple_of(3) {
                         shape | EXTRA_BLOCK
                     } else {
                         shape
