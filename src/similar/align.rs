@@ -662,7 +662,12 @@ impl<'a> Aligner<'a> {
     /// The alignment of the two functions, or `None`; leaves the scratch as it
     /// found it.
     fn align(mut self, second: FuncIndex) -> Result<Alignment, (Refusal, u32)> {
-        let alignment = self.attempt(second);
+        let alignment = self.attempt(second).and_then(|alignment| {
+            // Equal slot tokens need not name corresponding slots (`blocks.rs`).
+            blocks::same_cfg_slots_correspond(self.a, self.fa, self.b, self.fb, &alignment)
+                .then_some(alignment)
+                .ok_or(Refusal::StretchNamesEntity)
+        });
         self.undo(0);
         alignment.map_err(|refusal| (refusal, self.progress))
     }

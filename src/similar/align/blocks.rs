@@ -591,6 +591,47 @@ fn slots_correspond(fa: &Function, fb: &Function, matched: &[(Inst, Inst)]) -> b
     true
 }
 
+/// [`slots_correspond`] for an alignment of functions with the same blocks
+/// (`align.rs`): the instructions outside the stretches of each block, paired in
+/// order. A stack slot's token after its first use is the stream position of
+/// that first use, and differing stretches shift positions, so a first use of
+/// one slot in the first function and of another in the second can fall at the
+/// same position, and later uses of the two then have equal tokens although
+/// they name slots that do not correspond (a miscompile this refuses).
+pub(crate) fn same_cfg_slots_correspond(
+    a: &SpannedEncoding,
+    fa: &Function,
+    b: &SpannedEncoding,
+    fb: &Function,
+    alignment: &Alignment,
+) -> bool {
+    let mut in_stretch_a: FxHashMap<Inst, ()> = FxHashMap::default();
+    let mut in_stretch_b: FxHashMap<Inst, ()> = FxHashMap::default();
+    for stretch in &alignment.stretches {
+        in_stretch_a.extend(stretch.first.iter().map(|&i| (i, ())));
+        in_stretch_b.extend(stretch.second.iter().map(|&i| (i, ())));
+    }
+    if a.blocks.len() != b.blocks.len() {
+        return false;
+    }
+    let mut matched = Vec::new();
+    for k in 0..a.blocks.len() {
+        let outside = |e: &SpannedEncoding, skip: &FxHashMap<Inst, ()>| -> Vec<Inst> {
+            e.insts[e.block(k).insts]
+                .iter()
+                .map(|&(_, i)| i)
+                .filter(|i| !skip.contains_key(i))
+                .collect()
+        };
+        let (xa, xb) = (outside(a, &in_stretch_a), outside(b, &in_stretch_b));
+        if xa.len() != xb.len() {
+            return false;
+        }
+        matched.extend(xa.into_iter().zip(xb));
+    }
+    slots_correspond(fa, fb, &matched)
+}
+
 /// The block pairing as [`Aligner::branches_match`] reads it.
 struct Walks {
     /// For each of the first function's walk indices, the second's paired one.
