@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 49, 194],
+        [69, 76, 57, 202],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -258,7 +258,8 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
             .with_max_holes(option("--max-holes").map_or(defaults.max_holes, |n| n as usize))
             .with_min_saved(option("--min-saved").unwrap_or(defaults.min_saved))
             .with_align(!args.iter().any(|a| a == "--no-align"))
-            .with_align_cfg(args.iter().any(|a| a == "--align-cfg"));
+            .with_align_cfg(args.iter().any(|a| a == "--align-cfg"))
+            .with_align_blocks(args.iter().any(|a| a == "--align-blocks"));
         let similar = SimilarPass::after(
             &module,
             &outcome,
@@ -300,6 +301,13 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         "similar merges in filetests/similar validated",
         &table,
         "
+        aligned_blocks_dominance_lost.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_blocks_extra_in_first.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_blocks_extra_in_second.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_blocks_one_sided_to_unpaired.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_blocks_side_effect_order.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_blocks_trap_code_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_blocks_unpaired_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_cfg_dominance_lost.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_cfg_return_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_cfg_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
@@ -313,6 +321,7 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         aligned_global_value.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_one_sided_to_later_stretch.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_one_sided_to_shared_path.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_slot_serials_collide.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_stretch_inserted.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_stretch_replaced.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated

@@ -338,12 +338,15 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
 fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
     let result = catch(|| {
         let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
-        // Across CFGs too (off by default): it runs after the default alignment
-        // round and keeps its pairs, so this checks both kinds natively.
+        // Across CFGs and by block pairing too (both off by default): each runs
+        // after the default alignment rounds and keeps their pairs, so this
+        // checks every kind natively.
         let similar = SimilarPass::after(
             set,
             &outcome,
-            &SimilarOptions::default().with_align_cfg(true),
+            &SimilarOptions::default()
+                .with_align_cfg(true)
+                .with_align_blocks(true),
             clif_merge::testing::host_isa().as_deref(),
         );
         let mut object: Object = similar

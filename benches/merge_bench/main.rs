@@ -88,6 +88,9 @@ struct Options {
     /// `similar-census --no-one-sided` (and `similar-phases`): the merge refuses one-sided escapes
     /// (`SimilarOptions::align_one_sided` off).
     no_one_sided: bool,
+    /// `similar-phases --align-blocks` (and `similar-census`): the merge also merges by block
+    /// pairing (`SimilarOptions::align_blocks`).
+    align_blocks: bool,
     label: Option<String>,
 }
 
@@ -107,6 +110,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         markdown: false,
         align_cfg: false,
         no_one_sided: false,
+        align_blocks: false,
         label: None,
     };
     let mut it = args.iter();
@@ -124,6 +128,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--copying" => o.rewrite = Rewrite::Copying,
             "--align-cfg" => o.align_cfg = true,
             "--no-one-sided" => o.no_one_sided = true,
+            "--align-blocks" => o.align_blocks = true,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
             "--functions" => o.functions = value("--functions")?.parse()?,
@@ -168,9 +173,12 @@ fn run() -> anyhow::Result<()> {
         "similar-census" => {
             similar_cost::census_command(&options.inputs, options.align_cfg, !options.no_one_sided)
         }
-        "similar-phases" => {
-            similar_cost::phases_command(&options.inputs, options.repeat, !options.no_one_sided)
-        }
+        "similar-phases" => similar_cost::phases_command(
+            &options.inputs,
+            options.repeat,
+            !options.no_one_sided,
+            options.align_blocks,
+        ),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;
             let label = options

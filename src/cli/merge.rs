@@ -147,6 +147,13 @@ pub struct Args {
     #[arg(long)]
     pub align_cfg: bool,
 
+    /// With `--similar`: also merge by alignment pairs of the same signature whose
+    /// block structures differ: blocks are paired by a sequence alignment of the
+    /// two walks, and blocks without a partner are kept, each reached only from
+    /// its own member's code. Off by default.
+    #[arg(long)]
+    pub align_blocks: bool,
+
     /// With `--similar`: a group is merged whole only when it needs at most this
     /// many parameters (constants and callees that differ; those holding the same
     /// value in every member share one); a group needing more is split into
@@ -230,7 +237,8 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_pricing(args.size_pricing.into())
             .with_align(!args.no_align)
             .with_align_one_sided(!args.no_align_one_sided)
-            .with_align_cfg(args.align_cfg);
+            .with_align_cfg(args.align_cfg)
+            .with_align_blocks(args.align_blocks);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())

@@ -85,6 +85,8 @@
 //! Block parameters and the terminator are never part of a stretch, so the
 //! selector only ever chooses straight-line code.
 
+pub(crate) mod blocks;
+
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
 use crate::identical::tokens::UNDEFINED_VALUE;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -374,8 +376,14 @@ pub(crate) struct Alignment {
     /// When a stretch ends in the second function's terminator (`suffix` is
     /// `None`): each block of the second function with the first function's block
     /// at the same position of the walk, which its copied terminator branches to.
-    /// Empty otherwise.
+    /// Empty otherwise. With paired blocks (`blocks.rs`), each paired block.
     pub(crate) blocks: Vec<(Block, Block)>,
+    /// With paired blocks (`blocks.rs`): the second function's blocks without a
+    /// partner, in walk order, which the merged body copies. Empty otherwise.
+    pub(crate) unpaired: Vec<Block>,
+    /// With paired blocks: the first function's blocks without a partner (kept
+    /// in the merged body as they are). Empty otherwise.
+    pub(crate) first_unpaired: Vec<Block>,
 }
 
 impl Alignment {
@@ -659,7 +667,12 @@ impl<'a> Aligner<'a> {
     /// The alignment of the two functions, or `None`; leaves the scratch as it
     /// found it.
     fn align(mut self, second: FuncIndex) -> Result<Alignment, (Refusal, u32)> {
-        let alignment = self.attempt(second);
+        let alignment = self.attempt(second).and_then(|alignment| {
+            // Equal slot tokens need not name corresponding slots (`blocks.rs`).
+            blocks::same_cfg_slots_correspond(self.a, self.fa, self.b, self.fb, &alignment)
+                .then_some(alignment)
+                .ok_or(Refusal::StretchNamesEntity)
+        });
         self.undo(0);
         alignment.map_err(|refusal| (refusal, self.progress))
     }
@@ -875,6 +888,8 @@ impl<'a> Aligner<'a> {
             values,
             common,
             blocks,
+            unpaired: Vec::new(),
+            first_unpaired: Vec::new(),
         })
     }
 

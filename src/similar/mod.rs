@@ -189,6 +189,13 @@ pub struct SimilarOptions {
     /// (`align.rs`, `splice.rs`). Tried on the functions the first alignment round
     /// left alone. Off by default.
     pub align_cfg: bool,
+    /// Whether merging by alignment also pairs functions of the same signature
+    /// whose block structures differ: their walks' blocks are paired by a
+    /// sequence alignment, paired blocks aligned as across CFGs, and blocks
+    /// without a partner kept, each reached only from its own function's code
+    /// (`align/blocks.rs`). Tried last, on the functions every other round left
+    /// alone.
+    pub align_blocks: bool,
 }
 
 impl Default for SimilarOptions {
@@ -201,6 +208,7 @@ impl Default for SimilarOptions {
             align_escapes: true,
             align_one_sided: true,
             align_cfg: false,
+            align_blocks: false,
         }
     }
 }
@@ -258,6 +266,13 @@ impl SimilarOptions {
     /// (`true`) or off ([`Self::align_cfg`]).
     pub fn with_align_cfg(mut self, cfg: bool) -> Self {
         self.align_cfg = cfg;
+        self
+    }
+
+    /// Returns the options with merging by block pairing on (`true`) or off
+    /// ([`Self::align_blocks`]).
+    pub fn with_align_blocks(mut self, blocks: bool) -> Self {
+        self.align_blocks = blocks;
         self
     }
 
@@ -469,6 +484,31 @@ pub(crate) fn merge_similar_clocked(
                 _ => {
                     align::find_aligned_pairs(module, &rest, options.align_escapes, one_sided, cfg)
                 }
+            });
+            let plans = clock.time(Phase::PlanAligned, || {
+                parallel::map(&pairs, 1, |(first, alignment)| {
+                    planner.plan_aligned(*first, alignment, model.as_ref())
+                })
+            });
+            for plan in plans {
+                merges.extend(plan.merges);
+                outcome.rejected.extend(plan.rejected);
+            }
+        }
+        if options.align_blocks {
+            // Last, merging by block pairing (`align/blocks.rs`), on what every
+            // round before left, so that their pairs stay as they are.
+            for &m in merges.iter().flat_map(|m| &m.members) {
+                merged[m] = true;
+            }
+            rest.retain(|&f| !merged[f]);
+            let pairs = clock.time(Phase::AlignPairs, || {
+                align::blocks::find_paired_pairs(
+                    module,
+                    &rest,
+                    options.align_escapes,
+                    options.align_one_sided,
+                )
             });
             let plans = clock.time(Phase::PlanAligned, || {
                 parallel::map(&pairs, 1, |(first, alignment)| {
@@ -705,7 +745,62 @@ pub(crate) fn census(
         }
     }
     rows.sort_by_key(|(m, _)| *m);
-    rows.into_iter().map(|(_, row)| row).collect()
+    let mut rows: Vec<CensusRow> = rows.into_iter().map(|(_, row)| row).collect();
+    rows.extend(pairing_census(
+        module,
+        &considered,
+        &by_alignment,
+        &no_layout_partner,
+        &size,
+    ));
+    rows
+}
+
+/// The census rows of merging by block pairing (`align/blocks.rs`): for each
+/// function without a layout partner, largest first, its best partner by shape
+/// overlap among the same signature's functions the merge left alone, and what
+/// the paired blocks' common prefixes and suffixes could save (the smaller
+/// member's bytes times the share of its instructions they hold: a bound).
+fn pairing_census(
+    module: &FunctionSet,
+    considered: &[FuncIndex],
+    merged: &SecondaryMap<FuncIndex, bool>,
+    no_layout_partner: &SecondaryMap<FuncIndex, bool>,
+    size: &dyn Fn(FuncIndex) -> u64,
+) -> Vec<CensusRow> {
+    let left: Vec<FuncIndex> = considered.iter().copied().filter(|&f| !merged[f]).collect();
+    let of: Vec<FuncIndex> = left
+        .iter()
+        .copied()
+        .filter(|&f| no_layout_partner[f])
+        .collect();
+    let mut found = CensusRow {
+        reason: "block pairing: a partner of its signature within 2x (bound of common code)",
+        functions: 0,
+        at_stake: 0,
+        bytes: 0,
+    };
+    let mut none = CensusRow {
+        reason: "block pairing: no partner of its signature within 2x",
+        functions: 0,
+        at_stake: 0,
+        bytes: 0,
+    };
+    for row in align::blocks::census(module, &left, &of) {
+        match row.partner {
+            Some(p) => {
+                let smaller = size(row.func).min(size(p));
+                found.functions += 2;
+                found.bytes += size(row.func) + size(p);
+                found.at_stake += smaller * row.bound as u64 / row.smaller.max(1) as u64;
+            }
+            None => {
+                none.functions += 1;
+                none.bytes += size(row.func);
+            }
+        }
+    }
+    vec![found, none]
 }
 
 /// The merged body (named `name`) and the entry points (in member order) of a

@@ -43,6 +43,8 @@
 //! (with their alias region), constants and immediates are declared again in the
 //! merged body by content. The alignment allows nothing else in a stretch.
 
+mod unpaired;
+
 use super::align::{Alignment, Stretch};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::dominator_tree::DominatorTree;
@@ -85,12 +87,17 @@ pub(crate) fn splice_stretches(
     // Each escaping value of the first function, with the join's parameter that
     // replaces it outside its arm and that arm.
     let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
+    // With paired blocks, the second's unpaired blocks exist before any copied
+    // terminator branches to them.
+    let unpaired = copier.make_unpaired(&alignment.unpaired);
     for stretch in &alignment.stretches {
         match stretch.suffix {
             Some(suffix) => copier.splice(selector, stretch, suffix, &mut escaped)?,
             None => copier.splice_ending(selector, stretch)?,
         }
     }
+    copier.copy_unpaired(&unpaired)?;
+    copier.own_unpaired(&unpaired, &alignment.first_unpaired);
     let one_sided = std::mem::take(&mut copier.one_sided);
     let arms = std::mem::take(&mut copier.arms);
     if !escaped.is_empty() {
@@ -204,6 +211,13 @@ impl Copier<'_> {
             ));
         }
         let srcloc = self.merged.srcloc(start);
+        // Where the stretch is now: a stretch spliced before it in the same
+        // block (merging by block pairing) moved it to that stretch's join.
+        let block = self
+            .merged
+            .layout
+            .inst_block(start)
+            .unwrap_or(stretch.block);
         let first_arm = self.merged.dfg.make_block();
         self.merged.layout.split_block(first_arm, start);
         let second_arm = self.merged.dfg.make_block();
@@ -213,7 +227,7 @@ impl Copier<'_> {
         }
         self.arms.insert(first_arm, true);
         self.arms.insert(second_arm, false);
-        let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
+        let mut pos = FuncCursor::new(self.merged).at_bottom(block);
         pos.set_srcloc(srcloc);
         pos.ins().brif(selector, second_arm, &[], first_arm, &[]);
         Ok(())

@@ -90,7 +90,9 @@ pub enum Body {
     Rec { mul: i64, add: i64 },
     /// A chain of some 16 arithmetic instructions (its `shape`) using the constants
     /// `k`; calls `callee` in the middle, or with `tail_end` tail-calls it with the
-    /// result (`return_call`, both `tail`).
+    /// result (`return_call`, both `tail`). With [`EXTRA_BLOCK`] set in `shape`, an
+    /// `if` (a block of its own) changes one value of the chain when it is nonzero;
+    /// with [`SPLIT_BLOCK`], the chain goes on in a second block there.
     Long {
         shape: u64,
         k: [i64; 2],
@@ -469,13 +471,28 @@ impl Program {
                 callee,
                 tail_end,
             } => {
-                let mut shape_rng = Rng::new(*shape);
+                let mut shape_rng = Rng::new(*shape & !(EXTRA_BLOCK | SPLIT_BLOCK));
                 let mut values = vec!["v0".to_string()];
                 let k0 = e.value(&format!("iconst.i64 {}", k[0]));
                 let first = e.value(&format!("imul v0, {k0}"));
                 values.push(first);
                 const OPS: [&str; 6] = ["iadd", "isub", "imul", "bxor", "bor", "rotl"];
                 for step in 0..14 {
+                    if step == 10 && *shape & (EXTRA_BLOCK | SPLIT_BLOCK) != 0 {
+                        // Leaves the chain's other draws as they are: the members
+                        // with and without the extra block differ only by it.
+                        let last = values.pop().expect("value");
+                        if *shape & EXTRA_BLOCK != 0 {
+                            e.line(&format!("brif {last}, block1, block2({last})"));
+                            e.label("block1:");
+                            let v = e.value(&format!("imul {last}, {k0}"));
+                            e.line(&format!("jump block2({v})"));
+                        } else {
+                            e.line(&format!("jump block2({last})"));
+                        }
+                        e.label("block2(v200: i64):");
+                        values.push("v200".to_string());
+                    }
                     if step == 7 {
                         let k1 = e.value(&format!("iconst.i64 {}", k[1]));
                         let last = values.last().expect("value").clone();
@@ -1622,8 +1639,16 @@ fn add_helpers(g: &mut Gen, modules: usize) {
     }
 }
 
+/// [`Body::Long`] with an extra block in its `shape`.
+pub const EXTRA_BLOCK: u64 = 1 << 40;
+
+/// [`Body::Long`] whose chain continues in a second block (jumped to where
+/// [`EXTRA_BLOCK`] branches), so that members with and without the extra block
+/// pair their blocks.
+pub const SPLIT_BLOCK: u64 = 1 << 41;
+
 /// A single module for the similar merge: families of long functions that differ
-/// in one or two constants or in their callee (some `tail` ones end in a
+/// in one or two constants, in their callee, or by an extra block (some `tail` ones end in a
 /// `return_call` whose callee differs), exact duplicates, and names that collide
 /// with what the similar merge names its merged bodies: an import named
 /// `%NAME_merged` (provided by C) or, with user names, `u0:N` for N one past the
@@ -1689,7 +1714,13 @@ pub fn generate_similar_module(seed: u64) -> Program {
                 linkage,
                 tail,
                 Body::Long {
-                    shape,
+                    // Some members have an extra block (merged by block pairing),
+                    // decided without a draw so the other draws stay as they were.
+                    shape: if (shape + member as u64).is_multiple_of(3) {
+                        shape | EXTRA_BLOCK
+                    } else {
+                        shape | SPLIT_BLOCK
+                    },
                     k,
                     callee,
                     tail_end,
