@@ -147,6 +147,10 @@ pub(crate) fn merged_body_features(
     let Some(alignment) = &differing.alignment else {
         return Some(features);
     };
+    // The second's unpaired blocks (block pairing) are copied whole: built to count.
+    if !alignment.unpaired.is_empty() {
+        return None;
+    }
     let second = &module.get(alignment.second).func;
     // One more constant per placeholder an arm passes (`splice.rs`: zero).
     let placeholder = |ty: Type| match ty {
@@ -237,6 +241,7 @@ impl MergedNames {
 mod tests {
     use super::*;
     use crate::ir::{FuncIndex, Linkage};
+    use crate::similar::align::blocks::find_paired_pairs;
     use crate::similar::align::find_aligned_pairs;
 
     /// Every aligned pair of the filetests whose merged body's features are
@@ -252,8 +257,14 @@ mod tests {
                 module.push(func, Linkage::Local).expect("a function");
             }
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+            let mut pairs = Vec::new();
             for (one_sided, cfg) in [(false, false), (true, false), (true, true)] {
-                for (first, alignment) in find_aligned_pairs(&module, &all, true, one_sided, cfg) {
+                pairs.extend(find_aligned_pairs(&module, &all, true, one_sided, cfg));
+            }
+            // Block pairing's alignments too: counted where nothing is copied whole.
+            pairs.extend(find_paired_pairs(&module, &all, true, true));
+            {
+                for (first, alignment) in pairs {
                     let first = &module.get(first).func;
                     let differing = Differing::aligned(alignment);
                     let Some(features) = merged_body_features(&module, first, &differing) else {
