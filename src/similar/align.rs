@@ -819,60 +819,8 @@ impl<'a> Aligner<'a> {
             // Equal functions the first pass left apart on purpose.
             return Err(Refusal::Structure);
         }
-        // Each stretch uses only aligned values, its own, and (one-sided escapes)
-        // values of other stretches of its own function.
-        let mut values = Vec::new();
-        let other = Refusal::ValueEscapes(Escape::Other);
         let spans = std::mem::take(&mut self.spans);
-        let mut first_only: Vec<(usize, Value)> = Vec::new();
-        let mut second_only: Vec<(usize, Value)> = Vec::new();
-        for (i, ((ra, rb), stretch)) in spans.iter().zip(&mut stretches).enumerate() {
-            // The escapes: the stretch's definitions aligned with the other's.
-            for &(pa, va) in a.definitions_in(ra) {
-                let pb = self.scratch.a_to_b[pa as usize];
-                if pb != UNALIGNED {
-                    if stretch.suffix.is_none() {
-                        return Err(Refusal::ValueEscapes(Escape::FromEndingStretch));
-                    }
-                    if !written_in(rb, pb) {
-                        return Err(other);
-                    }
-                    let vb = b.defined_at(pb).ok_or(other)?;
-                    stretch.escapes.push((va, vb));
-                }
-            }
-            for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
-                let d = a.operand_target(p).ok_or(other)?;
-                if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
-                    first_only.push(self.one_sided_escape(&spans, i, d, true)?);
-                }
-            }
-            for p in rb.clone().filter(|&p| b.is_operand[p as usize]) {
-                let d = b.operand_target(p).ok_or(other)?;
-                if written_in(rb, d) {
-                    continue;
-                }
-                let da = self.scratch.b_to_a[d as usize];
-                if da == UNALIGNED {
-                    second_only.push(self.one_sided_escape(&spans, i, d, false)?);
-                    continue;
-                }
-                let pair = b.defined_at(d).zip(a.defined_at(da));
-                values.push(pair.ok_or(other)?);
-            }
-        }
-        for (j, v) in first_only {
-            if !stretches[j].first_only.contains(&v) {
-                stretches[j].first_only.push(v);
-            }
-        }
-        for (j, v) in second_only {
-            if !stretches[j].second_only.contains(&v) {
-                stretches[j].second_only.push(v);
-            }
-        }
-        values.sort_unstable();
-        values.dedup();
+        let values = self.escapes_and_values(&spans, &mut stretches)?;
         let blocks = if stretches.iter().any(|s| s.suffix.is_none()) {
             b.blocks
                 .iter()
@@ -928,6 +876,71 @@ impl<'a> Aligner<'a> {
     }
 
     /// The stretch (index in `spans`) that defines the unaligned definition at
+    /// The escapes and one-sided escapes of `stretches` (at `spans`, first's and
+    /// second's tokens), recorded in them, and the values the second's stretches
+    /// use but do not define, each with the first's value defined at the same
+    /// place, sorted: each stretch may use only aligned values, its own, and
+    /// (one-sided escapes) values of other stretches of its own function.
+    fn escapes_and_values(
+        &mut self,
+        spans: &[(Range<u32>, Range<u32>)],
+        stretches: &mut [Stretch],
+    ) -> Result<Vec<(Value, Value)>, Refusal> {
+        let (a, b) = (self.a, self.b);
+        let mut values = Vec::new();
+        let other = Refusal::ValueEscapes(Escape::Other);
+        let mut first_only: Vec<(usize, Value)> = Vec::new();
+        let mut second_only: Vec<(usize, Value)> = Vec::new();
+        for (i, ((ra, rb), stretch)) in spans.iter().zip(stretches.iter_mut()).enumerate() {
+            // The escapes: the stretch's definitions aligned with the other's.
+            for &(pa, va) in a.definitions_in(ra) {
+                let pb = self.scratch.a_to_b[pa as usize];
+                if pb != UNALIGNED {
+                    if stretch.suffix.is_none() {
+                        return Err(Refusal::ValueEscapes(Escape::FromEndingStretch));
+                    }
+                    if !written_in(rb, pb) {
+                        return Err(other);
+                    }
+                    let vb = b.defined_at(pb).ok_or(other)?;
+                    stretch.escapes.push((va, vb));
+                }
+            }
+            for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
+                let d = a.operand_target(p).ok_or(other)?;
+                if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
+                    first_only.push(self.one_sided_escape(spans, i, d, true)?);
+                }
+            }
+            for p in rb.clone().filter(|&p| b.is_operand[p as usize]) {
+                let d = b.operand_target(p).ok_or(other)?;
+                if written_in(rb, d) {
+                    continue;
+                }
+                let da = self.scratch.b_to_a[d as usize];
+                if da == UNALIGNED {
+                    second_only.push(self.one_sided_escape(spans, i, d, false)?);
+                    continue;
+                }
+                let pair = b.defined_at(d).zip(a.defined_at(da));
+                values.push(pair.ok_or(other)?);
+            }
+        }
+        for (j, v) in first_only {
+            if !stretches[j].first_only.contains(&v) {
+                stretches[j].first_only.push(v);
+            }
+        }
+        for (j, v) in second_only {
+            if !stretches[j].second_only.contains(&v) {
+                stretches[j].second_only.push(v);
+            }
+        }
+        values.sort_unstable();
+        values.dedup();
+        Ok(values)
+    }
+
     /// `d` of the first function (`first`) or the second, and its value, when
     /// stretch `user` may use it as a one-sided escape: `d` is written by another
     /// stretch of the same function that has a join (it does not end its block),
@@ -992,7 +1005,8 @@ fn written_in(range: &Range<u32>, d: u32) -> bool {
 }
 
 /// Records what an instruction names that the alignment does not allow in a
-/// stretch, leaving the instruction as it is.
+/// stretch, and the stack slots it names (`blocks.rs` checks they correspond),
+/// leaving the instruction as it is.
 #[derive(Default)]
 struct Probe {
     /// A block, block call, jump or exception table, stack slot or dynamic stack
@@ -1001,6 +1015,10 @@ struct Probe {
     numbered: bool,
     /// A global value: [`splice`](super::splice) does not copy those.
     global_value: bool,
+    /// The sized stack slots it names, in operand order.
+    stack_slots: Vec<StackSlot>,
+    /// A dynamic stack slot.
+    dynamic_stack_slot: bool,
 }
 
 impl InstructionMapper for Probe {
@@ -1038,10 +1056,12 @@ impl InstructionMapper for Probe {
     }
     fn map_stack_slot(&mut self, stack_slot: StackSlot) -> StackSlot {
         self.numbered = true;
+        self.stack_slots.push(stack_slot);
         stack_slot
     }
     fn map_dynamic_stack_slot(&mut self, slot: ir::DynamicStackSlot) -> ir::DynamicStackSlot {
         self.numbered = true;
+        self.dynamic_stack_slot = true;
         slot
     }
     fn map_constant(&mut self, constant: ir::Constant) -> ir::Constant {

@@ -453,62 +453,48 @@ pub(crate) fn merge_similar_clocked(
         // round stays as it is: first without one-sided escapes, then with them
         // (a pair they let align has more instructions in common than the pairs
         // found without them, and would otherwise take their partners: on the
-        // corpus, resvg saved less), then across differing terminators.
-        let mut rounds = vec![(false, false)];
+        // corpus, resvg saved less), then across differing terminators, then by
+        // block pairing.
+        let mut rounds = vec![AlignRound::WithoutOneSided];
         if options.align_escapes && options.align_one_sided {
-            rounds.push((true, false));
+            rounds.push(AlignRound::OneSided);
         }
         if options.align_cfg {
-            rounds.push((options.align_one_sided, true));
+            rounds.push(AlignRound::AcrossTerminators);
+        }
+        if options.align_blocks {
+            rounds.push(AlignRound::PairedBlocks);
         }
         // The first round's walks and attempts, which the one-sided round reuses.
         let mut first_round = None;
-        for (one_sided, cfg) in rounds {
+        for round in rounds {
             for &m in merges.iter().flat_map(|m| &m.members) {
                 merged[m] = true;
             }
             rest.retain(|&f| !merged[f]);
-            let pairs = clock.time(Phase::AlignPairs, || match (&first_round, one_sided, cfg) {
-                (None, false, false) => {
-                    let (pairs, round) = align::AlignedSearch::without_one_sided(
-                        module,
-                        &rest,
-                        options.align_escapes,
-                    );
-                    first_round = Some(round);
+            let escapes = options.align_escapes;
+            let pairs = clock.time(Phase::AlignPairs, || match (round, &first_round) {
+                (AlignRound::WithoutOneSided, _) => {
+                    let (pairs, search) =
+                        align::AlignedSearch::without_one_sided(module, &rest, escapes);
+                    first_round = Some(search);
                     pairs
                 }
                 // Only the pairs that need a one-sided escape: the pairs of the
                 // round before were priced already.
-                (Some(round), true, false) => round.one_sided_pairs(module, &rest),
-                _ => {
-                    align::find_aligned_pairs(module, &rest, options.align_escapes, one_sided, cfg)
+                (AlignRound::OneSided, Some(search)) => search.one_sided_pairs(module, &rest),
+                (AlignRound::OneSided, None) => {
+                    align::find_aligned_pairs(module, &rest, escapes, true, false)
                 }
-            });
-            let plans = clock.time(Phase::PlanAligned, || {
-                parallel::map(&pairs, 1, |(first, alignment)| {
-                    planner.plan_aligned(*first, alignment, model.as_ref())
-                })
-            });
-            for plan in plans {
-                merges.extend(plan.merges);
-                outcome.rejected.extend(plan.rejected);
-            }
-        }
-        if options.align_blocks {
-            // Last, merging by block pairing (`align/blocks.rs`), on what every
-            // round before left, so that their pairs stay as they are.
-            for &m in merges.iter().flat_map(|m| &m.members) {
-                merged[m] = true;
-            }
-            rest.retain(|&f| !merged[f]);
-            let pairs = clock.time(Phase::AlignPairs, || {
-                align::blocks::find_paired_pairs(
+                (AlignRound::AcrossTerminators, _) => {
+                    align::find_aligned_pairs(module, &rest, escapes, options.align_one_sided, true)
+                }
+                (AlignRound::PairedBlocks, _) => align::blocks::find_paired_pairs(
                     module,
                     &rest,
-                    options.align_escapes,
+                    escapes,
                     options.align_one_sided,
-                )
+                ),
             });
             let plans = clock.time(Phase::PlanAligned, || {
                 parallel::map(&pairs, 1, |(first, alignment)| {
@@ -569,6 +555,20 @@ pub(crate) fn merge_similar_clocked(
         .sort_by_key(|(members, _)| members.first().copied());
     clock.add(Phase::Build, build_start.elapsed());
     outcome
+}
+
+/// The rounds of merging by alignment (phase 3), in the order they run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum AlignRound {
+    /// Same blocks, escapes through joins but no one-sided ones.
+    WithoutOneSided,
+    /// The pairs only one-sided escapes let align.
+    OneSided,
+    /// Same blocks whose terminators may differ (`SimilarOptions::align_cfg`).
+    AcrossTerminators,
+    /// Blocks paired across different block structures
+    /// (`SimilarOptions::align_blocks`).
+    PairedBlocks,
 }
 
 /// One row of the census of missed merges (`merge_bench similar-census`): why

@@ -59,10 +59,7 @@ use super::{
 };
 use crate::identical::encode::walk_in_parallel;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
-use cranelift_codegen::ir::instructions::InstructionMapper;
-use cranelift_codegen::ir::{
-    self, Block, BlockCall, FuncRef, Function, Inst, SigRef, StackSlot, Value, ValueList,
-};
+use cranelift_codegen::ir::{self, Block, BlockCall, Function, Inst, StackSlot};
 use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
@@ -504,60 +501,11 @@ pub(crate) fn census(
     out
 }
 
-/// Records the stack slots an instruction names.
-#[derive(Default)]
-struct Slots(Vec<StackSlot>, bool);
-
-impl InstructionMapper for Slots {
-    fn map_value(&mut self, value: Value) -> Value {
-        value
-    }
-    fn map_value_list(&mut self, value_list: ValueList) -> ValueList {
-        value_list
-    }
-    fn map_global_value(&mut self, global_value: ir::GlobalValue) -> ir::GlobalValue {
-        global_value
-    }
-    fn map_jump_table(&mut self, jump_table: ir::JumpTable) -> ir::JumpTable {
-        jump_table
-    }
-    fn map_exception_table(&mut self, exception_table: ir::ExceptionTable) -> ir::ExceptionTable {
-        exception_table
-    }
-    fn map_block_call(&mut self, block_call: BlockCall) -> BlockCall {
-        block_call
-    }
-    fn map_block(&mut self, block: Block) -> Block {
-        block
-    }
-    fn map_func_ref(&mut self, func_ref: FuncRef) -> FuncRef {
-        func_ref
-    }
-    fn map_sig_ref(&mut self, sig_ref: SigRef) -> SigRef {
-        sig_ref
-    }
-    fn map_stack_slot(&mut self, stack_slot: StackSlot) -> StackSlot {
-        self.0.push(stack_slot);
-        stack_slot
-    }
-    fn map_dynamic_stack_slot(&mut self, slot: ir::DynamicStackSlot) -> ir::DynamicStackSlot {
-        // Dynamic slots are refused outright: the check below is for sized ones.
-        self.1 = true;
-        slot
-    }
-    fn map_constant(&mut self, constant: ir::Constant) -> ir::Constant {
-        constant
-    }
-    fn map_immediate(&mut self, immediate: ir::Immediate) -> ir::Immediate {
-        immediate
-    }
-}
-
 /// The stack slots `inst` names, or `None` if it names a dynamic one.
 fn slots_of(func: &Function, inst: Inst) -> Option<Vec<StackSlot>> {
-    let mut slots = Slots::default();
-    func.dfg.insts[inst].map(&mut slots);
-    (!slots.1).then_some(slots.0)
+    // Dynamic slots are refused outright: the check is for sized ones.
+    let probe = probe(func, inst);
+    (!probe.dynamic_stack_slot).then_some(probe.stack_slots)
 }
 
 /// Whether the matched instruction pairs `matched` name stack slots one to one
@@ -643,71 +591,19 @@ struct Walks {
 }
 
 impl Aligner<'_> {
-    /// The end of phase 4, as `align.rs` does it after its block loop: each
-    /// stretch's escapes and one-sided escapes, and the aligned values its
-    /// second side uses; fails if a stretch uses a value no rule allows.
+    /// The end of phase 4, as `align.rs` does it after its block loop
+    /// (`escapes_and_values`): each stretch's escapes and one-sided escapes, and
+    /// the aligned values its second side uses; fails if a stretch uses a value
+    /// no rule allows.
     fn stretch_values(
         &mut self,
         second: FuncIndex,
         mut stretches: Vec<Stretch>,
         common: u32,
     ) -> Result<Alignment, Refusal> {
-        let (a, b) = (self.a, self.b);
-        // Each stretch uses only aligned values, its own, and (one-sided escapes)
-        // values of other stretches of its own function.
-        let mut values = Vec::new();
-        let other = Refusal::ValueEscapes(Escape::Other);
         // Kept: the unpaired blocks' one-sided escapes are found in them next.
         let spans = self.spans.clone();
-        let mut first_only: Vec<(usize, Value)> = Vec::new();
-        let mut second_only: Vec<(usize, Value)> = Vec::new();
-        for (i, ((ra, rb), stretch)) in spans.iter().zip(&mut stretches).enumerate() {
-            // The escapes: the stretch's definitions aligned with the other's.
-            for &(pa, va) in a.definitions_in(ra) {
-                let pb = self.scratch.a_to_b[pa as usize];
-                if pb != UNALIGNED {
-                    if stretch.suffix.is_none() {
-                        return Err(Refusal::ValueEscapes(Escape::FromEndingStretch));
-                    }
-                    if !written_in(rb, pb) {
-                        return Err(other);
-                    }
-                    let vb = b.defined_at(pb).ok_or(other)?;
-                    stretch.escapes.push((va, vb));
-                }
-            }
-            for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
-                let d = a.operand_target(p).ok_or(other)?;
-                if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
-                    first_only.push(self.one_sided_escape(&spans, i, d, true)?);
-                }
-            }
-            for p in rb.clone().filter(|&p| b.is_operand[p as usize]) {
-                let d = b.operand_target(p).ok_or(other)?;
-                if written_in(rb, d) {
-                    continue;
-                }
-                let da = self.scratch.b_to_a[d as usize];
-                if da == UNALIGNED {
-                    second_only.push(self.one_sided_escape(&spans, i, d, false)?);
-                    continue;
-                }
-                let pair = b.defined_at(d).zip(a.defined_at(da));
-                values.push(pair.ok_or(other)?);
-            }
-        }
-        for (j, v) in first_only {
-            if !stretches[j].first_only.contains(&v) {
-                stretches[j].first_only.push(v);
-            }
-        }
-        for (j, v) in second_only {
-            if !stretches[j].second_only.contains(&v) {
-                stretches[j].second_only.push(v);
-            }
-        }
-        values.sort_unstable();
-        values.dedup();
+        let values = self.escapes_and_values(&spans, &mut stretches)?;
         Ok(Alignment {
             second,
             stretches,
@@ -718,6 +614,7 @@ impl Aligner<'_> {
             first_unpaired: Vec::new(),
         })
     }
+
     /// Whether terminators `ta` (of `a`) and `tb` (of `b`), each a `jump` or
     /// `brif`, have the same opcode, branch to paired blocks (`b_of_a`: for each
     /// of `a`'s walk indices, `b`'s paired one), pass the same number of block
