@@ -1141,9 +1141,25 @@ fn walk_candidates(
     functions: &[FuncIndex],
     cfg: bool,
 ) -> (Vec<(FuncIndex, u64)>, Vec<Option<SpannedEncoding>>) {
-    let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = functions
+    // The skeleton hashes the signature and the number of blocks with what the
+    // blocks hold, so functions alone with their signature and number of blocks
+    // have a skeleton of their own (but for a 64-bit collision): the skeleton,
+    // which reads every block's parameters, is computed for the others only.
+    let mut by_shape: Vec<(u64, usize, FuncIndex, ())> = functions
         .iter()
-        .map(|&f| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
+        .map(|&f| {
+            let func = &module.get(f).func;
+            let mut h = FxHasher::default();
+            func.signature.hash(&mut h);
+            (h.finish(), func.layout.blocks().count(), f, ())
+        })
+        .collect();
+    by_shape.sort_unstable_by_key(|&(signature, blocks, f, _)| (signature, blocks, f));
+    let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = by_shape
+        .chunk_by(|x, y| (x.0, x.1) == (y.0, y.1))
+        .filter(|run| run.len() > 1)
+        .flatten()
+        .map(|&(_, _, f, ())| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
         .collect();
     let walked: Vec<(FuncIndex, u64)> = buckets(&mut by_layout)
         .iter()
