@@ -1122,11 +1122,9 @@ fn can_copy(func: &Function, inst: Inst) -> bool {
 /// can only keep two functions apart that would align (a missed merge). With
 /// `cfg`, the terminators are left out ([`Aligner::cfg`]).
 fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
-    let hash = |x: &dyn Fn(&mut FxHasher)| {
-        let mut h = FxHasher::default();
-        x(&mut h);
-        h.finish()
-    };
+    // The hashers are written inline rather than through a closure taking
+    // `&dyn Fn`, so that the per-block hashing inlines: the key (the same calls
+    // on the same hasher, in the same order) is unchanged.
     let mut blocks = 0u64;
     let mut sum = 0u64;
     for block in func.layout.blocks() {
@@ -1136,18 +1134,18 @@ fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
             .last_inst(block)
             .filter(|_| !cfg)
             .map(|i| func.dfg.insts[i].opcode());
-        sum = sum.wrapping_add(hash(&|h| {
-            for &p in func.dfg.block_params(block) {
-                func.dfg.value_type(p).hash(h);
-            }
-            terminator.hash(h);
-        }));
+        let mut h = FxHasher::default();
+        for &p in func.dfg.block_params(block) {
+            func.dfg.value_type(p).hash(&mut h);
+        }
+        terminator.hash(&mut h);
+        sum = sum.wrapping_add(h.finish());
     }
-    hash(&|h| {
-        func.signature.hash(h);
-        blocks.hash(h);
-        sum.hash(h);
-    })
+    let mut h = FxHasher::default();
+    func.signature.hash(&mut h);
+    blocks.hash(&mut h);
+    sum.hash(&mut h);
+    h.finish()
 }
 
 /// Runs of at least two entries with equal keys in `keyed`, sorted by key, then
@@ -1178,9 +1176,25 @@ fn walk_candidates(
     functions: &[FuncIndex],
     cfg: bool,
 ) -> (Vec<(FuncIndex, u64)>, Vec<Option<SpannedEncoding>>) {
-    let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = functions
+    // The skeleton hashes the signature and the number of blocks with what the
+    // blocks hold, so functions alone with their signature and number of blocks
+    // have a skeleton of their own (but for a 64-bit collision): the skeleton,
+    // which reads every block's parameters, is computed for the others only.
+    let mut by_shape: Vec<(u64, usize, FuncIndex, ())> = functions
         .iter()
-        .map(|&f| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
+        .map(|&f| {
+            let func = &module.get(f).func;
+            let mut h = FxHasher::default();
+            func.signature.hash(&mut h);
+            (h.finish(), func.layout.blocks().count(), f, ())
+        })
+        .collect();
+    by_shape.sort_unstable_by_key(|&(signature, blocks, f, _)| (signature, blocks, f));
+    let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = by_shape
+        .chunk_by(|x, y| (x.0, x.1) == (y.0, y.1))
+        .filter(|run| run.len() > 1)
+        .flatten()
+        .map(|&(_, _, f, ())| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
         .collect();
     let walked: Vec<(FuncIndex, u64)> = buckets(&mut by_layout)
         .iter()

@@ -7,14 +7,30 @@ use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::FlagsOrIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{CodegenError, Context, verify_function};
+use std::cell::Cell;
+
+thread_local! {
+    /// This thread's compilation context, kept between [`compiled_size`] calls
+    /// so that Cranelift reuses its allocations (the register allocator's too),
+    /// as compilers that ship it do: the code it emits does not depend on what
+    /// the context compiled before.
+    static CONTEXT: Cell<Option<Context>> = const { Cell::new(None) };
+}
 
 /// Code bytes Cranelift emits for `func` on `isa`.
 pub fn compiled_size(isa: &dyn TargetIsa, func: &Function) -> Result<u64, CodegenError> {
-    let mut ctx = Context::for_function(func.clone());
-    let compiled = ctx
+    // Taken out of the thread-local while compiling, and put back only after a
+    // compile that succeeded, so that a context a panic or an error left
+    // half-way is dropped rather than reused.
+    let mut ctx = CONTEXT.take().unwrap_or_else(Context::new);
+    ctx.clear();
+    ctx.func = func.clone();
+    let size = ctx
         .compile(isa, &mut ControlPlane::default())
+        .map(|compiled| compiled.code_buffer().len() as u64)
         .map_err(|e| e.inner)?;
-    Ok(compiled.code_buffer().len() as u64)
+    CONTEXT.set(Some(ctx));
+    Ok(size)
 }
 
 /// Why a function could not be measured on the target.

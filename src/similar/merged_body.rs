@@ -5,8 +5,9 @@
 use super::groups::{Differing, HoleKind, Slot};
 use super::size_model::{Feature, SizeFeatures, inst_feature};
 use super::splice::{NotSpliced, splice_stretches};
-use crate::ir::{FunctionSet, NameAuthority};
+use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::immediates::Offset32;
 use cranelift_codegen::ir::{
     AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName, Value, types,
@@ -203,10 +204,18 @@ pub(crate) struct MergedNames {
 
 impl MergedNames {
     /// Names for merged bodies of `module`, avoiding every name `authority` knows.
-    pub(crate) fn new(module: &FunctionSet, mut authority: NameAuthority) -> Self {
+    /// The functions `named` marks have their names in `authority` already.
+    pub(crate) fn new(
+        module: &FunctionSet,
+        mut authority: NameAuthority,
+        named: &SecondaryMap<FuncIndex, bool>,
+    ) -> Self {
         let mut next_index: HashMap<u32, u32> = HashMap::new();
-        for (_, def) in module.iter() {
-            authority.reserve_function(&def.func);
+        for (f, def) in module.iter() {
+            // Reserving is idempotent: a body reserved already adds nothing.
+            if !named[f] {
+                authority.reserve_function(&def.func);
+            }
             if let UserFuncName::User(user) = &def.func.name {
                 let next = next_index.entry(user.namespace).or_default();
                 *next = (*next).max(user.index.wrapping_add(1));

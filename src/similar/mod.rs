@@ -387,17 +387,21 @@ pub(crate) fn merge_similar_reserving(
         options,
         isa,
         authority,
+        &SecondaryMap::new(),
         known,
         &PhaseClock::default(),
     )
 }
 
-/// [`merge_similar_reserving`], adding the time of each phase to `clock`.
+/// [`merge_similar_reserving`], adding the time of each phase to `clock`. The
+/// functions `named` marks have their names in `authority` already (the same
+/// bodies were reserved), so they are not reserved again.
 pub(crate) fn merge_similar_clocked(
     module: &FunctionSet,
     options: &SimilarOptions,
     isa: Option<&dyn TargetIsa>,
     authority: NameAuthority,
+    named: &SecondaryMap<FuncIndex, bool>,
     known: &KnownFingerprints,
     clock: &PhaseClock,
 ) -> SimilarOutcome {
@@ -512,7 +516,7 @@ pub(crate) fn merge_similar_clocked(
     let build_start = std::time::Instant::now();
     merges.sort_by_key(|m| m.members[0]);
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
-    let mut names = MergedNames::new(module, authority);
+    let mut names = MergedNames::new(module, authority, named);
     for mut merge in merges {
         let merged_name = names.next(&module.get(merge.members[0]).func.name);
         // The merged body priced, renamed, when the planner kept it.

@@ -10,6 +10,7 @@ use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::TargetIsa;
+use rustc_hash::FxHashSet;
 use std::sync::Arc;
 
 /// The similar-function merge run on the output of the identical-function merge:
@@ -248,11 +249,21 @@ impl SimilarPass {
             }
         }
         let mut authority = NameAuthority::new();
+        // The bodies reserved, by address, so that those the module of kept bodies
+        // shares (all that the first pass left as they were) are not reserved a
+        // second time when the merged bodies are named: both borrows are live for
+        // this whole call, so an equal address is the same, unchanged body.
+        let mut reserved_bodies: FxHashSet<*const Function> = FxHashSet::default();
         for func in reserved {
             authority.reserve_function(func);
+            reserved_bodies.insert(func);
+        }
+        let mut named = SecondaryMap::with_capacity(set.len());
+        for (index, def) in set.iter() {
+            named[index] = reserved_bodies.contains(&Arc::as_ptr(&def.func));
         }
         clock.add(Phase::Prepare, start.elapsed());
-        let outcome = merge_similar_clocked(&set, options, isa, authority, &known, clock);
+        let outcome = merge_similar_clocked(&set, options, isa, authority, &named, &known, clock);
         Self {
             module: set,
             index_of,
