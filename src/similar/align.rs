@@ -1605,6 +1605,19 @@ fn shape_hashes(e: &SpannedEncoding) -> Vec<u64> {
     hashes
 }
 
+/// The instructions two blocks' common prefix and suffix of equal shapes hold,
+/// at most the shorter block's.
+fn block_bound(a: &[u64], b: &[u64]) -> usize {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    (prefix + suffix).min(a.len().min(b.len()))
+}
+
 /// An upper bound of [`Alignment::common`] for `a` and `b` (with their
 /// [`shape_hashes`]), whichever is first: per block, the instructions of the
 /// common prefix and suffix of equal shapes, at most the shorter block's
@@ -1617,16 +1630,7 @@ fn common_bound(a: &SpannedEncoding, sa: &[u64], b: &SpannedEncoding, sb: &[u64]
     let mut bound = 0;
     for k in 0..a.blocks.len() {
         let (ia, ib) = (a.block(k).insts, b.block(k).insts);
-        let (xa, xb) = (&sa[ia], &sb[ib]);
-        let shorter = xa.len().min(xb.len());
-        let prefix = xa.iter().zip(xb).take_while(|(x, y)| x == y).count();
-        let suffix = xa
-            .iter()
-            .rev()
-            .zip(xb.iter().rev())
-            .take_while(|(x, y)| x == y)
-            .count();
-        bound += (prefix + suffix).min(shorter) as u32;
+        bound += block_bound(&sa[ia], &sb[ib]) as u32;
     }
     bound
 }

@@ -54,8 +54,8 @@
 
 use super::{
     AlignScratch, Aligner, Alignment, BlockParts, Escape, MAX_STRETCHES, Refusal, Rules,
-    SpannedEncoding, Stretch, UNALIGNED, can_copy, copyable_terminator, encode_spanned,
-    has_placeholder, probe, shape_hashes, stays_in_place, written_in,
+    SpannedEncoding, Stretch, UNALIGNED, block_bound, can_copy, copyable_terminator,
+    encode_spanned, has_placeholder, probe, shape_hashes, stays_in_place, written_in,
 };
 use crate::identical::encode::walk_in_parallel;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -153,19 +153,6 @@ fn overlap(a: &[u64], b: &[u64]) -> usize {
         }
     }
     n
-}
-
-/// The instructions two blocks' common prefix and suffix of equal shapes hold,
-/// at most the shorter block's.
-fn block_bound(a: &[u64], b: &[u64]) -> usize {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    (prefix + suffix).min(a.len().min(b.len()))
 }
 
 /// Phase 3: the pairing of `a`'s and `b`'s blocks (walk indices, in order) that
