@@ -681,18 +681,15 @@ impl Aligner<'_> {
             b_of_a[i] = Some(j);
             a_of_b[j] = Some(i);
         }
-        let walk_a: FxHashMap<Block, usize> = a
-            .blocks
-            .iter()
-            .enumerate()
-            .map(|(k, s)| (s.block, k))
-            .collect();
-        let walk_b: FxHashMap<Block, usize> = b
-            .blocks
-            .iter()
-            .enumerate()
-            .map(|(k, s)| (s.block, k))
-            .collect();
+        // Each block's index in its function's walk.
+        let walk_index = |e: &SpannedEncoding| -> FxHashMap<Block, usize> {
+            e.blocks
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (s.block, k))
+                .collect()
+        };
+        let (walk_a, walk_b) = (walk_index(a), walk_index(b));
         let walks = Walks {
             b_of_a: b_of_a.clone(),
             walk_a,
