@@ -794,24 +794,13 @@ impl<'a> Aligner<'a> {
             let insts_b: Vec<Inst> = (prefix..eb)
                 .map(|i| b.insts[pb.insts.start + i].1)
                 .collect();
-            if !insts_a.iter().all(|&i| stays_in_place(self.fa, i))
-                || !insts_b.iter().all(|&i| !probe(self.fb, i).numbered)
-            {
-                return Err(Refusal::StretchNamesEntity);
-            }
-            if !insts_b.iter().all(|&i| can_copy(self.fb, i)) {
-                return Err(Refusal::SecondNamesGlobal);
-            }
-            let block = self.fa.layout.inst_block(a.insts[pa.insts.start + ea].1);
-            stretches.push(Stretch {
-                block: block.ok_or(Refusal::Structure)?,
-                first: insts_a,
-                suffix: Some(a.insts[pa.insts.start + ea].1),
-                second: insts_b,
-                escapes: Vec::new(),
-                first_only: Vec::new(),
-                second_only: Vec::new(),
-            });
+            let suffix = a.insts[pa.insts.start + ea].1;
+            let block = self
+                .fa
+                .layout
+                .inst_block(suffix)
+                .ok_or(Refusal::Structure)?;
+            stretches.push(self.joined_stretch(block, insts_a, suffix, insts_b)?);
             self.spans.push((tokens_a, tokens_b));
             self.ends.push(false);
         }
@@ -876,6 +865,36 @@ impl<'a> Aligner<'a> {
     }
 
     /// The stretch (index in `spans`) that defines the unaligned definition at
+    /// The stretch of `block` whose arms run the first's `first` and the second's
+    /// `second` and join before `suffix`, or why it cannot be one: the first's
+    /// instructions must stay where they are, and the second's must name nothing
+    /// the walk numbers and nothing `splice` cannot copy.
+    fn joined_stretch(
+        &self,
+        block: Block,
+        first: Vec<Inst>,
+        suffix: Inst,
+        second: Vec<Inst>,
+    ) -> Result<Stretch, Refusal> {
+        if !first.iter().all(|&i| stays_in_place(self.fa, i))
+            || !second.iter().all(|&i| !probe(self.fb, i).numbered)
+        {
+            return Err(Refusal::StretchNamesEntity);
+        }
+        if !second.iter().all(|&i| can_copy(self.fb, i)) {
+            return Err(Refusal::SecondNamesGlobal);
+        }
+        Ok(Stretch {
+            block,
+            first,
+            suffix: Some(suffix),
+            second,
+            escapes: Vec::new(),
+            first_only: Vec::new(),
+            second_only: Vec::new(),
+        })
+    }
+
     /// The escapes and one-sided escapes of `stretches` (at `spans`, first's and
     /// second's tokens), recorded in them, and the values the second's stretches
     /// use but do not define, each with the first's value defined at the same

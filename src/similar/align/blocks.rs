@@ -55,7 +55,7 @@
 use super::{
     AlignScratch, Aligner, Alignment, BlockParts, Escape, MAX_STRETCHES, Refusal, Rules,
     SpannedEncoding, Stretch, UNALIGNED, block_bound, can_copy, copyable_terminator,
-    encode_spanned, has_placeholder, probe, shape_hashes, stays_in_place, written_in,
+    encode_spanned, has_placeholder, probe, shape_hashes, written_in,
 };
 use crate::identical::encode::walk_in_parallel;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -811,24 +811,9 @@ impl Aligner<'_> {
                 let tokens_b = inst_b(prefix).start..inst_b(eb).start;
                 let insts_a: Vec<Inst> = (prefix..ea).map(at_a).collect();
                 let insts_b: Vec<Inst> = (prefix..eb).map(at_b).collect();
-                if !insts_a.iter().all(|&i| stays_in_place(self.fa, i))
-                    || !insts_b.iter().all(|&i| !probe(self.fb, i).numbered)
-                {
-                    return Err(Refusal::StretchNamesEntity);
-                }
-                if !insts_b.iter().all(|&i| can_copy(self.fb, i)) {
-                    return Err(Refusal::SecondNamesGlobal);
-                }
                 if !insts_a.is_empty() || !insts_b.is_empty() {
-                    stretches.push(Stretch {
-                        block: a.blocks[ka].block,
-                        first: insts_a,
-                        suffix: Some(at_a(ea)),
-                        second: insts_b,
-                        escapes: Vec::new(),
-                        first_only: Vec::new(),
-                        second_only: Vec::new(),
-                    });
+                    let block = a.blocks[ka].block;
+                    stretches.push(self.joined_stretch(block, insts_a, at_a(ea), insts_b)?);
                     self.spans.push((tokens_a, tokens_b));
                     self.ends.push(false);
                 }
