@@ -733,14 +733,7 @@ impl<'a> Aligner<'a> {
                     .collect();
                 let (body_a, _) = insts_a.split_at(insts_a.len() - 1);
                 let (body_b, term_b) = insts_b.split_at(insts_b.len() - 1);
-                if !body_a.iter().all(|&i| stays_in_place(self.fa, i))
-                    || !body_b.iter().all(|&i| !probe(self.fb, i).numbered)
-                {
-                    return Err(Refusal::StretchNamesEntity);
-                }
-                if !body_b.iter().all(|&i| can_copy(self.fb, i)) {
-                    return Err(Refusal::SecondNamesGlobal);
-                }
+                self.check_arms(body_a, body_b)?;
                 if !copyable_terminator(self.fb, term_b[0]) {
                     return Err(Refusal::TerminatorNotCopied);
                 }
@@ -865,17 +858,10 @@ impl<'a> Aligner<'a> {
     }
 
     /// The stretch (index in `spans`) that defines the unaligned definition at
-    /// The stretch of `block` whose arms run the first's `first` and the second's
-    /// `second` and join before `suffix`, or why it cannot be one: the first's
-    /// instructions must stay where they are, and the second's must name nothing
-    /// the walk numbers and nothing `splice` cannot copy.
-    fn joined_stretch(
-        &self,
-        block: Block,
-        first: Vec<Inst>,
-        suffix: Inst,
-        second: Vec<Inst>,
-    ) -> Result<Stretch, Refusal> {
+    /// Whether the first's instructions `first` may stay where they are in an
+    /// arm and the second's `second` be copied into the other: naming nothing the
+    /// walk numbers and nothing `splice` cannot copy.
+    fn check_arms(&self, first: &[Inst], second: &[Inst]) -> Result<(), Refusal> {
         if !first.iter().all(|&i| stays_in_place(self.fa, i))
             || !second.iter().all(|&i| !probe(self.fb, i).numbered)
         {
@@ -884,6 +870,20 @@ impl<'a> Aligner<'a> {
         if !second.iter().all(|&i| can_copy(self.fb, i)) {
             return Err(Refusal::SecondNamesGlobal);
         }
+        Ok(())
+    }
+
+    /// The stretch of `block` whose arms run the first's `first` and the second's
+    /// `second` and join before `suffix`, or why it cannot be one
+    /// ([`Self::check_arms`]).
+    fn joined_stretch(
+        &self,
+        block: Block,
+        first: Vec<Inst>,
+        suffix: Inst,
+        second: Vec<Inst>,
+    ) -> Result<Stretch, Refusal> {
+        self.check_arms(&first, &second)?;
         Ok(Stretch {
             block,
             first,
