@@ -1167,6 +1167,14 @@ fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
     h.finish()
 }
 
+/// A hash of `func`'s signature: functions that can align or pair blocks share
+/// it, so the searches group by it before walking anything.
+fn signature_key(func: &Function) -> u64 {
+    let mut h = FxHasher::default();
+    func.signature.hash(&mut h);
+    h.finish()
+}
+
 /// Runs of at least two entries with equal keys in `keyed`, sorted by key, then
 /// size, then function.
 fn buckets<T>(keyed: &mut [(u64, usize, FuncIndex, T)]) -> Vec<&[(u64, usize, FuncIndex, T)]> {
@@ -1203,9 +1211,7 @@ fn walk_candidates(
         .iter()
         .map(|&f| {
             let func = &module.get(f).func;
-            let mut h = FxHasher::default();
-            func.signature.hash(&mut h);
-            (h.finish(), func.layout.blocks().count(), f, ())
+            (signature_key(func), func.layout.blocks().count(), f, ())
         })
         .collect();
     by_shape.sort_unstable_by_key(|&(signature, blocks, f, _)| (signature, blocks, f));

@@ -55,7 +55,7 @@
 use super::{
     AlignScratch, Aligner, Alignment, BlockParts, Escape, MAX_STRETCHES, Refusal, Rules,
     SpannedEncoding, Stretch, UNALIGNED, block_bound, can_copy, copyable_terminator,
-    encode_spanned, has_placeholder, probe, shape_hashes, written_in,
+    encode_spanned, has_placeholder, probe, shape_hashes, signature_key, written_in,
 };
 use crate::identical::encode::walk_in_parallel;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -286,9 +286,7 @@ fn with_partner(module: &FunctionSet, functions: &[FuncIndex]) -> Vec<FuncIndex>
         .iter()
         .map(|&f| {
             let func = &module.get(f).func;
-            let mut h = FxHasher::default();
-            func.signature.hash(&mut h);
-            (h.finish(), func.dfg.num_insts(), f)
+            (signature_key(func), func.dfg.num_insts(), f)
         })
         .collect();
     keyed.sort_unstable();
