@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 57, 202],
+        [69, 76, 62, 207],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -259,7 +259,8 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
             .with_min_saved(option("--min-saved").unwrap_or(defaults.min_saved))
             .with_align(!args.iter().any(|a| a == "--no-align"))
             .with_align_cfg(args.iter().any(|a| a == "--align-cfg"))
-            .with_align_blocks(args.iter().any(|a| a == "--align-blocks"));
+            .with_align_blocks(args.iter().any(|a| a == "--align-blocks"))
+            .with_align_groups(!args.iter().any(|a| a == "--no-align-groups"));
         let similar = SimilarPass::after(
             &module,
             &outcome,
@@ -319,6 +320,11 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         aligned_escape_to_suffix.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_escape_used_differently.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_global_value.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_group_of_four.clif: 1 groups, 4 members, 4 validated by 316 runs, 0 unvalidated
+        aligned_group_of_three.clif: 1 groups, 3 members, 3 validated by 237 runs, 0 unvalidated
+        aligned_group_third_elsewhere.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_group_third_names_slot.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_group_third_reorders_calls.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_one_sided_to_later_stretch.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_one_sided_to_shared_path.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_slot_serials_collide.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated

@@ -140,6 +140,14 @@ pub struct Args {
     #[arg(long)]
     pub no_align_one_sided: bool,
 
+    /// With `--similar`: do not grow merged aligned pairs into groups of three or
+    /// more. By default a function left alone that differs from a pair's first
+    /// member exactly where the pair's second does (the same stretches, the same
+    /// values escaping) joins the pair when the group saves more: the merged body
+    /// runs one member's stretch per value of the selector.
+    #[arg(long)]
+    pub no_align_groups: bool,
+
     /// With `--similar`: also merge by alignment pairs whose blocks end in
     /// different terminators (same blocks and block parameters in walk order); the
     /// merged body branches on the selector to either member's rest of such a
@@ -238,7 +246,8 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_align(!args.no_align)
             .with_align_one_sided(!args.no_align_one_sided)
             .with_align_cfg(args.align_cfg)
-            .with_align_blocks(args.align_blocks);
+            .with_align_blocks(args.align_blocks)
+            .with_align_groups(!args.no_align_groups);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())

@@ -393,6 +393,41 @@ impl Alignment {
             .iter()
             .any(|s| !s.first_only.is_empty() || !s.second_only.is_empty())
     }
+
+    /// Whether the alignment is of the kind a group of three or more is made
+    /// of: every stretch joins the rest of its block (none ends it), no
+    /// one-sided escapes, no paired or unpaired blocks.
+    pub(crate) fn is_simple(&self) -> bool {
+        self.blocks.is_empty()
+            && self.unpaired.is_empty()
+            && self.first_unpaired.is_empty()
+            && !self.has_one_sided_escapes()
+            && self.stretches.iter().all(|s| s.suffix.is_some())
+    }
+
+    /// Whether `self` (another function's alignment with the same first
+    /// function) differs from the first exactly where `pair` does, both simple
+    /// ([`Self::is_simple`]): the same stretches of the first (block,
+    /// instructions and the instruction after), each with the same first's
+    /// values escaping. Then one merged body can branch, at each stretch, to the
+    /// first's instructions or either second's, and rejoin at the same place
+    /// with the same join parameters.
+    pub(crate) fn same_places(&self, pair: &Alignment) -> bool {
+        self.is_simple()
+            && pair.is_simple()
+            && self.stretches.len() == pair.stretches.len()
+            && self.stretches.iter().zip(&pair.stretches).all(|(c, b)| {
+                // Each value escapes once: equal lengths and containment make
+                // equal sets.
+                c.block == b.block
+                    && c.first == b.first
+                    && c.suffix == b.suffix
+                    && c.escapes.len() == b.escapes.len()
+                    && b.escapes
+                        .iter()
+                        .all(|e| c.escapes.iter().any(|f| f.0 == e.0))
+            })
+    }
 }
 
 /// Why two functions of one bucket do not align: the first obstacle the aligner
@@ -1416,6 +1451,137 @@ impl FirstRound {
         .collect();
         pairs.sort_by_key(|(first, _)| *first);
         pairs
+    }
+}
+
+/// What [`FirstRound::group_joiners`] offers a hub: a function left alone, or
+/// another merged pair, with how each of its functions aligns with the hub.
+pub(crate) struct Offer {
+    /// Each function's alignment with the hub (the hub first): one for a
+    /// function left alone; for a merged pair, its first member's, then its
+    /// second's.
+    pub(crate) alignments: Vec<Alignment>,
+    /// For a merged pair, its index in the hubs.
+    pub(crate) pair: Option<usize>,
+    /// The hub's instructions outside the stretches.
+    common: u32,
+}
+
+impl FirstRound {
+    /// The round of groups ([`SimilarOptions::align_groups`](super::SimilarOptions::align_groups)):
+    /// for each of `hubs` (the first member of a merged aligned pair, with the
+    /// pair's alignment), what may join its pair: the functions of `left`, and
+    /// the merged pairs of hubs after it in input order, that share its bucket
+    /// (its walk's skeleton), lie within [`PARTNERS`] of it in the bucket's
+    /// order of size, and align with it at the same places as its pair
+    /// ([`Alignment::same_places`]; both members of a pair), most instructions
+    /// in common first. A function or pair is offered to one hub only, the one
+    /// it has the most in common with (the first in `hubs` among equals).
+    /// Reuses the first round's encodings; the rules are the first round's (no
+    /// one-sided escapes).
+    pub(crate) fn group_joiners(
+        &self,
+        module: &FunctionSet,
+        hubs: &[(FuncIndex, &Alignment)],
+        left: &[FuncIndex],
+    ) -> Vec<Vec<Offer>> {
+        let mut hub_of = SecondaryMap::<FuncIndex, Option<usize>>::new();
+        let mut second_of = SecondaryMap::<FuncIndex, Option<usize>>::new();
+        for (i, &(hub, alignment)) in hubs.iter().enumerate() {
+            hub_of[hub] = Some(i);
+            second_of[alignment.second] = Some(i);
+        }
+        let mut is_left = SecondaryMap::<FuncIndex, bool>::new();
+        for &f in left {
+            is_left[f] = true;
+        }
+        let buckets = self
+            .search
+            .buckets(|f| is_left[f] || hub_of[f].is_some() || second_of[f].is_some());
+        let rules = self.search.rules;
+        let found: Vec<Vec<(usize, Offer)>> = parallel::map(&buckets, 1, |bucket| {
+            let mut scratch = AlignScratch::default();
+            let mut offers = Vec::new();
+            if bucket.iter().all(|e| hub_of[e.2].is_none()) {
+                return offers;
+            }
+            let entry = |f: FuncIndex| bucket.iter().find(|e| e.2 == f);
+            // Whether `c` aligns with hub `i` (an entry of the bucket) at the
+            // same places as its pair: the alignment, the hub first.
+            let mut join = |i: usize, h: &BucketEntry<'_>, c: &BucketEntry<'_>| {
+                let (fa, fc) = (&module.get(h.2).func, &module.get(c.2).func);
+                Aligner::new(h.3, fa, c.3, fc, &mut scratch, rules)
+                    .align(c.2)
+                    .ok()
+                    .filter(|a| a.same_places(hubs[i].1))
+            };
+            for (j, c) in bucket.iter().enumerate() {
+                // A function left alone, or the first member of a merged pair
+                // (with its second, which must align too).
+                let pair = match (is_left[c.2], hub_of[c.2]) {
+                    (true, _) => None,
+                    (false, Some(p)) => Some(p),
+                    (false, None) => continue,
+                };
+                let second = match pair {
+                    Some(p) => match entry(hubs[p].1.second) {
+                        Some(e) => Some(e),
+                        None => continue,
+                    },
+                    None => None,
+                };
+                let near = j.saturating_sub(PARTNERS)..(j + 1 + PARTNERS).min(bucket.len());
+                let mut best: Option<(usize, Offer)> = None;
+                for h in &bucket[near] {
+                    let Some(i) = hub_of[h.2] else {
+                        continue;
+                    };
+                    if pair.is_some_and(|p| hubs[p].0 <= hubs[i].0) {
+                        continue;
+                    }
+                    let Some(a) = join(i, h, c) else {
+                        continue;
+                    };
+                    let better = best.as_ref().is_none_or(|(b, offer)| {
+                        (a.common, std::cmp::Reverse(i)) > (offer.common, std::cmp::Reverse(*b))
+                    });
+                    if !better {
+                        continue;
+                    }
+                    let common = a.common;
+                    let mut alignments = vec![a];
+                    if let Some(second) = second {
+                        let Some(b) = join(i, h, second) else {
+                            continue;
+                        };
+                        alignments.push(b);
+                    }
+                    best = Some((
+                        i,
+                        Offer {
+                            alignments,
+                            pair,
+                            common,
+                        },
+                    ));
+                }
+                offers.extend(best);
+            }
+            offers
+        });
+        let mut offers: Vec<(usize, Offer)> = found.into_iter().flatten().collect();
+        offers.sort_by_key(|(i, offer)| {
+            (
+                *i,
+                std::cmp::Reverse(offer.common),
+                offer.alignments[0].second,
+            )
+        });
+        let mut joiners: Vec<Vec<Offer>> = hubs.iter().map(|_| Vec::new()).collect();
+        for (i, offer) in offers {
+            joiners[i].push(offer);
+        }
+        joiners
     }
 }
 

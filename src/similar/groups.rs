@@ -32,7 +32,9 @@ pub enum HoleKind {
     CalleeLoadOffset,
     /// Which member runs (merging by alignment, `align.rs`): `0` for the first
     /// member, whose differing stretches the merged body runs when it is zero, `1`
-    /// for the second, whose stretches it runs otherwise. An `i32`.
+    /// for the second, whose stretches it runs otherwise; in a group of three or
+    /// more, each member's position (its stretches run where the selector equals
+    /// it). An `i32`.
     Selector,
 }
 
@@ -273,6 +275,7 @@ pub(crate) fn split_parameter(parameters: &[HoleParameter]) -> Option<&HoleParam
 
 /// The constants, callees and offsets that differ between the members of a group,
 /// in the walk order of the body.
+#[derive(Clone)]
 pub(crate) struct Differing {
     /// The parameters of the merged body, in order of their first slot: one per
     /// distinct kind, type and tuple of member values, with its value in every member.
@@ -284,21 +287,35 @@ pub(crate) struct Differing {
     /// merged body runs its stretches where the [`HoleKind::Selector`] parameter is
     /// nonzero.
     pub(crate) alignment: Option<Alignment>,
+    /// For an aligned group of three or more members: how each member after the
+    /// second aligns with the first, at the same places as the second
+    /// ([`Alignment::same_places`]); the merged body runs the `j`-th one's
+    /// stretches where the selector is `j + 2`. Empty for a pair.
+    pub(crate) joined: Vec<Alignment>,
 }
 
 impl Differing {
     /// What differs between the two members of an aligned pair: their stretches,
     /// chosen by one selector parameter.
     pub(crate) fn aligned(alignment: Alignment) -> Self {
+        Self::grouped(alignment, Vec::new())
+    }
+
+    /// What differs between the members of an aligned group: the first, the
+    /// second of `alignment`, then the second of each of `joined` (each aligned
+    /// with the first at the same places as `alignment`), their stretches chosen
+    /// by one selector parameter whose value is the member's position.
+    pub(crate) fn grouped(alignment: Alignment, joined: Vec<Alignment>) -> Self {
         Self {
             parameters: vec![HoleParameter {
                 kind: HoleKind::Selector,
                 ty: types::I32,
-                values: vec![0, 1],
+                values: (0..2 + joined.len() as u64).collect(),
                 uses: alignment.stretches.len(),
             }],
             slots: Vec::new(),
             alignment: Some(alignment),
+            joined,
         }
     }
 }
@@ -363,6 +380,7 @@ pub(crate) fn differing_parameters(
         parameters,
         slots: differing,
         alignment: None,
+        joined: Vec::new(),
     })
 }
 

@@ -2,6 +2,7 @@
 //! constants and callees are trailing parameters, named by [`MergedNames`] so that
 //! it never takes a name the module already gives a meaning.
 
+use super::align::Alignment;
 use super::groups::{Differing, HoleKind, Slot};
 use super::size_model::{Feature, SizeFeatures, inst_feature};
 use super::splice::{NotSpliced, splice_stretches};
@@ -10,7 +11,8 @@ use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::immediates::Offset32;
 use cranelift_codegen::ir::{
-    AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName, Value, types,
+    AbiParam, Function, Inst, InstBuilder, InstructionData, Opcode, Type, UserFuncName, Value,
+    types,
 };
 use std::collections::HashMap;
 
@@ -94,7 +96,12 @@ pub(crate) fn build_merged_body(
             return Err(NotSpliced("an aligned pair without a selector".into()));
         };
         let second = &module.get(alignment.second).func;
-        splice_stretches(&mut func, selector, second, alignment)?;
+        let joined: Vec<(&Function, &Alignment)> = differing
+            .joined
+            .iter()
+            .map(|a| (&*module.get(a.second).func, a))
+            .collect();
+        splice_stretches(&mut func, selector, second, alignment, &joined)?;
     }
     Ok(func)
 }
@@ -159,6 +166,9 @@ pub(crate) fn merged_body_features(
         types::F32 | types::F64 => Some(Feature::FloatConstants),
         _ => None,
     };
+    if !differing.joined.is_empty() {
+        return group_features(module, features, alignment, &differing.joined);
+    }
     for stretch in &alignment.stretches {
         // A stretch ending its block (across CFGs) has arms of its own.
         stretch.suffix?;
@@ -179,15 +189,62 @@ pub(crate) fn merged_body_features(
                 features.add(placeholder(first.dfg.value_type(v))?, 1);
             }
         }
-        for &inst in &stretch.second {
-            let data = &second.dfg.insts[inst];
-            if let InstructionData::BranchTable { .. } = data {
-                return None;
+        add_copies(&mut features, second, &stretch.second)?;
+    }
+    Some(features)
+}
+
+/// Adds the features of copies of `insts` (of `func`) to `features`; `None`
+/// for a branch table (whose entries the copy would count).
+fn add_copies(features: &mut SizeFeatures, func: &Function, insts: &[Inst]) -> Option<()> {
+    for &inst in insts {
+        let data = &func.dfg.insts[inst];
+        if let InstructionData::BranchTable { .. } = data {
+            return None;
+        }
+        if data.opcode().is_call() {
+            features.add(Feature::CallArguments, func.dfg.inst_args(inst).len());
+        }
+        features.add(inst_feature(func, inst), 1);
+    }
+    Some(())
+}
+
+/// [`merged_body_features`] of an aligned group of three or more
+/// (`splice/group.rs`), from `features` (the first member's, with the selector
+/// parameter): per stretch, a join block, a `brif` per member but the last,
+/// an `iconst`, an `icmp` and a dispatch block per member past the second,
+/// and each member's arm with instructions a block and a `jump`, the copied
+/// arms with copies of their members' instructions. `None` for a stretch
+/// ending its block (groups have none).
+fn group_features(
+    module: &FunctionSet,
+    mut features: SizeFeatures,
+    alignment: &Alignment,
+    joined: &[Alignment],
+) -> Option<SizeFeatures> {
+    let second = &module.get(alignment.second).func;
+    let members = 2 + joined.len();
+    for (i, stretch) in alignment.stretches.iter().enumerate() {
+        stretch.suffix?;
+        features.add(Feature::Branches, members - 1);
+        features.add(Feature::Blocks, 1 + (members - 2));
+        features.add(Feature::SmallConstants, members - 2);
+        features.add(Feature::Compares, members - 2);
+        if !stretch.first.is_empty() {
+            features.add(Feature::Blocks, 1);
+            features.add(Feature::Jumps, 1);
+        }
+        let mut arms = vec![(second, &stretch.second)];
+        for a in joined {
+            arms.push((&module.get(a.second).func, &a.stretches.get(i)?.second));
+        }
+        for (func, insts) in arms {
+            if !insts.is_empty() {
+                features.add(Feature::Blocks, 1);
+                features.add(Feature::Jumps, 1);
+                add_copies(&mut features, func, insts)?;
             }
-            if data.opcode().is_call() {
-                features.add(Feature::CallArguments, second.dfg.inst_args(inst).len());
-            }
-            features.add(inst_feature(second, inst), 1);
         }
     }
     Some(features)
@@ -296,5 +353,47 @@ mod tests {
         }
         assert!(counted > 5, "{counted} aligned pairs counted");
         assert!(with_one_sided > 0, "a pair with a one-sided escape counted");
+    }
+
+    /// Every aligned group of the filetests (a pair, grown by every later
+    /// function that aligns with its first at the same places) has the counted
+    /// features of the body built, and the body verifies.
+    #[test]
+    fn group_features_are_the_built_ones() {
+        let mut counted = 0;
+        for entry in std::fs::read_dir("filetests/similar").expect("filetests") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("reads");
+            let mut module = FunctionSet::new();
+            for func in cranelift_reader::parse_functions(&text).expect("parses") {
+                module.push(func, Linkage::Local).expect("a function");
+            }
+            let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+            for (first, alignment) in find_aligned_pairs(&module, &all, true, false, false) {
+                if !alignment.is_simple() {
+                    continue;
+                }
+                let joined: Vec<_> = all
+                    .iter()
+                    .filter(|&&c| c > first && c != alignment.second)
+                    .filter_map(|&c| {
+                        let (_, a) =
+                            find_aligned_pairs(&module, &[first, c], true, false, false).pop()?;
+                        a.same_places(&alignment).then_some(a)
+                    })
+                    .collect();
+                if joined.is_empty() {
+                    continue;
+                }
+                let func = &module.get(first).func;
+                let differing = Differing::grouped(alignment, joined);
+                let features = merged_body_features(&module, func, &differing).expect("counted");
+                let name = UserFuncName::testcase("built");
+                let built = build_merged_body(&module, func, name, &differing).expect("built");
+                assert_eq!(SizeFeatures::of(&built), features, "{}", path.display());
+                counted += 1;
+            }
+        }
+        assert!(counted >= 2, "{counted} aligned groups counted");
     }
 }

@@ -196,6 +196,13 @@ pub struct SimilarOptions {
     /// (`align/blocks.rs`). Tried last, on the functions every other round left
     /// alone.
     pub align_blocks: bool,
+    /// Whether merging by alignment also grows merged aligned pairs into groups
+    /// of three or more: a function left alone that aligns with a pair's first
+    /// member exactly where the pair's second does joins it, the merged body
+    /// choosing one member's stretch per selector value, when the group saves
+    /// more than the pair (`align.rs`, `splice/group.rs`). Tried last, on the
+    /// functions every other round left alone.
+    pub align_groups: bool,
 }
 
 impl Default for SimilarOptions {
@@ -209,6 +216,7 @@ impl Default for SimilarOptions {
             align_one_sided: true,
             align_cfg: false,
             align_blocks: false,
+            align_groups: true,
         }
     }
 }
@@ -273,6 +281,13 @@ impl SimilarOptions {
     /// ([`Self::align_blocks`]).
     pub fn with_align_blocks(mut self, blocks: bool) -> Self {
         self.align_blocks = blocks;
+        self
+    }
+
+    /// Returns the options with aligned pairs grown into groups of three or
+    /// more (`true`) or not ([`Self::align_groups`]).
+    pub fn with_align_groups(mut self, groups: bool) -> Self {
+        self.align_groups = groups;
         self
     }
 
@@ -510,6 +525,20 @@ pub(crate) fn merge_similar_clocked(
                 outcome.rejected.extend(plan.rejected);
             }
         }
+        if let (true, Some(first_round)) = (options.align_groups, &first_round) {
+            for &m in merges.iter().flat_map(|m| &m.members) {
+                merged[m] = true;
+            }
+            rest.retain(|&f| !merged[f]);
+            grow_groups(
+                module,
+                first_round,
+                &rest,
+                &planner,
+                model.as_ref(),
+                &mut merges,
+            );
+        }
     }
 
     // Phase 4 of 4: names, merged bodies and entry points, in order of first member.
@@ -559,6 +588,89 @@ pub(crate) fn merge_similar_clocked(
         .sort_by_key(|(members, _)| members.first().copied());
     clock.add(Phase::Build, build_start.elapsed());
     outcome
+}
+
+/// The last round of merging by alignment ([`SimilarOptions::align_groups`]):
+/// each merged aligned pair of the simple kind ([`align::Alignment::is_simple`]),
+/// in order of first member, grown by the functions of `left` and the merged
+/// pairs after it that align with its first member at the same places
+/// ([`align::FirstRound::group_joiners`]), replaced in `merges` by the group
+/// when it saves more (`Planner::plan_grown`); a pair that joins is removed.
+/// Every other merge stays as it is.
+fn grow_groups(
+    module: &FunctionSet,
+    first_round: &align::FirstRound,
+    left: &[FuncIndex],
+    planner: &Planner<'_>,
+    model: Option<&SizeModel>,
+    merges: &mut Vec<Merge>,
+) {
+    let mut hubs: Vec<(usize, FuncIndex)> = merges
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            m.differing.joined.is_empty()
+                && m.differing
+                    .alignment
+                    .as_ref()
+                    .is_some_and(align::Alignment::is_simple)
+        })
+        .map(|(i, m)| (i, m.members[0]))
+        .collect();
+    if hubs.len() + left.len() < 3 {
+        return;
+    }
+    hubs.sort_by_key(|&(_, hub)| hub);
+    let clock = planner.clock;
+    let offers = clock.time(Phase::AlignPairs, || {
+        let pairs: Vec<(FuncIndex, &align::Alignment)> = hubs
+            .iter()
+            .filter_map(|&(i, hub)| Some((hub, merges[i].differing.alignment.as_ref()?)))
+            .collect();
+        first_round.group_joiners(module, &pairs, left)
+    });
+    // In order of first member: a pair offered to a hub comes after it, so it
+    // is still as merged when offered.
+    let mut gone = vec![false; hubs.len()];
+    let mut grown: Vec<(usize, Merge)> = Vec::new();
+    clock.time(Phase::PlanAligned, || {
+        for (h, hub_offers) in offers.iter().enumerate() {
+            if gone[h] || hub_offers.is_empty() {
+                continue;
+            }
+            let open: Vec<&align::Offer> = hub_offers
+                .iter()
+                .filter(|o| o.pair.is_none_or(|p| !gone[p]))
+                .collect();
+            let tries: Vec<(&[align::Alignment], Option<&Merge>)> = open
+                .iter()
+                .map(|o| (o.alignments.as_slice(), o.pair.map(|p| &merges[hubs[p].0])))
+                .collect();
+            if let Some((group, taken)) = planner.plan_grown(&merges[hubs[h].0], &tries, model) {
+                for k in taken {
+                    if let Some(p) = open[k].pair {
+                        gone[p] = true;
+                    }
+                }
+                grown.push((hubs[h].0, group));
+            }
+        }
+    });
+    for (i, group) in grown {
+        merges[i] = group;
+    }
+    let mut index = 0;
+    let removed: Vec<bool> = {
+        let mut removed = vec![false; merges.len()];
+        for (p, &(i, _)) in hubs.iter().enumerate() {
+            removed[i] = gone[p];
+        }
+        removed
+    };
+    merges.retain(|_| {
+        index += 1;
+        !removed[index - 1]
+    });
 }
 
 /// The rounds of merging by alignment (phase 3), in the order they run.

@@ -185,6 +185,19 @@ pub(super) struct Plan {
     pub(super) rejected: Vec<(Vec<FuncIndex>, String)>,
 }
 
+/// One step of growing an aligned group ([`Planner::plan_grown`]).
+#[derive(Copy, Clone)]
+struct Growth<'a> {
+    /// The group (or pair) so far.
+    current: &'a Merge,
+    /// The members of the group grown: `current`'s, then those joining.
+    members: &'a [FuncIndex],
+    /// The functions joining.
+    joining: &'a [FuncIndex],
+    /// The merged pair the functions joining come from, if any.
+    replaced: Option<&'a Merge>,
+}
+
 /// The sizes of the members of one group, each measured once however many
 /// subgroups it is tried in.
 type MemberSizes = HashMap<FuncIndex, Result<u64, NotCompiled>>;
@@ -299,6 +312,126 @@ impl Planner<'_> {
             ));
         }
         compiled(predicted.differing)
+    }
+
+    /// The merged aligned pair `pair` grown into a group by `offers`: each a
+    /// function left alone or the members of another merged pair (with the
+    /// merge it would replace), given by their alignments with `pair`'s first
+    /// member at the same places as `pair`'s ([`align::Alignment::same_places`]),
+    /// tried in order and kept when the group with them saves more than the
+    /// group without them (and than the pair they come from); with the indices
+    /// of the offers kept, or `None` when none is (the pair stays as it is). A
+    /// group is priced as the pair was: by the model when the model priced it,
+    /// a gain predicted to be a close call ([`CLOSE_CALL`] of the joining
+    /// functions' predicted size) compiled to confirm (when the group's members
+    /// take at most [`ALIGNED_CONFIRM`] bytes; not merged otherwise); by
+    /// measured sizes when the pair's were measured.
+    pub(super) fn plan_grown(
+        &self,
+        pair: &Merge,
+        offers: &[(&[align::Alignment], Option<&Merge>)],
+        model: Option<&SizeModel>,
+    ) -> Option<(Merge, Vec<usize>)> {
+        let alignment = pair.differing.alignment.as_ref()?;
+        let mut grown: Option<Merge> = None;
+        let mut taken = Vec::new();
+        let mut joined: Vec<align::Alignment> = Vec::new();
+        let mut sizes = (MemberSizes::new(), MemberSizes::new());
+        for (k, &(alignments, replaced)) in offers.iter().enumerate() {
+            let kept = joined.len();
+            joined.extend_from_slice(alignments);
+            let members: Vec<FuncIndex> = pair
+                .members
+                .iter()
+                .copied()
+                .chain(joined.iter().map(|a| a.second))
+                .collect();
+            let differing = Differing::grouped(alignment.clone(), joined.clone());
+            let current = grown.as_ref().unwrap_or(pair);
+            let joining: Vec<FuncIndex> = alignments.iter().map(|a| a.second).collect();
+            let step = Growth {
+                current,
+                members: &members,
+                joining: &joining,
+                replaced,
+            };
+            match self.grown_by(step, differing, model, &mut sizes) {
+                Some(merge) => {
+                    grown = Some(merge);
+                    taken.push(k);
+                }
+                None => joined.truncate(kept),
+            }
+        }
+        grown.map(|merge| (merge, taken))
+    }
+
+    /// The group `step.members` with `differing` when it saves more than
+    /// `step.current` and the merge `step.replaced` (if any) together, priced as
+    /// [`Self::plan_grown`] says; `sizes` are the members' predicted and
+    /// measured sizes, kept between steps.
+    fn grown_by(
+        &self,
+        step: Growth<'_>,
+        differing: Differing,
+        model: Option<&SizeModel>,
+        sizes: &mut (MemberSizes, MemberSizes),
+    ) -> Option<Merge> {
+        let saved = |merge: &Merge| merge.size_before.saturating_sub(merge.size_after);
+        let (predicted_sizes, measured_sizes) = sizes;
+        let Growth {
+            current,
+            members,
+            joining,
+            replaced,
+        } = step;
+        let (Some(model), SizeBasis::Predicted) = (model, current.basis) else {
+            // The pair's sizes were measured: so are the group's.
+            let baseline = saved(current)
+                + match replaced {
+                    Some(r) => self.saved_by(r, Sizer::Measure, measured_sizes)?,
+                    None => 0,
+                };
+            return self
+                .measure(members, differing, Sizer::Measure, measured_sizes)
+                .ok()
+                .filter(|m| saved(m) > baseline);
+        };
+        let baseline = saved(current)
+            + match replaced {
+                Some(r) => self.saved_by(r, Sizer::Model(model), predicted_sizes)?,
+                None => 0,
+            };
+        let predicted = self
+            .sized(members, differing, Sizer::Model(model), predicted_sizes)
+            .ok()
+            .filter(|m| self.saves_enough(m.size_before, m.size_after))
+            .filter(|m| saved(m) > baseline)?;
+        let gain = saved(&predicted) - baseline;
+        let joining_size: u64 = joining.iter().map(|&f| self.predict(model, f)).sum();
+        if !is_close(gain, joining_size) {
+            return self.with_merged_body(predicted).ok();
+        }
+        if predicted.size_before > ALIGNED_CONFIRM {
+            return None;
+        }
+        // A close call: the group, what it grows and what it replaces, compiled.
+        let mut baseline = self.saved_by(current, Sizer::Measure, measured_sizes)?;
+        if let Some(r) = replaced {
+            baseline += self.saved_by(r, Sizer::Measure, measured_sizes)?;
+        }
+        self.measure(members, predicted.differing, Sizer::Measure, measured_sizes)
+            .ok()
+            .filter(|m| saved(m) > baseline)
+    }
+
+    /// What `merge` saves with sizes by `sizer`; `None` when it cannot be
+    /// built or compiled.
+    fn saved_by(&self, merge: &Merge, sizer: Sizer<'_>, sizes: &mut MemberSizes) -> Option<u64> {
+        let merge = self
+            .sized(&merge.members, merge.differing.clone(), sizer, sizes)
+            .ok()?;
+        Some(merge.size_before.saturating_sub(merge.size_after))
     }
 
     /// `merge` (priced by the model) with its merged body, built now when it was

@@ -43,6 +43,7 @@
 //! (with their alias region), constants and immediates are declared again in the
 //! merged body by content. The alignment allows nothing else in a stretch.
 
+mod group;
 mod unpaired;
 
 use super::align::{Alignment, Stretch};
@@ -64,15 +65,21 @@ pub(crate) struct NotSpliced(pub(crate) String);
 
 /// Splices `alignment`'s stretches into `merged` (a copy of the first function,
 /// whose instructions keep their handles), choosing the second function's
-/// (`second`) where `selector` is nonzero.
+/// (`second`) where `selector` is nonzero; with `joined` (a group of three or
+/// more: each further member with its alignment with the first, at the same
+/// places), each member's where `selector` is its position (`group.rs`).
 pub(crate) fn splice_stretches(
     merged: &mut Function,
     selector: Value,
     second: &Function,
     alignment: &Alignment,
+    joined: &[(&Function, &Alignment)],
 ) -> Result<(), NotSpliced> {
     // Escapes are found by value: no use may name one through an alias.
     merged.dfg.resolve_all_aliases();
+    if !joined.is_empty() {
+        return group::splice_group(merged, selector, second, alignment, joined);
+    }
     let mut copier = Copier {
         merged,
         second,
@@ -110,14 +117,16 @@ pub(crate) fn splice_stretches(
         // Across CFGs: every definition the aligned code uses dominates its uses
         // in both functions, but the merged graph has the edges of both, so check
         // the dominance (and everything else) rather than assume it.
-        let flags = settings::Flags::new(settings::builder());
-        if let Err(errors) = cranelift_codegen::verify_function(merged, &flags) {
-            return Err(NotSpliced(format!(
-                "the merged body does not verify: {errors}"
-            )));
-        }
+        verify(merged)?;
     }
     Ok(())
+}
+
+/// Runs Cranelift's verifier on `merged`.
+fn verify(merged: &Function) -> Result<(), NotSpliced> {
+    let flags = settings::Flags::new(settings::builder());
+    cranelift_codegen::verify_function(merged, &flags)
+        .map_err(|errors| NotSpliced(format!("the merged body does not verify: {errors}")))
 }
 
 /// Checks what makes a one-sided escape sound, on the merged body: every use of
