@@ -534,6 +534,11 @@ struct Aligner<'a> {
     /// escape).
     ends: Vec<bool>,
     open: Option<(Range<u32>, Range<u32>)>,
+    /// Per block of the first function, at most how many instructions its
+    /// common prefix and its common suffix may hold (the group round's
+    /// [`FirstRound::widened`]): a block so bounded has a stretch covering at
+    /// least the instructions between, even where the two are equal.
+    bounds: Option<&'a SecondaryMap<Block, Option<(u32, u32)>>>,
 }
 
 impl<'a> Aligner<'a> {
@@ -570,6 +575,7 @@ impl<'a> Aligner<'a> {
             spans: Vec::new(),
             ends: Vec::new(),
             open: None,
+            bounds: None,
         }
     }
 
@@ -733,8 +739,13 @@ impl<'a> Aligner<'a> {
             let (na, nb) = (pa.insts.len(), pb.insts.len());
             let inst_a = |i: usize| a.inst_span(pa.insts.start + i, &pa);
             let inst_b = |i: usize| b.inst_span(pb.insts.start + i, &pb);
+            let bound = self.bounds.and_then(|b| b[a.blocks[k].block]);
+            let (max_prefix, max_suffix) =
+                bound.map_or((usize::MAX, usize::MAX), |(p, s)| (p as usize, s as usize));
             let mut prefix = 0;
-            while prefix < na.min(nb) && self.matches(inst_a(prefix), inst_b(prefix)) {
+            while prefix < na.min(nb).min(max_prefix)
+                && self.matches(inst_a(prefix), inst_b(prefix))
+            {
                 prefix += 1;
             }
             if prefix == na && prefix == nb {
@@ -748,7 +759,7 @@ impl<'a> Aligner<'a> {
             }
             let room = na.min(nb) - prefix;
             let mut suffix = 0;
-            while suffix < room
+            while suffix < room.min(max_suffix)
                 && self.same_shape(&inst_a(na - 1 - suffix), &inst_b(nb - 1 - suffix))
             {
                 suffix += 1;
@@ -1473,12 +1484,13 @@ impl FirstRound {
     /// pair's alignment), what may join its pair: the functions of `left`, and
     /// the merged pairs of hubs after it in input order, that share its bucket
     /// (its walk's skeleton), lie within [`PARTNERS`] of it in the bucket's
-    /// order of size, and align with it at the same places as its pair
-    /// ([`Alignment::same_places`]; both members of a pair), most instructions
-    /// in common first. A function or pair is offered to one hub only, the one
-    /// it has the most in common with (the first in `hubs` among equals).
-    /// Reuses the first round's encodings; the rules are the first round's (no
-    /// one-sided escapes).
+    /// order of size, and align with it simply ([`Alignment::is_simple`]; both
+    /// members of a pair), most instructions in common first, at most
+    /// [`PARTNERS`]. A function or pair is offered to one hub only, the one it
+    /// has the most in common with (the first in `hubs` among equals). Their
+    /// stretches need not be where the pair's are: [`Self::widened`] aligns
+    /// them again. Reuses the first round's encodings; the rules are the first
+    /// round's (no one-sided escapes).
     pub(crate) fn group_joiners(
         &self,
         module: &FunctionSet,
@@ -1506,14 +1518,14 @@ impl FirstRound {
                 return offers;
             }
             let entry = |f: FuncIndex| bucket.iter().find(|e| e.2 == f);
-            // Whether `c` aligns with hub `i` (an entry of the bucket) at the
-            // same places as its pair: the alignment, the hub first.
-            let mut join = |i: usize, h: &BucketEntry<'_>, c: &BucketEntry<'_>| {
+            // How `c` aligns with hub `h` (an entry of the bucket), the hub
+            // first, when simply (`Alignment::is_simple`).
+            let mut join = |h: &BucketEntry<'_>, c: &BucketEntry<'_>| {
                 let (fa, fc) = (&module.get(h.2).func, &module.get(c.2).func);
                 Aligner::new(h.3, fa, c.3, fc, &mut scratch, rules)
                     .align(c.2)
                     .ok()
-                    .filter(|a| a.same_places(hubs[i].1))
+                    .filter(Alignment::is_simple)
             };
             for (j, c) in bucket.iter().enumerate() {
                 // A function left alone, or the first member of a merged pair
@@ -1539,7 +1551,7 @@ impl FirstRound {
                     if pair.is_some_and(|p| hubs[p].0 <= hubs[i].0) {
                         continue;
                     }
-                    let Some(a) = join(i, h, c) else {
+                    let Some(a) = join(h, c) else {
                         continue;
                     };
                     let better = best.as_ref().is_none_or(|(b, offer)| {
@@ -1551,7 +1563,7 @@ impl FirstRound {
                     let common = a.common;
                     let mut alignments = vec![a];
                     if let Some(second) = second {
-                        let Some(b) = join(i, h, second) else {
+                        let Some(b) = join(h, second) else {
                             continue;
                         };
                         alignments.push(b);
@@ -1579,10 +1591,80 @@ impl FirstRound {
         });
         let mut joiners: Vec<Vec<Offer>> = hubs.iter().map(|_| Vec::new()).collect();
         for (i, offer) in offers {
-            joiners[i].push(offer);
+            if joiners[i].len() < PARTNERS {
+                joiners[i].push(offer);
+            }
         }
         joiners
     }
+
+    /// The alignments of the second functions of `alignments` (each with the
+    /// same first function, `hub`) with `hub` once more, each stretch made to
+    /// cover at least every span any of them has in the hub's block (the
+    /// union: the fewest instructions before and after), so that all differ
+    /// from the hub at the same places ([`Alignment::same_places`], checked);
+    /// `None` when one does not align so. Where a function equals the hub in
+    /// such a span, its arm holds its own (equal) instructions: run as it, the
+    /// merged body still runs its instructions in its order.
+    pub(crate) fn widened(
+        &self,
+        module: &FunctionSet,
+        hub: FuncIndex,
+        alignments: &[&Alignment],
+    ) -> Option<Vec<Alignment>> {
+        let fa = &module.get(hub).func;
+        let mut bounds = SecondaryMap::<Block, Option<(u32, u32)>>::new();
+        for stretch in alignments.iter().flat_map(|a| &a.stretches) {
+            let (before, after) = span_in_block(fa, stretch)?;
+            let bound = &mut bounds[stretch.block];
+            *bound = Some(bound.map_or((before, after), |(b, a)| (b.min(before), a.min(after))));
+        }
+        let encoding = |f: FuncIndex| {
+            let i = self.search.walked.iter().position(|w| w.0 == f)?;
+            self.search.encoded[i].as_ref()
+        };
+        let ea = encoding(hub)?;
+        let mut scratch = AlignScratch::default();
+        let widened: Vec<Alignment> = alignments
+            .iter()
+            .map(|a| {
+                let fb = &module.get(a.second).func;
+                let mut aligner = Aligner::new(
+                    ea,
+                    fa,
+                    encoding(a.second)?,
+                    fb,
+                    &mut scratch,
+                    self.search.rules,
+                );
+                aligner.bounds = Some(&bounds);
+                aligner.align(a.second).ok().filter(Alignment::is_simple)
+            })
+            .collect::<Option<_>>()?;
+        let first = widened.first()?;
+        widened
+            .iter()
+            .all(|a| a.same_places(first))
+            .then_some(widened)
+    }
+}
+
+/// Where `stretch` is in its block of `func` (the first function): how many
+/// instructions come before it and how many after it (the terminator
+/// included); `None` for a stretch ending its block.
+fn span_in_block(func: &Function, stretch: &Stretch) -> Option<(u32, u32)> {
+    let suffix = stretch.suffix?;
+    let insts = func.layout.block_insts(stretch.block);
+    let (mut at, mut len) = (None, 0u32);
+    for (i, inst) in insts.enumerate() {
+        if inst == suffix {
+            at = Some(i as u32);
+        }
+        len += 1;
+    }
+    let at = at?;
+    let before = at.checked_sub(u32::try_from(stretch.first.len()).ok()?)?;
+    Some((before, len - at))
 }
 
 /// What stands between a function that merging by alignment left alone and a

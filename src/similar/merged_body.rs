@@ -308,7 +308,7 @@ mod tests {
     use super::*;
     use crate::ir::{FuncIndex, Linkage};
     use crate::similar::align::blocks::find_paired_pairs;
-    use crate::similar::align::find_aligned_pairs;
+    use crate::similar::align::{AlignedSearch, find_aligned_pairs};
 
     /// Every aligned pair of the filetests whose merged body's features are
     /// counted has the features of the body built.
@@ -356,11 +356,12 @@ mod tests {
     }
 
     /// Every aligned group of the filetests (a pair, grown by every later
-    /// function that aligns with its first at the same places) has the counted
-    /// features of the body built, and the body verifies.
+    /// function that aligns with its first, all aligned again where they differ
+    /// at other places) has the counted features of the body built, and the
+    /// body verifies.
     #[test]
     fn group_features_are_the_built_ones() {
-        let mut counted = 0;
+        let (mut counted, mut widened) = (0, 0);
         for entry in std::fs::read_dir("filetests/similar").expect("filetests") {
             let path = entry.expect("an entry").path();
             let text = std::fs::read_to_string(&path).expect("reads");
@@ -369,24 +370,39 @@ mod tests {
                 module.push(func, Linkage::Local).expect("a function");
             }
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-            for (first, alignment) in find_aligned_pairs(&module, &all, true, false, false) {
+            let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, true);
+            for (first, alignment) in pairs {
                 if !alignment.is_simple() {
                     continue;
                 }
-                let joined: Vec<_> = all
-                    .iter()
-                    .filter(|&&c| c > first && c != alignment.second)
-                    .filter_map(|&c| {
-                        let (_, a) =
-                            find_aligned_pairs(&module, &[first, c], true, false, false).pop()?;
-                        a.same_places(&alignment).then_some(a)
-                    })
-                    .collect();
-                if joined.is_empty() {
+                let second = alignment.second;
+                let mut group = vec![alignment];
+                for &c in all.iter().filter(|&&c| c > first && c != second) {
+                    let Some((_, a)) =
+                        find_aligned_pairs(&module, &[first, c], true, false, false).pop()
+                    else {
+                        continue;
+                    };
+                    if !a.is_simple() {
+                        continue;
+                    }
+                    if a.same_places(&group[0]) {
+                        group.push(a);
+                        continue;
+                    }
+                    let mut with: Vec<&_> = group.iter().collect();
+                    with.push(&a);
+                    if let Some(again) = round.widened(&module, first, &with) {
+                        group = again;
+                        widened += 1;
+                    }
+                }
+                if group.len() < 2 {
                     continue;
                 }
+                let joined = group.split_off(1);
                 let func = &module.get(first).func;
-                let differing = Differing::grouped(alignment, joined);
+                let differing = Differing::grouped(group.remove(0), joined);
                 let features = merged_body_features(&module, func, &differing).expect("counted");
                 let name = UserFuncName::testcase("built");
                 let built = build_merged_body(&module, func, name, &differing).expect("built");
@@ -394,6 +410,7 @@ mod tests {
                 counted += 1;
             }
         }
+        assert!(widened > 0, "a group aligned again counted");
         assert!(counted >= 2, "{counted} aligned groups counted");
     }
 }

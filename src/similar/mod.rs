@@ -593,8 +593,9 @@ pub(crate) fn merge_similar_clocked(
 /// The last round of merging by alignment ([`SimilarOptions::align_groups`]):
 /// each merged aligned pair of the simple kind ([`align::Alignment::is_simple`]),
 /// in order of first member, grown by the functions of `left` and the merged
-/// pairs after it that align with its first member at the same places
-/// ([`align::FirstRound::group_joiners`]), replaced in `merges` by the group
+/// pairs after it that align with its first member
+/// ([`align::FirstRound::group_joiners`]; all members made to differ from it
+/// at the same places, [`align::FirstRound::widened`]), replaced in `merges` by the group
 /// when it saves more (`Planner::plan_grown`); a pair that joins is removed.
 /// Every other merge stays as it is.
 fn grow_groups(
@@ -646,7 +647,11 @@ fn grow_groups(
                 .iter()
                 .map(|o| (o.alignments.as_slice(), o.pair.map(|p| &merges[hubs[p].0])))
                 .collect();
-            if let Some((group, taken)) = planner.plan_grown(&merges[hubs[h].0], &tries, model) {
+            let hub = hubs[h].1;
+            let widen =
+                |alignments: &[&align::Alignment]| first_round.widened(module, hub, alignments);
+            let pair = &merges[hubs[h].0];
+            if let Some((group, taken)) = planner.plan_grown(pair, &tries, model, &widen) {
                 for k in taken {
                     if let Some(p) = open[k].pair {
                         gone[p] = true;

@@ -317,36 +317,60 @@ impl Planner<'_> {
     /// The merged aligned pair `pair` grown into a group by `offers`: each a
     /// function left alone or the members of another merged pair (with the
     /// merge it would replace), given by their alignments with `pair`'s first
-    /// member at the same places as `pair`'s ([`align::Alignment::same_places`]),
-    /// tried in order and kept when the group with them saves more than the
-    /// group without them (and than the pair they come from); with the indices
+    /// member, tried in order and kept when the group with them saves more than
+    /// the group without them (and than the pair they come from); with the indices
     /// of the offers kept, or `None` when none is (the pair stays as it is). A
     /// group is priced as the pair was: by the model when the model priced it,
     /// a gain predicted to be a close call ([`CLOSE_CALL`] of the joining
     /// functions' predicted size) compiled to confirm (when the group's members
     /// take at most [`ALIGNED_CONFIRM`] bytes; not merged otherwise); by
-    /// measured sizes when the pair's were measured.
+    /// measured sizes when the pair's were measured. Where the functions joining
+    /// differ from the first elsewhere than the group so far, `widen` aligns
+    /// every member again so that all differ at the same places (each stretch
+    /// covering every member's span, [`align::FirstRound::widened`]).
     pub(super) fn plan_grown(
         &self,
         pair: &Merge,
         offers: &[(&[align::Alignment], Option<&Merge>)],
         model: Option<&SizeModel>,
+        widen: &dyn Fn(&[&align::Alignment]) -> Option<Vec<align::Alignment>>,
     ) -> Option<(Merge, Vec<usize>)> {
-        let alignment = pair.differing.alignment.as_ref()?;
+        let mut alignment = pair.differing.alignment.clone()?;
         let mut grown: Option<Merge> = None;
         let mut taken = Vec::new();
         let mut joined: Vec<align::Alignment> = Vec::new();
         let mut sizes = (MemberSizes::new(), MemberSizes::new());
         for (k, &(alignments, replaced)) in offers.iter().enumerate() {
-            let kept = joined.len();
-            joined.extend_from_slice(alignments);
+            // Every member's alignment with the first, the pair's first.
+            let mut all: Vec<&align::Alignment> = vec![&alignment];
+            all.extend(&joined);
+            all.extend(alignments);
+            let widened = if all.iter().all(|a| a.same_places(&alignment)) {
+                None
+            } else {
+                match widen(&all) {
+                    Some(widened) => Some(widened),
+                    None => continue,
+                }
+            };
+            let (next_alignment, next_joined) = match widened {
+                Some(mut widened) => {
+                    let rest = widened.split_off(1);
+                    (widened.pop()?, rest)
+                }
+                None => {
+                    let mut next = joined.clone();
+                    next.extend_from_slice(alignments);
+                    (alignment.clone(), next)
+                }
+            };
             let members: Vec<FuncIndex> = pair
                 .members
                 .iter()
                 .copied()
-                .chain(joined.iter().map(|a| a.second))
+                .chain(next_joined.iter().map(|a| a.second))
                 .collect();
-            let differing = Differing::grouped(alignment.clone(), joined.clone());
+            let differing = Differing::grouped(next_alignment.clone(), next_joined.clone());
             let current = grown.as_ref().unwrap_or(pair);
             let joining: Vec<FuncIndex> = alignments.iter().map(|a| a.second).collect();
             let step = Growth {
@@ -355,12 +379,11 @@ impl Planner<'_> {
                 joining: &joining,
                 replaced,
             };
-            match self.grown_by(step, differing, model, &mut sizes) {
-                Some(merge) => {
-                    grown = Some(merge);
-                    taken.push(k);
-                }
-                None => joined.truncate(kept),
+            if let Some(merge) = self.grown_by(step, differing, model, &mut sizes) {
+                grown = Some(merge);
+                taken.push(k);
+                alignment = next_alignment;
+                joined = next_joined;
             }
         }
         grown.map(|merge| (merge, taken))
