@@ -330,6 +330,10 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
     Merged::Built(objects, changed, 0, decided)
 }
 
+/// Aligned groups of three or more members (`SimilarOptions::align_groups`) the
+/// similar merges of this process made, in every build of every module.
+static ALIGNED_GROUPS: AtomicUsize = AtomicUsize::new(0);
+
 /// Runs clif-merge on one module as `clif-merge --similar` does: the identical merge
 /// (`merge_functions`), then the similar merge on its output (`SimilarPass::after`).
 /// Every function printed becomes a function of the object (merged bodies local,
@@ -399,6 +403,13 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
                 g.parameters.len()
             ));
         }
+        let grown = similar
+            .outcome
+            .groups
+            .iter()
+            .filter(|g| g.is_aligned() && g.members.len() >= 3)
+            .count();
+        ALIGNED_GROUPS.fetch_add(grown, Ordering::Relaxed);
         let changed = outcome.plan.decisions.len()
             + similar
                 .outcome
@@ -772,12 +783,21 @@ fn generated_programs_link_and_run_alike_after_separate_merging() {
 
 #[test]
 fn generated_modules_run_alike_after_similar_merging() {
+    let test = "generated_modules_run_alike_after_similar_merging";
+    let before = ALIGNED_GROUPS.load(Ordering::Relaxed);
     run_generated(
-        "generated_modules_run_alike_after_similar_merging",
+        test,
         160,
         generate_similar_module,
         "similar",
         |modules, mode| merge_similar(&modules[0].1, mode),
+    );
+    // Other tests of this process may merge groups too: at least these.
+    let grown = ALIGNED_GROUPS.load(Ordering::Relaxed) - before;
+    println!("{test}: at least {grown} aligned groups of three or more built and run");
+    assert!(
+        single_seed() || !require_cc(test) || grown > 0,
+        "{test}: no aligned group of three or more was merged"
     );
 }
 

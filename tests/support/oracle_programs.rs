@@ -471,7 +471,8 @@ impl Program {
                 callee,
                 tail_end,
             } => {
-                let mut shape_rng = Rng::new(*shape & !(EXTRA_BLOCK | SPLIT_BLOCK));
+                let mut shape_rng = Rng::new(*shape & !(EXTRA_BLOCK | SPLIT_BLOCK | STRETCH_MASK));
+                let stretch = (*shape & STRETCH_MASK) >> STRETCH_SHIFT;
                 let mut values = vec!["v0".to_string()];
                 let k0 = e.value(&format!("iconst.i64 {}", k[0]));
                 let first = e.value(&format!("imul v0, {k0}"));
@@ -492,6 +493,25 @@ impl Program {
                         }
                         e.label("block2(v200: i64):");
                         values.push("v200".to_string());
+                    }
+                    if step == 3 && stretch != 0 {
+                        // The member's own stretch: it replaces the chain's last
+                        // value (so the chain's other draws stay as they are) and
+                        // escapes into the rest of the chain.
+                        let last = values.pop().expect("value");
+                        let v = match stretch {
+                            1 => e.value(&format!("iadd {last}, {k0}")),
+                            2 => {
+                                let y = e.value(&format!("bxor {last}, {k0}"));
+                                e.value(&format!("imul {y}, {last}"))
+                            }
+                            3 => {
+                                let y = e.value(&format!("isub {last}, {k0}"));
+                                e.value(&format!("rotl {y}, {k0}"))
+                            }
+                            _ => e.value(&format!("band {last}, {k0}")),
+                        };
+                        values.push(v);
                     }
                     if step == 7 {
                         let k1 = e.value(&format!("iconst.i64 {}", k[1]));
@@ -1647,13 +1667,26 @@ pub const EXTRA_BLOCK: u64 = 1 << 40;
 /// pair their blocks.
 pub const SPLIT_BLOCK: u64 = 1 << 41;
 
+/// [`Body::Long`] with a stretch of its own in its `shape`: the variant (1 to 4)
+/// in these bits, each a different one or two instructions in the chain's first
+/// block whose result the rest of the chain uses (merging by alignment, groups
+/// of three or more).
+pub const STRETCH_MASK: u64 = 7 << STRETCH_SHIFT;
+
+/// Where [`STRETCH_MASK`]'s variant starts.
+pub const STRETCH_SHIFT: u32 = 42;
+
 /// A single module for the similar merge: families of long functions that differ
 /// in one or two constants, in their callee, or by an extra block (some `tail` ones end in a
 /// `return_call` whose callee differs), exact duplicates, and names that collide
 /// with what the similar merge names its merged bodies: an import named
 /// `%NAME_merged` (provided by C) or, with user names, `u0:N` for N one past the
 /// largest defined index; and a visible `%NAME_merged` (or the last `u0:N`) that is
-/// an exact duplicate of an earlier function (an alias in `--mode all`).
+/// an exact duplicate of an earlier function (an alias in `--mode all`); and one
+/// family of three or four exported long functions that differ in a stretch of
+/// instructions at the same place, whose value escapes ([`STRETCH_MASK`]: an
+/// aligned group of three or more), drawn from a generator of its own so that the
+/// rest of the module is what it was.
 pub fn generate_similar_module(seed: u64) -> Program {
     let mut rng = Rng::new(seed ^ 0x0053_494d_494c_4152);
     let user_names = rng.chance(40);
@@ -1792,6 +1825,28 @@ pub fn generate_similar_module(seed: u64) -> Program {
         );
     }
     add_helpers(&mut g, 1);
+    let mut stretch_rng = Rng::new(seed ^ 0x0047_524f_5550_5333);
+    let shape = stretch_rng.below(3) as u64 + 100;
+    let k = [
+        stretch_rng.range(2, 9) as i64,
+        stretch_rng.range(10, 40) as i64,
+    ];
+    let callee = stretch_rng.chance(50).then(|| leaves(false)[0]);
+    for variant in 1..=stretch_rng.range(3, 4) as u64 {
+        g.push(
+            0,
+            format!("a{}", g.program.functions.len()),
+            Linkage::Export,
+            false,
+            Body::Long {
+                shape: shape | variant << STRETCH_SHIFT,
+                k,
+                callee,
+                tail_end: false,
+            },
+            1,
+        );
+    }
     if user_names {
         to_user_names(&mut g.program);
     }
