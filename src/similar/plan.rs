@@ -45,6 +45,13 @@ pub(crate) const ALIGNED_GROWTH: f64 = 1.05;
 /// "Merging by alignment").
 pub(crate) const ALIGNED_CONFIRM: u64 = 8192;
 
+/// Growing an aligned group ([`Planner::plan_grown`]) compiles no more groups
+/// the model predicts not to gain once this many compiled did not pay: a hub
+/// with many candidates (brotli has one with 25) would otherwise compile a
+/// group per candidate, most of the round's cost, for a few bytes each
+/// (`docs/similar.md`, "Groups of three or more").
+pub(crate) const GROUP_REFUTED: usize = 1;
+
 /// A group whose members are predicted to take at most this many bytes in all,
 /// and that the model would not merge at all, is planned by compiled sizes under
 /// [`Pricing::Modeled`](super::Pricing::Modeled): the model errs most on small functions, and they compile
@@ -198,6 +205,20 @@ struct Growth<'a> {
     replaced: Option<&'a Merge>,
 }
 
+/// What growing one aligned group keeps between its steps
+/// ([`Planner::plan_grown`]).
+#[derive(Default)]
+struct GrowthSizes {
+    /// The members' predicted sizes.
+    predicted: MemberSizes,
+    /// The members' measured sizes.
+    measured: MemberSizes,
+    /// What the group so far saves by measured sizes, once known.
+    current_measured: Option<u64>,
+    /// How many groups compiled to confirm did not pay.
+    refuted: usize,
+}
+
 /// The sizes of the members of one group, each measured once however many
 /// subgroups it is tried in.
 type MemberSizes = HashMap<FuncIndex, Result<u64, NotCompiled>>;
@@ -209,6 +230,11 @@ enum Sizer<'a> {
     Model(&'a SizeModel),
     /// Compiled on the ISA, or instruction counts without one ([`size_of`]).
     Measure,
+}
+
+/// What `merge` saves, when its sizes were compiled.
+fn compiled_saving(merge: &Merge) -> Option<u64> {
+    (merge.basis == SizeBasis::Compiled).then(|| merge.size_before.saturating_sub(merge.size_after))
 }
 
 /// Whether a predicted saving of `saved` for a group whose members take `size` is
@@ -319,12 +345,16 @@ impl Planner<'_> {
     /// merge it would replace), given by their alignments with `pair`'s first
     /// member, tried in order and kept when the group with them saves more than
     /// the group without them (and than the pair they come from); with the indices
-    /// of the offers kept, or `None` when none is (the pair stays as it is). A
-    /// group is priced as the pair was: by the model when the model priced it,
+    /// of the offers kept, or `None` when none is (the pair stays as it is).
+    /// With a model, the gain (what the group saves beyond the group so far and
+    /// the pair it absorbs, all predicted, whatever priced them before) decides;
     /// a gain predicted to be a close call ([`CLOSE_CALL`] of the joining
-    /// functions' predicted size) compiled to confirm (when the group's members
-    /// take at most [`ALIGNED_CONFIRM`] bytes; not merged otherwise); by
-    /// measured sizes when the pair's were measured. Where the functions joining
+    /// functions' predicted size) is compiled to confirm (when the group's
+    /// members take at most [`ALIGNED_CONFIRM`] bytes; not merged otherwise),
+    /// and so is a predicted loss of at most [`ALIGNED_GROWTH`] of functions
+    /// joining that take at most [`SMALL_GROUP`] bytes (as for a small pair),
+    /// until [`GROUP_REFUTED`] groups compiled did not pay.
+    /// Without one, by measured sizes. Where the functions joining
     /// differ from the first elsewhere than the group so far, `widen` aligns
     /// every member again so that all differ at the same places (each stretch
     /// covering every member's span, [`align::FirstRound::widened`]).
@@ -339,7 +369,10 @@ impl Planner<'_> {
         let mut grown: Option<Merge> = None;
         let mut taken = Vec::new();
         let mut joined: Vec<align::Alignment> = Vec::new();
-        let mut sizes = (MemberSizes::new(), MemberSizes::new());
+        let mut sizes = GrowthSizes {
+            current_measured: compiled_saving(pair),
+            ..GrowthSizes::default()
+        };
         for (k, &(alignments, replaced)) in offers.iter().enumerate() {
             // Every member's alignment with the first, the pair's first.
             let mut all: Vec<&align::Alignment> = vec![&alignment];
@@ -380,6 +413,7 @@ impl Planner<'_> {
                 replaced,
             };
             if let Some(merge) = self.grown_by(step, differing, model, &mut sizes) {
+                sizes.current_measured = compiled_saving(&merge);
                 grown = Some(merge);
                 taken.push(k);
                 alignment = next_alignment;
@@ -391,25 +425,29 @@ impl Planner<'_> {
 
     /// The group `step.members` with `differing` when it saves more than
     /// `step.current` and the merge `step.replaced` (if any) together, priced as
-    /// [`Self::plan_grown`] says; `sizes` are the members' predicted and
-    /// measured sizes, kept between steps.
+    /// [`Self::plan_grown`] says; `sizes` are kept between steps.
     fn grown_by(
         &self,
         step: Growth<'_>,
         differing: Differing,
         model: Option<&SizeModel>,
-        sizes: &mut (MemberSizes, MemberSizes),
+        sizes: &mut GrowthSizes,
     ) -> Option<Merge> {
         let saved = |merge: &Merge| merge.size_before.saturating_sub(merge.size_after);
-        let (predicted_sizes, measured_sizes) = sizes;
+        let GrowthSizes {
+            predicted: predicted_sizes,
+            measured: measured_sizes,
+            current_measured,
+            refuted,
+        } = sizes;
         let Growth {
             current,
             members,
             joining,
             replaced,
         } = step;
-        let (Some(model), SizeBasis::Predicted) = (model, current.basis) else {
-            // The pair's sizes were measured: so are the group's.
+        let Some(model) = model else {
+            // Without a model, sizes are measured.
             let baseline = saved(current)
                 + match replaced {
                     Some(r) => self.saved_by(r, Sizer::Measure, measured_sizes)?,
@@ -420,32 +458,59 @@ impl Planner<'_> {
                 .ok()
                 .filter(|m| saved(m) > baseline);
         };
-        let baseline = saved(current)
+        // Predicted again whatever priced it (a pair confirmed by compiling):
+        // the gain is what the model predicts joining adds.
+        let baseline = self.saved_by(current, Sizer::Model(model), predicted_sizes)?
             + match replaced {
                 Some(r) => self.saved_by(r, Sizer::Model(model), predicted_sizes)?,
                 None => 0,
             };
         let predicted = self
             .sized(members, differing, Sizer::Model(model), predicted_sizes)
-            .ok()
-            .filter(|m| self.saves_enough(m.size_before, m.size_after))
-            .filter(|m| saved(m) > baseline)?;
-        let gain = saved(&predicted) - baseline;
+            .ok()?;
         let joining_size: u64 = joining.iter().map(|&f| self.predict(model, f)).sum();
-        if !is_close(gain, joining_size) {
-            return self.with_merged_body(predicted).ok();
-        }
-        if predicted.size_before > ALIGNED_CONFIRM {
-            return None;
+        if self.saves_enough(predicted.size_before, predicted.size_after)
+            && saved(&predicted) > baseline
+        {
+            let gain = saved(&predicted) - baseline;
+            if !is_close(gain, joining_size) {
+                return self.with_merged_body(predicted).ok();
+            }
+            if predicted.size_before > ALIGNED_CONFIRM {
+                return None;
+            }
+        } else {
+            // Predicted not to gain: compiled only when the functions joining are
+            // small and the loss predicted is at most `ALIGNED_GROWTH` of them,
+            // as a small pair the model rejects.
+            let loss = baseline.saturating_sub(saved(&predicted));
+            let growth = ALIGNED_GROWTH - 1.0;
+            if joining_size > SMALL_GROUP
+                || loss as f64 > growth * joining_size as f64
+                || *refuted == GROUP_REFUTED
+            {
+                return None;
+            }
         }
         // A close call: the group, what it grows and what it replaces, compiled.
-        let mut baseline = self.saved_by(current, Sizer::Measure, measured_sizes)?;
-        if let Some(r) = replaced {
-            baseline += self.saved_by(r, Sizer::Measure, measured_sizes)?;
-        }
-        self.measure(members, predicted.differing, Sizer::Measure, measured_sizes)
-            .ok()
-            .filter(|m| saved(m) > baseline)
+        let compiled = (|| {
+            let mut baseline = match *current_measured {
+                Some(measured) => measured,
+                None => self.saved_by(current, Sizer::Measure, measured_sizes)?,
+            };
+            *current_measured = Some(baseline);
+            if let Some(r) = replaced {
+                baseline += match compiled_saving(r) {
+                    Some(measured) => measured,
+                    None => self.saved_by(r, Sizer::Measure, measured_sizes)?,
+                };
+            }
+            self.measure(members, predicted.differing, Sizer::Measure, measured_sizes)
+                .ok()
+                .filter(|m| saved(m) > baseline)
+        })();
+        *refuted += usize::from(compiled.is_none());
+        compiled
     }
 
     /// What `merge` saves with sizes by `sizer`; `None` when it cannot be
