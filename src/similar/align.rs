@@ -1543,13 +1543,20 @@ impl FirstRound {
                     None => None,
                 };
                 let near = j.saturating_sub(PARTNERS)..(j + 1 + PARTNERS).min(bucket.len());
+                // The hubs near, tried in order of an upper bound of what they
+                // can have in common (`common_bound`), so that once one aligns,
+                // those that cannot beat it are not tried at all.
+                let mut near: Vec<(u32, usize, &BucketEntry<'_>)> = bucket[near]
+                    .iter()
+                    .filter_map(|h| Some((hub_of[h.2]?, h)))
+                    .filter(|&(i, _)| pair.is_none_or(|p| hubs[i].0 < hubs[p].0))
+                    .map(|(i, h)| (common_bound(h.3, shapes_of(h.3), c.3, shapes_of(c.3)), i, h))
+                    .collect();
+                near.sort_unstable_by_key(|&(bound, i, _)| (std::cmp::Reverse(bound), i));
                 let mut best: Option<(usize, Offer)> = None;
-                for h in &bucket[near] {
-                    let Some(i) = hub_of[h.2] else {
-                        continue;
-                    };
-                    if pair.is_some_and(|p| hubs[p].0 <= hubs[i].0) {
-                        continue;
+                for (bound, i, h) in near {
+                    if best.as_ref().is_some_and(|(_, offer)| bound < offer.common) {
+                        break;
                     }
                     let Some(a) = join(h, c) else {
                         continue;
@@ -1625,9 +1632,21 @@ impl FirstRound {
         };
         let ea = encoding(hub)?;
         let mut scratch = AlignScratch::default();
+        // An alignment whose stretches are the bounds' spans already stays.
+        let fits = |a: &Alignment| {
+            let mut blocks = 0;
+            let spans = a.stretches.iter().all(|s| {
+                blocks += 1;
+                span_in_block(fa, s).is_some_and(|span| bounds[s.block] == Some(span))
+            });
+            spans && blocks == bounds.values().filter(|b| b.is_some()).count()
+        };
         let widened: Vec<Alignment> = alignments
             .iter()
-            .map(|a| {
+            .map(|&a| {
+                if fits(a) {
+                    return Some(a.clone());
+                }
                 let fb = &module.get(a.second).func;
                 let mut aligner = Aligner::new(
                     ea,
@@ -1796,10 +1815,7 @@ fn pair_bucket(
 ) -> Vec<(FuncIndex, Alignment)> {
     let mut paired = vec![false; bucket.len()];
     let mut pairs = Vec::new();
-    let shapes: Vec<&[u64]> = bucket
-        .iter()
-        .map(|e| e.3.shapes.get_or_init(|| shape_hashes(e.3)).as_slice())
-        .collect();
+    let shapes: Vec<&[u64]> = bucket.iter().map(|e| shapes_of(e.3)).collect();
     let mut partners: Vec<(u32, usize)> = Vec::with_capacity(PARTNERS);
     for i in 0..bucket.len() {
         if paired[i] {
@@ -1853,6 +1869,11 @@ fn pair_bucket(
         }
     }
     pairs
+}
+
+/// `e`'s [`shape_hashes`], taken once.
+fn shapes_of(e: &SpannedEncoding) -> &[u64] {
+    e.shapes.get_or_init(|| shape_hashes(e))
 }
 
 /// For each instruction of `e`, in stream order, a hash of its shape: its tokens

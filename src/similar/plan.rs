@@ -420,7 +420,10 @@ impl Planner<'_> {
                 joined = next_joined;
             }
         }
-        grown.map(|merge| (merge, taken))
+        // The merged body of the group grown, built once: a group the splice
+        // refuses leaves the pair as it is.
+        let merge = self.with_merged_body(grown?).ok()?;
+        Some((merge, taken))
     }
 
     /// The group `step.members` with `differing` when it saves more than
@@ -474,7 +477,8 @@ impl Planner<'_> {
         {
             let gain = saved(&predicted) - baseline;
             if !is_close(gain, joining_size) {
-                return self.with_merged_body(predicted).ok();
+                // Built once grown (`plan_grown`).
+                return Some(predicted);
             }
             if predicted.size_before > ALIGNED_CONFIRM {
                 return None;
