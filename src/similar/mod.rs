@@ -100,6 +100,13 @@
 //! (`ALIGNED_GROWTH`), and a close call on a pair larger than 8 KiB
 //! (`ALIGNED_CONFIRM`) is not merged (`Planner::plan_aligned`).
 //!
+//! A last round grows merged pairs into groups of three or more
+//! ([`SimilarOptions::align_groups`]): a function left alone, or another merged
+//! pair, that aligns with a pair's first member joins it when the group saves
+//! more, every member made to differ from the first at the same places; the
+//! merged body dispatches on the selector (`0..k`) to one arm per member at
+//! each stretch (`splice/group.rs`, `Planner::plan_grown`).
+//!
 //! The pass runs on a module whose identical functions were already merged, so
 //! callees are compared by identity and function addresses by exact name.
 //!
