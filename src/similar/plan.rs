@@ -47,7 +47,7 @@ pub(crate) const ALIGNED_CONFIRM: u64 = 8192;
 
 /// Growing an aligned group ([`Planner::plan_grown`]) compiles no more groups
 /// the model predicts not to gain once this many compiled did not pay: a hub
-/// with many candidates (brotli has one with 25) would otherwise compile a
+/// with many candidates (brotli has hubs with some 25) would otherwise compile a
 /// group per candidate, most of the round's cost, for a few bytes each
 /// (`docs/similar.md`, "Groups of three or more").
 pub(crate) const GROUP_REFUTED: usize = 1;
