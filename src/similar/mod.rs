@@ -327,6 +327,8 @@ impl SizeBasis {
 #[derive(Clone, Debug)]
 pub struct SimilarGroup {
     /// The members, in input order; the first one's body is the merged body's.
+    /// An aligned group of three or more lists them in selector order instead
+    /// (the merged pair's two, then each member that joined it).
     pub members: Vec<FuncIndex>,
     /// The parameters of the merged body (one per distinct tuple of differing
     /// member values), in walk order of the body.

@@ -325,7 +325,9 @@ impl SimilarPass {
 /// A merged group described by names, for reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SimilarGroupReport {
-    /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order.
+    /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order (an
+    /// aligned group of three or more: in selector order,
+    /// [`SimilarGroup::members`]).
     pub members: Vec<String>,
     /// Number of parameters (differing constants, callees and offsets; those holding
     /// the same value in every member share one).
