@@ -331,15 +331,16 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
 }
 
 /// Aligned groups of three or more members (`SimilarOptions::align_groups`) the
-/// similar merges of this process made, in every build of every module.
+/// similar merges of the generated modules made, in every build.
 static ALIGNED_GROUPS: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs clif-merge on one module as `clif-merge --similar` does: the identical merge
 /// (`merge_functions`), then the similar merge on its output (`SimilarPass::after`).
 /// Every function printed becomes a function of the object (merged bodies local,
 /// entry points and others with their linkage); an alias becomes a forwarding
-/// function.
-fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
+/// function. Counts the aligned groups of three or more it makes in `groups`,
+/// if given.
+fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize>) -> Merged {
     let result = catch(|| {
         let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
         // Across CFGs and by block pairing too (both off by default): each runs
@@ -409,7 +410,9 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode) -> Merged {
             .iter()
             .filter(|g| g.is_aligned() && g.members.len() >= 3)
             .count();
-        ALIGNED_GROUPS.fetch_add(grown, Ordering::Relaxed);
+        if let Some(groups) = groups {
+            groups.fetch_add(grown, Ordering::Relaxed);
+        }
         let changed = outcome.plan.decisions.len()
             + similar
                 .outcome
@@ -784,17 +787,15 @@ fn generated_programs_link_and_run_alike_after_separate_merging() {
 #[test]
 fn generated_modules_run_alike_after_similar_merging() {
     let test = "generated_modules_run_alike_after_similar_merging";
-    let before = ALIGNED_GROUPS.load(Ordering::Relaxed);
     run_generated(
         test,
         160,
         generate_similar_module,
         "similar",
-        |modules, mode| merge_similar(&modules[0].1, mode),
+        |modules, mode| merge_similar(&modules[0].1, mode, Some(&ALIGNED_GROUPS)),
     );
-    // Other tests of this process may merge groups too: at least these.
-    let grown = ALIGNED_GROUPS.load(Ordering::Relaxed) - before;
-    println!("{test}: at least {grown} aligned groups of three or more built and run");
+    let grown = ALIGNED_GROUPS.load(Ordering::Relaxed);
+    println!("{test}: {grown} aligned groups of three or more built and run");
     assert!(
         single_seed() || !require_cc(test) || grown > 0,
         "{test}: no aligned group of three or more was merged"
@@ -1338,7 +1339,13 @@ fn filetests_run_alike_after_similar_merging() {
     let tally = Tally::default();
     let failures: Vec<Failure> = programs
         .par_iter()
-        .flat_map(|p| check_existing(p, &|parts, mode| merge_similar(&parts[0].1, mode), &tally))
+        .flat_map(|p| {
+            check_existing(
+                p,
+                &|parts, mode| merge_similar(&parts[0].1, mode, None),
+                &tally,
+            )
+        })
         .collect();
     assert!(
         tally.changed.load(Ordering::Relaxed) > 0,

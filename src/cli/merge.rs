@@ -121,9 +121,10 @@ pub struct Args {
     /// address, called with `call_indirect`), and each original becomes an entry
     /// point that calls it with its own values (keeping its name, signature and
     /// address). Functions left that are equal but for a few straight-line stretches
-    /// of instructions (at most one per block) are then merged in pairs: the merged
-    /// body runs either member's stretches, chosen by one more parameter (merging by
-    /// alignment). Only when the code Cranelift emits for the host gets smaller.
+    /// of instructions (at most one per block) are then merged in pairs, and pairs
+    /// grown into groups: the merged body runs one member's stretches, chosen by
+    /// one more parameter (merging by alignment). Only when the code Cranelift
+    /// emits for the host gets smaller.
     /// With `--validate`, every entry point is also run against its original.
     #[arg(long)]
     pub similar: bool,
@@ -141,10 +142,11 @@ pub struct Args {
     pub no_align_one_sided: bool,
 
     /// With `--similar`: do not grow merged aligned pairs into groups of three or
-    /// more. By default a function left alone that differs from a pair's first
-    /// member exactly where the pair's second does (the same stretches, the same
-    /// values escaping) joins the pair when the group saves more: the merged body
-    /// runs one member's stretch per value of the selector.
+    /// more. By default a function left alone, or another merged pair, that
+    /// aligns with a pair's first member joins the pair when the group saves
+    /// more: every member is aligned to differ from the first at the same places
+    /// (stretches widened to cover each member's differences), and the merged
+    /// body runs one member's stretch per value of the selector.
     #[arg(long)]
     pub no_align_groups: bool,
 

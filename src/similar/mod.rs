@@ -204,11 +204,12 @@ pub struct SimilarOptions {
     /// alone.
     pub align_blocks: bool,
     /// Whether merging by alignment also grows merged aligned pairs into groups
-    /// of three or more: a function left alone that aligns with a pair's first
-    /// member exactly where the pair's second does joins it, the merged body
-    /// choosing one member's stretch per selector value, when the group saves
-    /// more than the pair (`align.rs`, `splice/group.rs`). Tried last, on the
-    /// functions every other round left alone.
+    /// of three or more: a function left alone, or another merged pair, that
+    /// aligns with a pair's first member joins it when the group saves more,
+    /// every member aligned to differ from the first member at the same places
+    /// (stretches widened where they differ elsewhere), the merged body choosing
+    /// one member's stretch per selector value (`align.rs`, `splice/group.rs`).
+    /// Tried last, on the functions and pairs every other round left.
     pub align_groups: bool,
 }
 
