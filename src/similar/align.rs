@@ -1489,8 +1489,8 @@ impl FirstRound {
     /// [`PARTNERS`]. A function or pair is offered to one hub only, the one it
     /// has the most in common with (the first in `hubs` among equals). Their
     /// stretches need not be where the pair's are: [`Self::widened`] aligns
-    /// them again. Reuses the first round's encodings; the rules are the first
-    /// round's (no one-sided escapes).
+    /// them again. Reuses the first round's encodings and refusals; the rules
+    /// are the first round's (no one-sided escapes).
     pub(crate) fn group_joiners(
         &self,
         module: &FunctionSet,
@@ -1521,6 +1521,11 @@ impl FirstRound {
             // How `c` aligns with hub `h` (an entry of the bucket), the hub
             // first, when simply (`Alignment::is_simple`).
             let mut join = |h: &BucketEntry<'_>, c: &BucketEntry<'_>| {
+                // The first round refused them already, the hub first: its
+                // rules are these.
+                if h.2 < c.2 && matches!(self.tried.get(&(h.2, c.2)), Some(Err(_))) {
+                    return None;
+                }
                 let (fa, fc) = (&module.get(h.2).func, &module.get(c.2).func);
                 Aligner::new(h.3, fa, c.3, fc, &mut scratch, rules)
                     .align(c.2)
