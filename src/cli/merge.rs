@@ -121,10 +121,9 @@ pub struct Args {
     /// address, called with `call_indirect`), and each original becomes an entry
     /// point that calls it with its own values (keeping its name, signature and
     /// address). Functions left that are equal but for a few straight-line stretches
-    /// of instructions (at most one per block) are then merged in pairs, and pairs
-    /// grown into groups: the merged body runs one member's stretches, chosen by
-    /// one more parameter (merging by alignment). Only when the code Cranelift
-    /// emits for the host gets smaller.
+    /// of instructions (at most one per block) are then merged in pairs: the merged
+    /// body runs either member's stretches, chosen by one more parameter (merging by
+    /// alignment). Only when the code Cranelift emits for the host gets smaller.
     /// With `--validate`, every entry point is also run against its original.
     #[arg(long)]
     pub similar: bool,
@@ -141,14 +140,15 @@ pub struct Args {
     #[arg(long)]
     pub no_align_one_sided: bool,
 
-    /// With `--similar`: do not grow merged aligned pairs into groups of three or
-    /// more. By default a function left alone, or another merged pair, that
-    /// aligns with a pair's first member joins the pair when the group saves
-    /// more: every member is aligned to differ from the first at the same places
-    /// (stretches widened to cover each member's differences), and the merged
-    /// body runs one member's stretch per value of the selector.
+    /// With `--similar`: also grow merged aligned pairs into groups of three or
+    /// more: a function left alone, or another merged pair, that aligns with a
+    /// pair's first member joins the pair when the group saves more; every member
+    /// is aligned to differ from the first at the same places (stretches widened
+    /// to cover each member's differences), and the merged body runs one
+    /// member's stretch per value of the selector. Off by default: it costs more
+    /// compile time than the code it saves is worth on typical programs.
     #[arg(long)]
-    pub no_align_groups: bool,
+    pub align_groups: bool,
 
     /// With `--similar`: also merge by alignment pairs whose blocks end in
     /// different terminators (same blocks and block parameters in walk order); the
@@ -249,7 +249,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_align_one_sided(!args.no_align_one_sided)
             .with_align_cfg(args.align_cfg)
             .with_align_blocks(args.align_blocks)
-            .with_align_groups(!args.no_align_groups);
+            .with_align_groups(args.align_groups);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())
