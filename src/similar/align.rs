@@ -1946,22 +1946,8 @@ mod tests {
     /// every function or on those a merge of the first pair would leave.
     #[test]
     fn one_sided_round_reuses_the_first() {
-        let mut files: Vec<_> = std::fs::read_dir("filetests/similar")
-            .expect("filetests")
-            .map(|e| e.expect("an entry").path())
-            .filter(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("aligned_"))
-            })
-            .collect();
-        files.sort();
         let mut one_sided = 0;
-        for path in files {
-            let text = std::fs::read_to_string(&path).expect("reads");
-            let mut module = FunctionSet::new();
-            for func in cranelift_reader::parse_functions(&text).expect("parses") {
-                module.push(func, Linkage::Local).expect("a function");
-            }
+        for (path, module) in crate::similar::similar_filetests("aligned_") {
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
             let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, true);
             assert_eq!(pairs, find_aligned_pairs(&module, &all, true, false, false));

@@ -306,22 +306,17 @@ impl MergedNames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{FuncIndex, Linkage};
+    use crate::ir::FuncIndex;
     use crate::similar::align::blocks::find_paired_pairs;
     use crate::similar::align::{AlignedSearch, find_aligned_pairs};
+    use crate::similar::similar_filetests;
 
     /// Every aligned pair of the filetests whose merged body's features are
     /// counted has the features of the body built.
     #[test]
     fn aligned_features_are_the_built_ones() {
         let (mut counted, mut with_one_sided) = (0, 0);
-        for entry in std::fs::read_dir("filetests/similar").expect("filetests") {
-            let path = entry.expect("an entry").path();
-            let text = std::fs::read_to_string(&path).expect("reads");
-            let mut module = FunctionSet::new();
-            for func in cranelift_reader::parse_functions(&text).expect("parses") {
-                module.push(func, Linkage::Local).expect("a function");
-            }
+        for (path, module) in similar_filetests("") {
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
             let mut pairs = Vec::new();
             for (one_sided, cfg) in [(false, false), (true, false), (true, true)] {
@@ -362,13 +357,7 @@ mod tests {
     #[test]
     fn group_features_are_the_built_ones() {
         let (mut counted, mut widened) = (0, 0);
-        for entry in std::fs::read_dir("filetests/similar").expect("filetests") {
-            let path = entry.expect("an entry").path();
-            let text = std::fs::read_to_string(&path).expect("reads");
-            let mut module = FunctionSet::new();
-            for func in cranelift_reader::parse_functions(&text).expect("parses") {
-                module.push(func, Linkage::Local).expect("a function");
-            }
+        for (path, module) in similar_filetests("") {
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
             let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, true);
             for (first, alignment) in pairs {

@@ -955,3 +955,32 @@ fn build_merge(
     );
     Ok((merged, entry_points))
 }
+
+/// Every file of `filetests/similar/` whose name starts with `prefix`, in name
+/// order, with its functions parsed into a module: the inputs of the unit tests
+/// that check the alignment and the merged bodies against what is built.
+#[cfg(test)]
+pub(crate) fn similar_filetests(prefix: &str) -> Vec<(std::path::PathBuf, FunctionSet)> {
+    let mut files: Vec<_> = std::fs::read_dir("filetests/similar")
+        .expect("filetests")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("reads");
+            let mut module = FunctionSet::new();
+            for func in cranelift_reader::parse_functions(&text).expect("parses") {
+                module
+                    .push(func, crate::ir::Linkage::Local)
+                    .expect("a function");
+            }
+            (path, module)
+        })
+        .collect()
+}

@@ -80,17 +80,7 @@ pub(crate) fn splice_stretches(
     if !joined.is_empty() {
         return group::splice_group(merged, selector, second, alignment, joined);
     }
-    let mut copier = Copier {
-        merged,
-        second,
-        values: alignment.values.iter().copied().collect(),
-        blocks: alignment.blocks.iter().copied().collect(),
-        func_refs: HashMap::new(),
-        sig_refs: HashMap::new(),
-        missing: None,
-        arms: HashMap::new(),
-        one_sided: HashMap::new(),
-    };
+    let mut copier = Copier::new(merged, second, alignment);
     // Each escaping value of the first function, with the join's parameter that
     // replaces it outside its arm and that arm.
     let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
@@ -203,6 +193,24 @@ struct Copier<'a> {
     /// Each join parameter that holds a one-sided escape, with its join and
     /// whether it is the first function's value (read only by first arms).
     one_sided: HashMap<Value, (Block, bool)>,
+}
+
+impl<'a> Copier<'a> {
+    /// A copier of `second`'s stretches into `merged`, which maps `second`'s
+    /// values and blocks as `alignment` pairs them, and has copied nothing yet.
+    fn new(merged: &'a mut Function, second: &'a Function, alignment: &Alignment) -> Self {
+        Self {
+            merged,
+            second,
+            values: alignment.values.iter().copied().collect(),
+            blocks: alignment.blocks.iter().copied().collect(),
+            func_refs: HashMap::new(),
+            sig_refs: HashMap::new(),
+            missing: None,
+            arms: HashMap::new(),
+            one_sided: HashMap::new(),
+        }
+    }
 }
 
 impl Copier<'_> {

@@ -68,17 +68,9 @@ pub(super) fn splice_group(
             sig_refs: HashMap::new(),
         })
         .collect();
-    let mut copier = Copier {
-        merged,
-        second,
-        values: alignment.values.iter().copied().collect(),
-        blocks: HashMap::new(),
-        func_refs: HashMap::new(),
-        sig_refs: HashMap::new(),
-        missing: None,
-        arms: HashMap::new(),
-        one_sided: HashMap::new(),
-    };
+    // A group's alignments are simple: no stretch ends its block, so no block
+    // of the second is mapped.
+    let mut copier = Copier::new(merged, second, alignment);
     let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
     for (i, stretch) in alignment.stretches.iter().enumerate() {
         let others: Vec<&Stretch> = joined
