@@ -101,7 +101,8 @@ pub(crate) fn build_merged_body(
 
 /// The size-model features of the merged body [`build_merged_body`] builds from
 /// `first` for `differing`, counted from `first` without building it: `first`'s
-/// features with the parameters added, without the constants that became
+/// features (`first_features`, counted by the caller, who has them already from
+/// pricing `first` as a member) with the parameters added, without the constants that became
 /// parameters, with one more `iadd` per callee load, and with each direct call
 /// made indirect (its callee one more argument); for an aligned pair, per
 /// stretch (`splice.rs`) one more `brif` and join block, each arm (one with
@@ -117,10 +118,11 @@ pub(crate) fn build_merged_body(
 pub(crate) fn merged_body_features(
     module: &FunctionSet,
     first: &Function,
+    first_features: &SizeFeatures,
     differing: &Differing,
 ) -> Option<SizeFeatures> {
     first.layout.entry_block()?;
-    let mut features = SizeFeatures::of(first);
+    let mut features = first_features.clone();
     let params = first.signature.params.len();
     let added = differing.parameters.len();
     features.add(Feature::Params, added);
@@ -276,7 +278,10 @@ mod tests {
                 for (first, alignment) in pairs {
                     let first = &module.get(first).func;
                     let differing = Differing::aligned(alignment);
-                    let Some(features) = merged_body_features(&module, first, &differing) else {
+                    let of_first = SizeFeatures::of(first);
+                    let Some(features) =
+                        merged_body_features(&module, first, &of_first, &differing)
+                    else {
                         continue;
                     };
                     let name = UserFuncName::testcase("built");

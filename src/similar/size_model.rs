@@ -17,7 +17,8 @@
 //! callees, so much of the error is common to both sides of a comparison; `mod.rs`
 //! compiles the merges whose predicted saving is small to confirm them.
 
-use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{Block, Function, Inst, InstructionData, Opcode};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::OptLevel;
 use target_lexicon::Architecture;
@@ -136,20 +137,29 @@ impl SizeFeatures {
         let params = func.signature.params.len();
         add(Feature::Params, params);
         add(Feature::StackParams, params.saturating_sub(6));
-        for block in func.layout.blocks() {
-            add(Feature::Blocks, 1);
-            for inst in func.layout.block_insts(block) {
-                let data = &func.dfg.insts[inst];
-                let opcode = data.opcode();
-                if opcode.is_call() {
-                    add(Feature::CallArguments, func.dfg.inst_args(inst).len());
-                }
-                if let InstructionData::BranchTable { table, .. } = data {
-                    let entries = func.stencil.dfg.jump_tables[*table].all_branches().len();
-                    add(Feature::BranchTableEntries, entries);
-                }
-                add(inst_feature(func, inst), 1);
+        // Counts do not depend on the order: the blocks and instructions of the
+        // layout are read in the order of their numbers, through the tables,
+        // rather than by following the layout's links, one read waiting for the
+        // one before.
+        let blocks = (0..func.dfg.num_blocks()).map(Block::new);
+        add(
+            Feature::Blocks,
+            blocks.filter(|&b| func.layout.is_block_inserted(b)).count(),
+        );
+        for inst in (0..func.dfg.num_insts()).map(Inst::new) {
+            if func.layout.inst_block(inst).is_none() {
+                continue;
             }
+            let data = &func.dfg.insts[inst];
+            let opcode = data.opcode();
+            if opcode.is_call() {
+                add(Feature::CallArguments, func.dfg.inst_args(inst).len());
+            }
+            if let InstructionData::BranchTable { table, .. } = data {
+                let entries = func.stencil.dfg.jump_tables[*table].all_branches().len();
+                add(Feature::BranchTableEntries, entries);
+            }
+            add(inst_feature(func, inst), 1);
         }
         Self(counts)
     }

@@ -55,7 +55,7 @@ use cranelift_codegen::ir::{
     SigRef, StackSlot, Value, ValueList,
 };
 use cranelift_codegen::settings;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Why a stretch could not be copied (only for input the alignment should have
 /// refused; the group is then not merged).
@@ -78,15 +78,15 @@ pub(crate) fn splice_stretches(
         second,
         values: alignment.values.iter().copied().collect(),
         blocks: alignment.blocks.iter().copied().collect(),
-        func_refs: HashMap::new(),
-        sig_refs: HashMap::new(),
+        func_refs: FxHashMap::default(),
+        sig_refs: FxHashMap::default(),
         missing: None,
-        arms: HashMap::new(),
-        one_sided: HashMap::new(),
+        arms: FxHashMap::default(),
+        one_sided: FxHashMap::default(),
     };
     // Each escaping value of the first function, with the join's parameter that
     // replaces it outside its arm and that arm.
-    let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
+    let mut escaped: FxHashMap<Value, (Value, Block)> = FxHashMap::default();
     // With paired blocks, the second's unpaired blocks exist before any copied
     // terminator branches to them.
     let unpaired = copier.make_unpaired(&alignment.unpaired);
@@ -128,8 +128,8 @@ pub(crate) fn splice_stretches(
 /// value of the last run through the join.
 fn check_one_sided(
     merged: &Function,
-    one_sided: &HashMap<Value, (Block, bool)>,
-    arms: &HashMap<Block, bool>,
+    one_sided: &FxHashMap<Value, (Block, bool)>,
+    arms: &FxHashMap<Block, bool>,
 ) -> Result<(), NotSpliced> {
     let cfg = ControlFlowGraph::with_function(merged);
     let domtree = DominatorTree::with_function(merged, &cfg);
@@ -157,7 +157,7 @@ fn check_one_sided(
 
 /// Makes every use of an escaping value outside the arm that defines it read the
 /// join's parameter instead.
-fn replace_escapes(merged: &mut Function, escaped: &HashMap<Value, (Value, Block)>) {
+fn replace_escapes(merged: &mut Function, escaped: &FxHashMap<Value, (Value, Block)>) {
     // Every use of an escaping value outside the arm that defines it is dominated
     // by the join (in the first function the definition dominates the use; the
     // use is after the stretch in its block, or in a block that block dominates),
@@ -180,20 +180,20 @@ struct Copier<'a> {
     merged: &'a mut Function,
     second: &'a Function,
     /// The second function's values and what they are in the merged body.
-    values: HashMap<Value, Value>,
+    values: FxHashMap<Value, Value>,
     /// The second function's blocks and the merged body's at the same position
     /// (only when a stretch ends its block).
-    blocks: HashMap<Block, Block>,
-    func_refs: HashMap<FuncRef, FuncRef>,
-    sig_refs: HashMap<SigRef, SigRef>,
+    blocks: FxHashMap<Block, Block>,
+    func_refs: FxHashMap<FuncRef, FuncRef>,
+    sig_refs: FxHashMap<SigRef, SigRef>,
     /// What could not be copied, if anything.
     missing: Option<String>,
     /// Each arm block made, and whether it runs the first function's stretch
     /// (selector 0) or the second's.
-    arms: HashMap<Block, bool>,
+    arms: FxHashMap<Block, bool>,
     /// Each join parameter that holds a one-sided escape, with its join and
     /// whether it is the first function's value (read only by first arms).
-    one_sided: HashMap<Value, (Block, bool)>,
+    one_sided: FxHashMap<Value, (Block, bool)>,
 }
 
 impl Copier<'_> {
@@ -238,7 +238,7 @@ impl Copier<'_> {
         selector: Value,
         stretch: &Stretch,
         suffix: Inst,
-        escaped: &mut HashMap<Value, (Value, Block)>,
+        escaped: &mut FxHashMap<Value, (Value, Block)>,
     ) -> Result<(), NotSpliced> {
         if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty()) {
             return Err(NotSpliced("a value escapes an empty stretch".into()));
