@@ -89,8 +89,8 @@ pub(crate) mod blocks;
 
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
 use crate::identical::tokens::UNDEFINED_VALUE;
-use crate::ir::{FuncIndex, FunctionSet, parallel, reads_machine_state};
-use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use crate::ir::{FuncIndex, FunctionSet, blocks_by_number, parallel, reads_machine_state};
+use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
     self, Block, BlockCall, FuncRef, Function, Inst, SigRef, StackSlot, Value, ValueList,
@@ -1155,7 +1155,7 @@ fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
     // on the same hasher, in the same order) is unchanged.
     let mut blocks = 0u64;
     let mut sum = 0u64;
-    for block in layout_blocks(func) {
+    for block in blocks_by_number(func) {
         blocks += 1;
         let terminator = func
             .layout
@@ -1174,16 +1174,6 @@ fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
     blocks.hash(&mut h);
     sum.hash(&mut h);
     h.finish()
-}
-
-/// The blocks of `func`'s layout, in the order of their numbers rather than
-/// the layout's: what does not depend on the order (how many there are, a sum
-/// over them) is read so without following the layout's links from block to
-/// block, one read waiting for the one before, as `Layout::blocks` does.
-fn layout_blocks(func: &Function) -> impl Iterator<Item = Block> + '_ {
-    (0..func.dfg.num_blocks())
-        .map(Block::new)
-        .filter(|&block| func.layout.is_block_inserted(block))
 }
 
 /// A hash of `func`'s signature: functions that can align or pair blocks share
@@ -1230,7 +1220,7 @@ fn walk_candidates(
         .iter()
         .map(|&f| {
             let func = &module.get(f).func;
-            (signature_key(func), layout_blocks(func).count(), f, ())
+            (signature_key(func), blocks_by_number(func).count(), f, ())
         })
         .collect();
     by_shape.sort_unstable_by_key(|&(signature, blocks, f, _)| (signature, blocks, f));

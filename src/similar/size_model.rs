@@ -17,8 +17,8 @@
 //! callees, so much of the error is common to both sides of a comparison; `mod.rs`
 //! compiles the merges whose predicted saving is small to confirm them.
 
-use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{Block, Function, Inst, InstructionData, Opcode};
+use crate::ir::{blocks_by_number, insts_by_number};
+use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::OptLevel;
 use target_lexicon::Architecture;
@@ -137,19 +137,9 @@ impl SizeFeatures {
         let params = func.signature.params.len();
         add(Feature::Params, params);
         add(Feature::StackParams, params.saturating_sub(6));
-        // Counts do not depend on the order: the blocks and instructions of the
-        // layout are read in the order of their numbers, through the tables,
-        // rather than by following the layout's links, one read waiting for the
-        // one before.
-        let blocks = (0..func.dfg.num_blocks()).map(Block::new);
-        add(
-            Feature::Blocks,
-            blocks.filter(|&b| func.layout.is_block_inserted(b)).count(),
-        );
-        for inst in (0..func.dfg.num_insts()).map(Inst::new) {
-            if func.layout.inst_block(inst).is_none() {
-                continue;
-            }
+        // Counts do not depend on the order: read in the order of numbers.
+        add(Feature::Blocks, blocks_by_number(func).count());
+        for inst in insts_by_number(func) {
             let data = &func.dfg.insts[inst];
             let opcode = data.opcode();
             if opcode.is_call() {

@@ -46,6 +46,7 @@
 mod unpaired;
 
 use super::align::{Alignment, Stretch};
+use crate::ir::insts_by_number;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::dominator_tree::DominatorTree;
 use cranelift_codegen::flowgraph::ControlFlowGraph;
@@ -163,15 +164,15 @@ fn replace_escapes(merged: &mut Function, escaped: &FxHashMap<Value, (Value, Blo
     // use is after the stretch in its block, or in a block that block dominates),
     // so it may read the join's parameter, which holds the value of the arm that
     // ran: the first function's when the selector is 0.
-    let blocks: Vec<Block> = merged.layout.blocks().collect();
-    for block in blocks {
-        let insts: Vec<Inst> = merged.layout.block_insts(block).collect();
-        for inst in insts {
-            merged.dfg.map_inst_values(inst, |v| match escaped.get(&v) {
-                Some(&(param, arm)) if arm != block => param,
-                _ => v,
-            });
-        }
+    // Each instruction on its own: read in the order of numbers.
+    let insts: Vec<(Inst, Block)> = insts_by_number(merged)
+        .filter_map(|inst| Some((inst, merged.layout.inst_block(inst)?)))
+        .collect();
+    for (inst, block) in insts {
+        merged.dfg.map_inst_values(inst, |v| match escaped.get(&v) {
+            Some(&(param, arm)) if arm != block => param,
+            _ => v,
+        });
     }
 }
 
