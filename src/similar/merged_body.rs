@@ -12,7 +12,7 @@ use cranelift_codegen::ir::immediates::Offset32;
 use cranelift_codegen::ir::{
     AbiParam, Function, InstBuilder, InstructionData, Opcode, Type, UserFuncName, Value, types,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// A copy of `first` named `name`, whose `differing` constants and callees are
 /// trailing parameters (one per parameter of `differing`, in its order; slots
@@ -201,7 +201,7 @@ pub(crate) fn merged_body_features(
 /// defines, declares or refers to it.
 pub(crate) struct MergedNames {
     authority: NameAuthority,
-    next_index: HashMap<u32, u32>,
+    next_index: FxHashMap<u32, u32>,
 }
 
 impl MergedNames {
@@ -212,7 +212,7 @@ impl MergedNames {
         mut authority: NameAuthority,
         named: &SecondaryMap<FuncIndex, bool>,
     ) -> Self {
-        let mut next_index: HashMap<u32, u32> = HashMap::new();
+        let mut next_index: FxHashMap<u32, u32> = FxHashMap::default();
         for (f, def) in module.iter() {
             // Reserving is idempotent: a body reserved already adds nothing.
             if !named[f] {
