@@ -2,6 +2,7 @@
 //! how wasmtime calls an imported function, found by one pass over a function's
 //! instructions before the encoding's walk.
 
+use crate::ir::insts_by_number;
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode, Value, ValueDef, types};
 
@@ -86,36 +87,36 @@ impl CalleeLoads {
         // Candidates: `load`s from an `i64` entry block parameter. The indirect calls
         // are noted on the way: unless one of them calls through a candidate, no
         // load qualifies, and the scan of every use below (the expensive part) is
-        // skipped; most functions call nothing indirectly.
+        // skipped; most functions call nothing indirectly. Each pass reads the
+        // instructions in the order of their numbers (`insts_by_number`): what it
+        // finds does not depend on the order.
         let mut any = false;
-        for block in func.layout.blocks() {
-            for inst in func.layout.block_insts(block) {
-                let data = &dfg.insts[inst];
-                if matches!(
-                    data,
-                    InstructionData::CallIndirect { .. } | InstructionData::TryCallIndirect { .. }
-                ) {
-                    self.calls.push(inst);
-                    continue;
-                }
-                let InstructionData::Load {
-                    opcode: Opcode::Load,
-                    arg,
-                    ..
-                } = *data
-                else {
-                    continue;
-                };
-                let base = dfg.resolve_aliases(arg);
-                let from_entry_parameter =
-                    matches!(dfg.value_def(base), ValueDef::Param(b, _) if b == entry);
-                if from_entry_parameter
-                    && dfg.value_type(base) == types::I64
-                    && let [result] = dfg.inst_results(inst)
-                {
-                    self.uses[*result] = LoadUse::Unused;
-                    any = true;
-                }
+        for inst in insts_by_number(func) {
+            let data = &dfg.insts[inst];
+            if matches!(
+                data,
+                InstructionData::CallIndirect { .. } | InstructionData::TryCallIndirect { .. }
+            ) {
+                self.calls.push(inst);
+                continue;
+            }
+            let InstructionData::Load {
+                opcode: Opcode::Load,
+                arg,
+                ..
+            } = *data
+            else {
+                continue;
+            };
+            let base = dfg.resolve_aliases(arg);
+            let from_entry_parameter =
+                matches!(dfg.value_def(base), ValueDef::Param(b, _) if b == entry);
+            if from_entry_parameter
+                && dfg.value_type(base) == types::I64
+                && let [result] = dfg.inst_results(inst)
+            {
+                self.uses[*result] = LoadUse::Unused;
+                any = true;
             }
         }
         let calls_through_a_candidate = self.calls.iter().any(|&call| {
@@ -129,39 +130,35 @@ impl CalleeLoads {
             return;
         }
         // Uses.
-        for block in func.layout.blocks() {
-            for inst in func.layout.block_insts(block) {
-                let data = &dfg.insts[inst];
-                // `inst_values` indexes the jump and exception tables: an undeclared
-                // one (IR the walk reports unsupported) ends the search.
-                let tables_declared = match *data {
-                    InstructionData::BranchTable { table, .. } => {
-                        dfg.jump_tables.get(table).is_some()
-                    }
-                    _ => data
-                        .exception_table()
-                        .is_none_or(|et| dfg.exception_tables.get(et).is_some()),
+        for inst in insts_by_number(func) {
+            let data = &dfg.insts[inst];
+            // `inst_values` indexes the jump and exception tables: an undeclared
+            // one (IR the walk reports unsupported) ends the search.
+            let tables_declared = match *data {
+                InstructionData::BranchTable { table, .. } => dfg.jump_tables.get(table).is_some(),
+                _ => data
+                    .exception_table()
+                    .is_none_or(|et| dfg.exception_tables.get(et).is_some()),
+            };
+            if !tables_declared {
+                self.clear();
+                return;
+            }
+            let indirect = matches!(
+                data,
+                InstructionData::CallIndirect { .. } | InstructionData::TryCallIndirect { .. }
+            );
+            if indirect {
+                self.calls.push(inst);
+            }
+            for (i, value) in dfg.inst_values(inst).enumerate() {
+                let value = dfg.resolve_aliases(value);
+                let use_ = match (indirect, i, i < dfg.inst_args(inst).len()) {
+                    (true, 0, _) => LoadUse::Callee,
+                    (true, _, true) => LoadUse::Context,
+                    _ => LoadUse::Other,
                 };
-                if !tables_declared {
-                    self.clear();
-                    return;
-                }
-                let indirect = matches!(
-                    data,
-                    InstructionData::CallIndirect { .. } | InstructionData::TryCallIndirect { .. }
-                );
-                if indirect {
-                    self.calls.push(inst);
-                }
-                for (i, value) in dfg.inst_values(inst).enumerate() {
-                    let value = dfg.resolve_aliases(value);
-                    let use_ = match (indirect, i, i < dfg.inst_args(inst).len()) {
-                        (true, 0, _) => LoadUse::Callee,
-                        (true, _, true) => LoadUse::Context,
-                        _ => LoadUse::Other,
-                    };
-                    self.uses[value] = self.uses[value].and(use_);
-                }
+                self.uses[value] = self.uses[value].and(use_);
             }
         }
         // A context load qualifies only if every call it is an argument of calls a
@@ -181,17 +178,15 @@ impl CalleeLoads {
                 }
             }
         }
-        for block in func.layout.blocks() {
-            for inst in func.layout.block_insts(block) {
-                if let InstructionData::Load {
-                    opcode: Opcode::Load,
-                    ..
-                } = dfg.insts[inst]
-                    && let [result] = dfg.inst_results(inst)
-                    && matches!(self.uses[*result], LoadUse::Callee | LoadUse::Context)
-                {
-                    self.loads.push(inst);
-                }
+        for inst in insts_by_number(func) {
+            if let InstructionData::Load {
+                opcode: Opcode::Load,
+                ..
+            } = dfg.insts[inst]
+                && let [result] = dfg.inst_results(inst)
+                && matches!(self.uses[*result], LoadUse::Callee | LoadUse::Context)
+            {
+                self.loads.push(inst);
             }
         }
         self.loads.sort_unstable();

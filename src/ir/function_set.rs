@@ -95,10 +95,20 @@ impl FunctionSet {
         func: Arc<Function>,
         linkage: impl Into<Linkage>,
     ) -> Result<FuncIndex, DefinitionError> {
-        let linkage = linkage.into();
         if let Some(name) = non_utf8_name(&func) {
             return Err(DefinitionError::NameNotUtf8(name));
         }
+        self.push_accepted(func, linkage.into())
+    }
+
+    /// Like [`Self::push_shared`], for a body another set accepted already (the
+    /// same `Arc`): its test-case names were checked to be UTF-8 then, so only
+    /// the uniqueness of its name in this set is.
+    pub(crate) fn push_accepted(
+        &mut self,
+        func: Arc<Function>,
+        linkage: Linkage,
+    ) -> Result<FuncIndex, DefinitionError> {
         let name = SymbolName::of_function(&func);
         if self.by_name.contains_key(&name) {
             return Err(DefinitionError::Duplicate(func.name.to_string()));

@@ -9,6 +9,8 @@
 //!   ([`reads_machine_state`]);
 //! * `fnv`: the one fixed hash of file checksums and printed digests (for
 //!   separate compilation and validation);
+//! * `layout_order`: a function's layout read in the order of entity numbers,
+//!   for what does not depend on the order;
 //! * [`panics`]: the message of a caught panic ([`catch_panic`]);
 //! * [`parallel`]: the one switch between `rayon` and sequential iteration (the
 //!   `parallel` feature); results never depend on it;
@@ -24,6 +26,7 @@
 #[cfg(any(feature = "separate", feature = "validate"))]
 pub mod fnv;
 pub mod function_set;
+pub(crate) mod layout_order;
 pub mod linkage;
 pub mod observable;
 pub mod panics;
@@ -33,6 +36,7 @@ pub mod sparse;
 pub mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
+pub(crate) use layout_order::{blocks_by_number, insts_by_number};
 pub use linkage::Linkage;
 pub use observable::{MergeMode, Reference, TargetMatch, reads_machine_state, target_match};
 pub use panics::catch_panic;

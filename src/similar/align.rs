@@ -89,7 +89,7 @@ pub(crate) mod blocks;
 
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
 use crate::identical::tokens::UNDEFINED_VALUE;
-use crate::ir::{FuncIndex, FunctionSet, parallel};
+use crate::ir::{FuncIndex, FunctionSet, blocks_by_number, parallel, reads_machine_state};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
@@ -908,12 +908,21 @@ impl<'a> Aligner<'a> {
     /// arm and the second's `second` be copied into the other: naming nothing the
     /// walk numbers and nothing `splice` cannot copy.
     fn check_arms(&self, first: &[Inst], second: &[Inst]) -> Result<(), Refusal> {
-        if !first.iter().all(|&i| stays_in_place(self.fa, i))
-            || !second.iter().all(|&i| !probe(self.fb, i).numbered)
-        {
+        if !first.iter().all(|&i| stays_in_place(self.fa, i)) {
             return Err(Refusal::StretchNamesEntity);
         }
-        if !second.iter().all(|&i| can_copy(self.fb, i)) {
+        // Each of the second's instructions probed once: a numbered entity
+        // anywhere is refused before a global value anywhere.
+        let (mut numbered, mut global_value) = (false, false);
+        for &i in second {
+            let probe = probe(self.fb, i);
+            numbered |= probe.numbered;
+            global_value |= probe.global_value;
+        }
+        if numbered {
+            return Err(Refusal::StretchNamesEntity);
+        }
+        if global_value {
             return Err(Refusal::SecondNamesGlobal);
         }
         Ok(())
@@ -1192,7 +1201,7 @@ fn layout_skeleton(func: &Function, cfg: bool) -> u64 {
     // on the same hasher, in the same order) is unchanged.
     let mut blocks = 0u64;
     let mut sum = 0u64;
-    for block in func.layout.blocks() {
+    for block in blocks_by_number(func) {
         blocks += 1;
         let terminator = func
             .layout
@@ -1257,20 +1266,33 @@ fn walk_candidates(
         .iter()
         .map(|&f| {
             let func = &module.get(f).func;
-            (signature_key(func), func.layout.blocks().count(), f, ())
+            (signature_key(func), blocks_by_number(func).count(), f, ())
         })
         .collect();
     by_shape.sort_unstable_by_key(|&(signature, blocks, f, _)| (signature, blocks, f));
-    let mut by_layout: Vec<(u64, usize, FuncIndex, ())> = by_shape
+    let mut by_skeleton: Vec<(u64, usize, FuncIndex, ())> = by_shape
         .chunk_by(|x, y| (x.0, x.1) == (y.0, y.1))
         .filter(|run| run.len() > 1)
         .flatten()
         .map(|&(_, _, f, ())| (layout_skeleton(&module.get(f).func, cfg), 0, f, ()))
         .collect();
-    let walked: Vec<(FuncIndex, u64)> = buckets(&mut by_layout)
-        .iter()
-        .flat_map(|b| b.iter().map(|e| (e.2, e.0)))
+    // A function that reads machine state is never merged. Whether one does
+    // reads every instruction, so it is asked only of the functions that share
+    // their skeleton with another (the skeleton's runs are within those of the
+    // signature and number of blocks), and those that do are left out of
+    // their runs: what is left is what leaving them out first leaves.
+    let by_layout: Vec<(u64, usize, FuncIndex, ())> = buckets(&mut by_skeleton)
+        .into_iter()
+        .flat_map(|run| {
+            let run: Vec<(u64, usize, FuncIndex, ())> = run
+                .iter()
+                .copied()
+                .filter(|e| !reads_machine_state(&module.get(e.2).func))
+                .collect();
+            if run.len() > 1 { run } else { Vec::new() }
+        })
         .collect();
+    let walked: Vec<(FuncIndex, u64)> = by_layout.iter().map(|e| (e.2, e.0)).collect();
     let functions: Vec<FuncIndex> = walked.iter().map(|&(f, _)| f).collect();
     let encoded = walk_in_parallel(module, &functions, |func, scratch| {
         encode_spanned(func, module, scratch)

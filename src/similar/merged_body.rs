@@ -14,7 +14,7 @@ use cranelift_codegen::ir::{
     AbiParam, Function, Inst, InstBuilder, InstructionData, Opcode, Type, UserFuncName, Value,
     types,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// A copy of `first` named `name`, whose `differing` constants and callees are
 /// trailing parameters (one per parameter of `differing`, in its order; slots
@@ -108,7 +108,8 @@ pub(crate) fn build_merged_body(
 
 /// The size-model features of the merged body [`build_merged_body`] builds from
 /// `first` for `differing`, counted from `first` without building it: `first`'s
-/// features with the parameters added, without the constants that became
+/// features (`first_features`, counted by the caller, who has them already from
+/// pricing `first` as a member) with the parameters added, without the constants that became
 /// parameters, with one more `iadd` per callee load, and with each direct call
 /// made indirect (its callee one more argument); for an aligned pair, per
 /// stretch (`splice.rs`) one more `brif` and join block, each arm (one with
@@ -124,10 +125,11 @@ pub(crate) fn build_merged_body(
 pub(crate) fn merged_body_features(
     module: &FunctionSet,
     first: &Function,
+    first_features: &SizeFeatures,
     differing: &Differing,
 ) -> Option<SizeFeatures> {
     first.layout.entry_block()?;
-    let mut features = SizeFeatures::of(first);
+    let mut features = first_features.clone();
     let params = first.signature.params.len();
     let added = differing.parameters.len();
     features.add(Feature::Params, added);
@@ -256,7 +258,7 @@ fn group_features(
 /// defines, declares or refers to it.
 pub(crate) struct MergedNames {
     authority: NameAuthority,
-    next_index: HashMap<u32, u32>,
+    next_index: FxHashMap<u32, u32>,
 }
 
 impl MergedNames {
@@ -267,7 +269,7 @@ impl MergedNames {
         mut authority: NameAuthority,
         named: &SecondaryMap<FuncIndex, bool>,
     ) -> Self {
-        let mut next_index: HashMap<u32, u32> = HashMap::new();
+        let mut next_index: FxHashMap<u32, u32> = FxHashMap::default();
         for (f, def) in module.iter() {
             // Reserving is idempotent: a body reserved already adds nothing.
             if !named[f] {
@@ -328,7 +330,10 @@ mod tests {
                 for (first, alignment) in pairs {
                     let first = &module.get(first).func;
                     let differing = Differing::aligned(alignment);
-                    let Some(features) = merged_body_features(&module, first, &differing) else {
+                    let of_first = SizeFeatures::of(first);
+                    let Some(features) =
+                        merged_body_features(&module, first, &of_first, &differing)
+                    else {
                         continue;
                     };
                     let name = UserFuncName::testcase("built");
@@ -392,7 +397,9 @@ mod tests {
                 let joined = group.split_off(1);
                 let func = &module.get(first).func;
                 let differing = Differing::grouped(group.remove(0), joined);
-                let features = merged_body_features(&module, func, &differing).expect("counted");
+                let of_first = SizeFeatures::of(func);
+                let features =
+                    merged_body_features(&module, func, &of_first, &differing).expect("counted");
                 let name = UserFuncName::testcase("built");
                 let built = build_merged_body(&module, func, name, &differing).expect("built");
                 assert_eq!(SizeFeatures::of(&built), features, "{}", path.display());

@@ -475,9 +475,13 @@ pub(crate) fn merge_similar_clocked(
         for &m in merges.iter().flat_map(|m| &m.members) {
             merged[m] = true;
         }
+        // Functions that read machine state are among them: whether one does
+        // reads every instruction, so each round leaves them out only among
+        // the few it would otherwise read whole, as if they had been left out
+        // here (`align::walk_candidates`).
         let mut rest: Vec<FuncIndex> = module
             .iter()
-            .filter(|(f, defined)| !merged[*f] && !reads_machine_state(&defined.func))
+            .filter(|(f, _)| !merged[*f])
             .map(|(f, _)| f)
             .collect();
         // Rounds, each on what the rounds before left, so that every pair of a
@@ -520,12 +524,22 @@ pub(crate) fn merge_similar_clocked(
                 (AlignRound::AcrossTerminators, _) => {
                     align::find_aligned_pairs(module, &rest, escapes, options.align_one_sided, true)
                 }
-                (AlignRound::PairedBlocks, _) => align::blocks::find_paired_pairs(
-                    module,
-                    &rest,
-                    escapes,
-                    options.align_one_sided,
-                ),
+                (AlignRound::PairedBlocks, _) => {
+                    // Which functions block pairing walks depends on which
+                    // others it could pair with: readers of machine state are
+                    // left out first.
+                    let rest: Vec<FuncIndex> = rest
+                        .iter()
+                        .copied()
+                        .filter(|&f| !reads_machine_state(&module.get(f).func))
+                        .collect();
+                    align::blocks::find_paired_pairs(
+                        module,
+                        &rest,
+                        escapes,
+                        options.align_one_sided,
+                    )
+                }
             });
             let plans = clock.time(Phase::PlanAligned, || {
                 parallel::map(&pairs, 1, |(first, alignment)| {

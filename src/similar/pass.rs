@@ -6,7 +6,7 @@ use super::plan::{Phase, PhaseClock, SimilarPhases};
 use super::{SimilarGroup, SimilarOptions, SimilarOutcome, SizeBasis, merge_similar_clocked};
 use crate::identical::rewrite::OutputEntry;
 use crate::identical::{MergeOutcome, SimilarFingerprints};
-use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
+use crate::ir::{FuncIndex, FunctionSet, NameAuthority, Reads, prefetch};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::TargetIsa;
@@ -235,13 +235,15 @@ impl SimilarPass {
             // A body the first pass left as it was is shared, not copied, and
             // keeps the fingerprint that pass took of it.
             let unchanged = std::ptr::eq(body, &*def.func);
-            let body = if unchanged {
-                def.func.clone()
+            // Names are unique in `module`, so they are in a subset of its
+            // bodies; an unchanged body's names were checked when `module`
+            // took it.
+            let pushed = if unchanged {
+                set.push_accepted(def.func.clone(), def.linkage)
             } else {
-                Arc::new(body.clone())
+                set.push_shared(Arc::new(body.clone()), def.linkage)
             };
-            // Names are unique in `module`, so they are in a subset of its bodies.
-            if let Ok(index) = set.push_shared(body, def.linkage) {
+            if let Ok(index) = pushed {
                 index_of[function] = Some(index);
                 if unchanged && let Some(fingerprints) = fingerprints {
                     known[index] = Some(fingerprints.hashes[function]);
@@ -254,7 +256,16 @@ impl SimilarPass {
         // second time when the merged bodies are named: both borrows are live for
         // this whole call, so an equal address is the same, unchanged body.
         let mut reserved_bodies: FxHashSet<*const Function> = FxHashSet::default();
-        for func in reserved {
+        // Each body's tables of names are asked for ahead (`ir::prefetch`): one
+        // body after another, each would start with misses waited for in turn.
+        let reserved: Vec<&Function> = reserved.into_iter().collect();
+        for (i, &func) in reserved.iter().enumerate() {
+            if let Some(ahead) = reserved.get(i + prefetch::RECORD_AHEAD) {
+                Reads::Names.prefetch_record(ahead);
+            }
+            if let Some(ahead) = reserved.get(i + prefetch::ARRAYS_AHEAD) {
+                Reads::Names.prefetch_arrays(ahead);
+            }
             authority.reserve_function(func);
             reserved_bodies.insert(func);
         }

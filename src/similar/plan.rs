@@ -252,9 +252,11 @@ pub(super) struct Planner<'a> {
     pub(super) pointer_type: Type,
     /// Where the time goes.
     pub(super) clock: &'a PhaseClock,
-    /// The model's prediction of each function, made once however many groups
-    /// and pairs it is priced in.
-    pub(super) predicted: &'a SecondaryMap<FuncIndex, OnceLock<u64>>,
+    /// Each function's size-model features and the model's prediction from
+    /// them, counted once however many groups and pairs it is priced in (a
+    /// group's first member's features are also where its merged body's are
+    /// counted from, `merged_body_features`).
+    pub(super) predicted: &'a SecondaryMap<FuncIndex, OnceLock<(SizeFeatures, u64)>>,
     /// Each function's measured size ([`size_of`]), taken once however many
     /// groups and pairs compile it (a small group the model rejects, then an
     /// aligned pair of one of its members): compiling is deterministic, so the
@@ -542,7 +544,12 @@ impl Planner<'_> {
             })
             .map_err(|NotSpliced(reason)| reason)?;
         debug_assert_eq!(
-            merged_body_features(self.module, first, &merge.differing),
+            merged_body_features(
+                self.module,
+                first,
+                &SizeFeatures::of(first),
+                &merge.differing
+            ),
             Some(SizeFeatures::of(&merged)),
             "the features counted are those of the body built"
         );
@@ -668,9 +675,17 @@ impl Planner<'_> {
 
     /// The model's prediction of function `m`, made once.
     fn predict(&self, model: &SizeModel, m: FuncIndex) -> u64 {
-        *self.predicted[m].get_or_init(|| {
+        self.predicted_features(model, m).1
+    }
+
+    /// The size-model features of function `m` and the model's prediction from
+    /// them, counted once.
+    fn predicted_features(&self, model: &SizeModel, m: FuncIndex) -> &(SizeFeatures, u64) {
+        self.predicted[m].get_or_init(|| {
             self.clock.time(Phase::PredictMembers, || {
-                model.predict(&self.module.get(m).func)
+                let features = SizeFeatures::of(&self.module.get(m).func);
+                let predicted = model.predict_features(&features);
+                (features, predicted)
             })
         })
     }
@@ -754,8 +769,9 @@ impl Planner<'_> {
                 // pair merged on the model's word is built once priced,
                 // `with_merged_body`), unless it has stretches only the splice
                 // can count: then its merged body is built, and kept.
+                let first_features = &self.predicted_features(model, members[0]).0;
                 let counted = self.clock.time(Phase::PredictMerges, || {
-                    merged_body_features(self.module, first, &merge.differing)
+                    merged_body_features(self.module, first, first_features, &merge.differing)
                 });
                 let (features, merged) = match counted {
                     Some(features) => (features, None),

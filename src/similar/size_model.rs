@@ -17,6 +17,7 @@
 //! callees, so much of the error is common to both sides of a comparison; `mod.rs`
 //! compiles the merges whose predicted saving is small to confirm them.
 
+use crate::ir::{blocks_by_number, insts_by_number};
 use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::OptLevel;
@@ -136,20 +137,19 @@ impl SizeFeatures {
         let params = func.signature.params.len();
         add(Feature::Params, params);
         add(Feature::StackParams, params.saturating_sub(6));
-        for block in func.layout.blocks() {
-            add(Feature::Blocks, 1);
-            for inst in func.layout.block_insts(block) {
-                let data = &func.dfg.insts[inst];
-                let opcode = data.opcode();
-                if opcode.is_call() {
-                    add(Feature::CallArguments, func.dfg.inst_args(inst).len());
-                }
-                if let InstructionData::BranchTable { table, .. } = data {
-                    let entries = func.stencil.dfg.jump_tables[*table].all_branches().len();
-                    add(Feature::BranchTableEntries, entries);
-                }
-                add(inst_feature(func, inst), 1);
+        // Counts do not depend on the order: read in the order of numbers.
+        add(Feature::Blocks, blocks_by_number(func).count());
+        for inst in insts_by_number(func) {
+            let data = &func.dfg.insts[inst];
+            let opcode = data.opcode();
+            if opcode.is_call() {
+                add(Feature::CallArguments, func.dfg.inst_args(inst).len());
             }
+            if let InstructionData::BranchTable { table, .. } = data {
+                let entries = func.stencil.dfg.jump_tables[*table].all_branches().len();
+                add(Feature::BranchTableEntries, entries);
+            }
+            add(inst_feature(func, inst), 1);
         }
         Self(counts)
     }

@@ -47,6 +47,7 @@ mod group;
 mod unpaired;
 
 use super::align::{Alignment, Stretch};
+use crate::ir::insts_by_number;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::dominator_tree::DominatorTree;
 use cranelift_codegen::flowgraph::ControlFlowGraph;
@@ -56,7 +57,7 @@ use cranelift_codegen::ir::{
     SigRef, StackSlot, Value, ValueList,
 };
 use cranelift_codegen::settings;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Why a stretch could not be copied (only for input the alignment should have
 /// refused; the group is then not merged).
@@ -83,7 +84,7 @@ pub(crate) fn splice_stretches(
     let mut copier = Copier::new(merged, second, alignment);
     // Each escaping value of the first function, with the join's parameter that
     // replaces it outside its arm and that arm.
-    let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
+    let mut escaped: FxHashMap<Value, (Value, Block)> = FxHashMap::default();
     // With paired blocks, the second's unpaired blocks exist before any copied
     // terminator branches to them.
     let unpaired = copier.make_unpaired(&alignment.unpaired);
@@ -127,8 +128,8 @@ fn verify(merged: &Function) -> Result<(), NotSpliced> {
 /// value of the last run through the join.
 fn check_one_sided(
     merged: &Function,
-    one_sided: &HashMap<Value, (Block, bool)>,
-    arms: &HashMap<Block, bool>,
+    one_sided: &FxHashMap<Value, (Block, bool)>,
+    arms: &FxHashMap<Block, bool>,
 ) -> Result<(), NotSpliced> {
     let cfg = ControlFlowGraph::with_function(merged);
     let domtree = DominatorTree::with_function(merged, &cfg);
@@ -156,21 +157,21 @@ fn check_one_sided(
 
 /// Makes every use of an escaping value outside the arm that defines it read the
 /// join's parameter instead.
-fn replace_escapes(merged: &mut Function, escaped: &HashMap<Value, (Value, Block)>) {
+fn replace_escapes(merged: &mut Function, escaped: &FxHashMap<Value, (Value, Block)>) {
     // Every use of an escaping value outside the arm that defines it is dominated
     // by the join (in the first function the definition dominates the use; the
     // use is after the stretch in its block, or in a block that block dominates),
     // so it may read the join's parameter, which holds the value of the arm that
     // ran: the first function's when the selector is 0.
-    let blocks: Vec<Block> = merged.layout.blocks().collect();
-    for block in blocks {
-        let insts: Vec<Inst> = merged.layout.block_insts(block).collect();
-        for inst in insts {
-            merged.dfg.map_inst_values(inst, |v| match escaped.get(&v) {
-                Some(&(param, arm)) if arm != block => param,
-                _ => v,
-            });
-        }
+    // Each instruction on its own: read in the order of numbers.
+    let insts: Vec<(Inst, Block)> = insts_by_number(merged)
+        .filter_map(|inst| Some((inst, merged.layout.inst_block(inst)?)))
+        .collect();
+    for (inst, block) in insts {
+        merged.dfg.map_inst_values(inst, |v| match escaped.get(&v) {
+            Some(&(param, arm)) if arm != block => param,
+            _ => v,
+        });
     }
 }
 
@@ -179,20 +180,20 @@ struct Copier<'a> {
     merged: &'a mut Function,
     second: &'a Function,
     /// The second function's values and what they are in the merged body.
-    values: HashMap<Value, Value>,
+    values: FxHashMap<Value, Value>,
     /// The second function's blocks and the merged body's at the same position
     /// (only when a stretch ends its block).
-    blocks: HashMap<Block, Block>,
-    func_refs: HashMap<FuncRef, FuncRef>,
-    sig_refs: HashMap<SigRef, SigRef>,
+    blocks: FxHashMap<Block, Block>,
+    func_refs: FxHashMap<FuncRef, FuncRef>,
+    sig_refs: FxHashMap<SigRef, SigRef>,
     /// What could not be copied, if anything.
     missing: Option<String>,
     /// Each arm block made, and whether it runs the first function's stretch
     /// (selector 0) or the second's.
-    arms: HashMap<Block, bool>,
+    arms: FxHashMap<Block, bool>,
     /// Each join parameter that holds a one-sided escape, with its join and
     /// whether it is the first function's value (read only by first arms).
-    one_sided: HashMap<Value, (Block, bool)>,
+    one_sided: FxHashMap<Value, (Block, bool)>,
 }
 
 impl<'a> Copier<'a> {
@@ -204,11 +205,11 @@ impl<'a> Copier<'a> {
             second,
             values: alignment.values.iter().copied().collect(),
             blocks: alignment.blocks.iter().copied().collect(),
-            func_refs: HashMap::new(),
-            sig_refs: HashMap::new(),
+            func_refs: FxHashMap::default(),
+            sig_refs: FxHashMap::default(),
             missing: None,
-            arms: HashMap::new(),
-            one_sided: HashMap::new(),
+            arms: FxHashMap::default(),
+            one_sided: FxHashMap::default(),
         }
     }
 }
@@ -255,7 +256,7 @@ impl Copier<'_> {
         selector: Value,
         stretch: &Stretch,
         suffix: Inst,
-        escaped: &mut HashMap<Value, (Value, Block)>,
+        escaped: &mut FxHashMap<Value, (Value, Block)>,
     ) -> Result<(), NotSpliced> {
         if !stretch.escapes.is_empty() && (stretch.first.is_empty() || stretch.second.is_empty()) {
             return Err(NotSpliced("a value escapes an empty stretch".into()));

@@ -38,16 +38,16 @@ use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{Block, FuncRef, Function, InstBuilder, SigRef, Value};
 use cranelift_codegen::ir::{Inst, SourceLoc, types};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// What the copier needs of one member it copies arms from: the function, its
 /// values mapped into the merged body, and its callees and signatures declared
 /// there.
 struct Source<'a> {
     func: &'a Function,
-    values: HashMap<Value, Value>,
-    func_refs: HashMap<FuncRef, FuncRef>,
-    sig_refs: HashMap<SigRef, SigRef>,
+    values: FxHashMap<Value, Value>,
+    func_refs: FxHashMap<FuncRef, FuncRef>,
+    sig_refs: FxHashMap<SigRef, SigRef>,
 }
 
 /// Splices the stretches of `alignment` (the first and second members) and of
@@ -64,14 +64,14 @@ pub(super) fn splice_group(
         .map(|&(func, a)| Source {
             func,
             values: a.values.iter().copied().collect(),
-            func_refs: HashMap::new(),
-            sig_refs: HashMap::new(),
+            func_refs: FxHashMap::default(),
+            sig_refs: FxHashMap::default(),
         })
         .collect();
     // A group's alignments are simple: no stretch ends its block, so no block
     // of the second is mapped.
     let mut copier = Copier::new(merged, second, alignment);
-    let mut escaped: HashMap<Value, (Value, Block)> = HashMap::new();
+    let mut escaped: FxHashMap<Value, (Value, Block)> = FxHashMap::default();
     for (i, stretch) in alignment.stretches.iter().enumerate() {
         let others: Vec<&Stretch> = joined
             .iter()
@@ -104,7 +104,7 @@ impl<'a> Copier<'a> {
         stretch: &Stretch,
         others: &[&Stretch],
         sources: &mut [Source<'a>],
-        escaped: &mut HashMap<Value, (Value, Block)>,
+        escaped: &mut FxHashMap<Value, (Value, Block)>,
     ) -> Result<(), NotSpliced> {
         let Some(suffix) = stretch.suffix else {
             return Err(NotSpliced("a group's stretch ends its block".into()));
