@@ -185,7 +185,10 @@ impl FunctionSet {
         }
     }
 
-    /// Mutable access to the definition at `index`.
+    /// Mutable access to the definition at `index`. The body must keep the
+    /// name it was pushed with, and every test-case name it holds must stay
+    /// UTF-8, as [`Self::push`] checked: the name index and the passes rely on
+    /// both (a body shared with a set built from this one is not checked again).
     pub fn get_mut(&mut self, index: FuncIndex) -> &mut DefinedFunction {
         &mut self.functions[index]
     }
