@@ -1660,13 +1660,12 @@ impl FirstRound {
         let ea = encoding(hub)?;
         let mut scratch = AlignScratch::default();
         // An alignment whose stretches are the bounds' spans already stays.
+        let bounded_blocks = bounds.values().filter(|b| b.is_some()).count();
         let fits = |a: &Alignment| {
-            let mut blocks = 0;
-            let spans = a.stretches.iter().all(|s| {
-                blocks += 1;
-                span_in_block(fa, s).is_some_and(|span| bounds[s.block] == Some(span))
-            });
-            spans && blocks == bounds.values().filter(|b| b.is_some()).count()
+            a.stretches.len() == bounded_blocks
+                && a.stretches
+                    .iter()
+                    .all(|s| span_in_block(fa, s).is_some_and(|span| bounds[s.block] == Some(span)))
         };
         let widened: Vec<Alignment> = alignments
             .iter()

@@ -690,18 +690,13 @@ fn grow_groups(
     for (i, group) in grown {
         merges[i] = group;
     }
-    let mut index = 0;
-    let removed: Vec<bool> = {
-        let mut removed = vec![false; merges.len()];
-        for (p, &(i, _)) in hubs.iter().enumerate() {
-            removed[i] = gone[p];
-        }
-        removed
-    };
-    merges.retain(|_| {
-        index += 1;
-        !removed[index - 1]
-    });
+    // The pairs that joined another's group, by index in `merges`.
+    let mut removed = vec![false; merges.len()];
+    for (&(i, _), &gone) in hubs.iter().zip(&gone) {
+        removed[i] = gone;
+    }
+    let mut removed = removed.into_iter();
+    merges.retain(|_| !removed.next().unwrap_or(false));
 }
 
 /// The rounds of merging by alignment (phase 3), in the order they run.
