@@ -14,24 +14,23 @@
 #[path = "../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
+#[path = "../benches/merge_bench/prepared.rs"]
+mod prepared;
 #[path = "support/skip.rs"]
 mod skip;
 
-use clif_merge::FunctionSet;
 use clif_merge::module::{MergingModule, ModuleMergeOptions};
 use clif_merge::testing::{expand_inputs, load};
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
-use cranelift_codegen::ir::{
-    AbiParam, ExternalName, Function, InstBuilder, UserExternalName, UserFuncName, types::I64,
-};
+use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, UserFuncName, types::I64};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleReloc};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use std::collections::HashMap;
+use prepared::prepared;
 use std::path::Path;
 
 /// The host ISA, optimizing, position-independent (as the bench) if `pic` (the
@@ -98,51 +97,6 @@ fn define_checked<M: Module>(
         all_relocs.push(relocs);
     }
     all_relocs
-}
-
-/// The functions of `module` as a backend defines them (as the bench does): every
-/// callee named `u0:FuncId`, the `FuncId` of each function its index, callees the
-/// module does not define declared after it as imports.
-fn prepared(module: &FunctionSet) -> (Vec<Function>, Vec<String>) {
-    let names: Vec<String> = module
-        .iter()
-        .map(|(_, d)| d.func.name.to_string())
-        .collect();
-    let id_of: HashMap<&str, usize> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    let mut imports: Vec<String> = Vec::new();
-    let mut functions = Vec::new();
-    for (_, def) in module.iter() {
-        let mut func = (*def.func).clone();
-        let refs: Vec<_> = func.dfg.ext_funcs.keys().collect();
-        for r in refs {
-            let name = func.dfg.ext_funcs[r]
-                .name
-                .display(Some(&func.params))
-                .to_string();
-            let index = match id_of.get(name.as_str()) {
-                Some(&i) => i,
-                None => {
-                    let i = imports.iter().position(|n| *n == name).unwrap_or_else(|| {
-                        imports.push(name.clone());
-                        imports.len() - 1
-                    });
-                    names.len() + i
-                }
-            };
-            let user = func
-                .params
-                .ensure_user_func_name(UserExternalName::new(0, index as u32));
-            func.dfg.ext_funcs[r].name = ExternalName::User(user);
-        }
-        functions.push(func);
-    }
-    let mut all = names;
-    all.extend(imports);
-    (functions, all)
 }
 
 /// Declares `names` in `module` (the first `defined` exported, the rest imports

@@ -47,6 +47,7 @@
 mod generator;
 mod measure;
 mod module_wrapper;
+mod prepared;
 mod similar_cost;
 
 use anyhow::{Context as _, bail};

@@ -29,17 +29,17 @@
 //! one unit by unit (the target is at most 1.10x).
 
 use super::measure::{live_bytes, peak_bytes, reset_peak};
+use super::prepared::prepared;
 use anyhow::Context as _;
 use clif_merge::FunctionSet;
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
 use clif_merge::separate::{ModuleDecisions, PlanCounts, Summary, plan_program};
 use cranelift_codegen::Context;
-use cranelift_codegen::ir::{ExternalName, Function, UserExternalName};
+use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_module::{FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
@@ -73,51 +73,6 @@ struct Measured {
     merged: usize,
     /// Defines that reused an equal function's compile.
     reused: usize,
-}
-
-/// The functions of `module` as a backend would define them: every callee named
-/// `u0:FuncId`, the `FuncId` of each function its index (callees the module does
-/// not define are imports, declared after).
-fn prepared(module: &FunctionSet) -> (Vec<Function>, Vec<String>) {
-    let names: Vec<String> = module
-        .iter()
-        .map(|(_, d)| d.func.name.to_string())
-        .collect();
-    let id_of: HashMap<&str, usize> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    let mut imports: Vec<String> = Vec::new();
-    let mut functions = Vec::new();
-    for (_, def) in module.iter() {
-        let mut func = (*def.func).clone();
-        let refs: Vec<_> = func.dfg.ext_funcs.keys().collect();
-        for r in refs {
-            let name = func.dfg.ext_funcs[r]
-                .name
-                .display(Some(&func.params))
-                .to_string();
-            let index = match id_of.get(name.as_str()) {
-                Some(&i) => i,
-                None => {
-                    let i = imports.iter().position(|n| *n == name).unwrap_or_else(|| {
-                        imports.push(name.clone());
-                        imports.len() - 1
-                    });
-                    names.len() + i
-                }
-            };
-            let user = func
-                .params
-                .ensure_user_func_name(UserExternalName::new(0, index as u32));
-            func.dfg.ext_funcs[r].name = ExternalName::User(user);
-        }
-        functions.push(func);
-    }
-    let mut all_names = names;
-    all_names.extend(imports);
-    (functions, all_names)
 }
 
 /// The host ISA for the objects: `opt_level=speed`, position-independent.
