@@ -10,6 +10,8 @@
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] PROGRAM...
+//! cargo bench --bench merge_bench -- similar-census [--align-cfg] PROGRAM...
+//! cargo bench --bench merge_bench -- similar-sequence PROGRAM...
 //! ```
 //!
 //! `gen` writes `DIR/module.clif` and `DIR/module.ll`: the same random module as
@@ -48,6 +50,7 @@ mod generator;
 mod measure;
 mod module_wrapper;
 mod prepared;
+mod sequence_estimate;
 mod similar_cost;
 
 use anyhow::{Context as _, bail};
@@ -157,7 +160,7 @@ fn run() -> anyhow::Result<()> {
     let (command, rest) = match args.first().map(String::as_str) {
         Some(
             c @ ("gen" | "pass" | "compile" | "separate" | "module" | "similar" | "size-model"
-            | "similar-census" | "similar-phases" | "suite"),
+            | "similar-census" | "similar-phases" | "similar-sequence" | "suite"),
         ) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
@@ -174,6 +177,7 @@ fn run() -> anyhow::Result<()> {
         "similar-census" => {
             similar_cost::census_command(&options.inputs, options.align_cfg, !options.no_one_sided)
         }
+        "similar-sequence" => sequence_estimate::sequence_command(&options.inputs),
         "similar-phases" => similar_cost::phases_command(
             &options.inputs,
             options.repeat,

@@ -37,13 +37,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Loads one program (a file or a directory of files).
-fn load_program(input: &PathBuf) -> anyhow::Result<FunctionSet> {
+pub(crate) fn load_program(input: &PathBuf) -> anyhow::Result<FunctionSet> {
     let files = expand_inputs(std::slice::from_ref(input)).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(load(&files).map_err(|e| anyhow::anyhow!("{e}"))?.functions)
 }
 
 /// The program's name: its last path component.
-fn program_name(input: &std::path::Path) -> String {
+pub(crate) fn program_name(input: &std::path::Path) -> String {
     input.file_name().map_or_else(
         || input.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
