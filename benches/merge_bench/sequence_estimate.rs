@@ -181,7 +181,7 @@ fn estimate(
                 let b = &sequences[&g];
                 let saved = saved_instructions(a, b)?;
                 let per_inst = (size(f) + size(g)) as f64 / (a.insts.len() + b.insts.len()) as f64;
-                (saved > 0).then(|| ((saved as f64 * per_inst) as u64, g))
+                (saved > 0).then_some(((saved as f64 * per_inst) as u64, g))
             })
             .max_by_key(|&(bytes, g)| (bytes, std::cmp::Reverse(g)));
         if let Some((bytes, g)) = chosen {
