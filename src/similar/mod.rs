@@ -719,7 +719,7 @@ enum AlignRound {
 #[doc(hidden)]
 pub struct CensusRow {
     /// The reason.
-    pub reason: &'static str,
+    pub reason: String,
     /// How many functions it keeps apart.
     pub functions: usize,
     /// The code bytes at stake: for a function and its nearest partner, the
@@ -878,7 +878,7 @@ pub(crate) fn census(
             None => rows.push((
                 key,
                 CensusRow {
-                    reason,
+                    reason: reason.to_string(),
                     functions,
                     at_stake: stake,
                     bytes,
@@ -893,22 +893,27 @@ pub(crate) fn census(
         &considered,
         &by_alignment,
         &no_layout_partner,
+        options,
         &size,
+        &reason,
     ));
     rows
 }
 
 /// The census rows of merging by block pairing (`align/blocks.rs`): for each
 /// function without a layout partner, largest first, its best partner by shape
-/// overlap among the same signature's functions the merge left alone, and what
-/// the paired blocks' common prefixes and suffixes could save (the smaller
-/// member's bytes times the share of its instructions they hold: a bound).
+/// overlap among the same signature's functions the merge left alone, what the
+/// paired blocks' common prefixes and suffixes could save (the smaller member's
+/// bytes times the share of its instructions they hold: a bound), by what became
+/// of aligning the two with paired blocks (`reason` names a refusal).
 fn pairing_census(
     module: &FunctionSet,
     considered: &[FuncIndex],
     merged: &SecondaryMap<FuncIndex, bool>,
     no_layout_partner: &SecondaryMap<FuncIndex, bool>,
+    options: &SimilarOptions,
     size: &dyn Fn(FuncIndex) -> u64,
+    reason: &dyn Fn(align::Missed) -> &'static str,
 ) -> Vec<CensusRow> {
     let left: Vec<FuncIndex> = considered.iter().copied().filter(|&f| !merged[f]).collect();
     let of: Vec<FuncIndex> = left
@@ -916,33 +921,54 @@ fn pairing_census(
         .copied()
         .filter(|&f| no_layout_partner[f])
         .collect();
-    let mut found = CensusRow {
-        reason: "block pairing: a partner of its signature within 2x (bound of common code)",
-        functions: 0,
-        at_stake: 0,
-        bytes: 0,
-    };
-    let mut none = CensusRow {
-        reason: "block pairing: no partner of its signature within 2x",
-        functions: 0,
-        at_stake: 0,
-        bytes: 0,
-    };
-    for row in align::blocks::census(module, &left, &of) {
-        match row.partner {
-            Some(p) => {
-                let smaller = size(row.func).min(size(p));
-                found.functions += 2;
-                found.bytes += size(row.func) + size(p);
-                found.at_stake += smaller * row.bound as u64 / row.smaller.max(1) as u64;
+    let mut rows: Vec<CensusRow> = Vec::new();
+    let census = align::blocks::census(
+        module,
+        &left,
+        &of,
+        options.align_escapes,
+        options.align_one_sided,
+    );
+    for entry in census {
+        let (why, functions, bytes, stake) = match (entry.partner, entry.attempt) {
+            (Some(p), Some(attempt)) => {
+                let smaller = size(entry.func).min(size(p));
+                let why = match attempt {
+                    Ok(true) => "aligns, promising (merged, or the pricing rejects it)".to_string(),
+                    Ok(false) => "aligns, too little in common".to_string(),
+                    Err(refusal) => reason(align::Missed::Refused(refusal)).to_string(),
+                };
+                (
+                    format!(
+                        "block pairing, a partner of its signature within 2x (bound of common code): {why}"
+                    ),
+                    2,
+                    size(entry.func) + size(p),
+                    smaller * entry.bound as u64 / entry.smaller.max(1) as u64,
+                )
             }
-            None => {
-                none.functions += 1;
-                none.bytes += size(row.func);
+            _ => (
+                "block pairing: no partner of its signature within 2x".to_string(),
+                1,
+                size(entry.func),
+                0,
+            ),
+        };
+        match rows.iter_mut().find(|r| r.reason == why) {
+            Some(row) => {
+                row.functions += functions;
+                row.bytes += bytes;
+                row.at_stake += stake;
             }
+            None => rows.push(CensusRow {
+                reason: why,
+                functions,
+                at_stake: stake,
+                bytes,
+            }),
         }
     }
-    vec![found, none]
+    rows
 }
 
 /// The merged body (named `name`) and the entry points (in member order) of a

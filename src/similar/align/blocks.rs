@@ -86,6 +86,9 @@ pub const MIN_OVERLAP_PERCENT: usize = 50;
 /// larger pairs are not tried.
 const MAX_CELLS: usize = 1 << 16;
 
+/// The same for the census, which also measures what larger pairs hold.
+const CENSUS_MAX_CELLS: usize = 1 << 22;
+
 /// What phase 2 and 3 read of a function.
 pub(crate) struct Profile<'e> {
     /// The function.
@@ -159,13 +162,14 @@ fn overlap(a: &[u64], b: &[u64]) -> usize {
 /// maximises the summed [`block_bound`] of paired blocks, entry blocks paired,
 /// only blocks of equal parameter types and a positive bound paired otherwise;
 /// with that bound. `None` when the entries' parameters differ or the table would
-/// be too large.
+/// have more than `max_cells` cells.
 pub(crate) fn pair_blocks(
     a: &Profile<'_>,
     b: &Profile<'_>,
+    max_cells: usize,
 ) -> Option<(Vec<(usize, usize)>, usize)> {
     let (n, m) = (a.blocks.len(), b.blocks.len());
-    if n == 0 || m == 0 || a.blocks[0].0 != b.blocks[0].0 || n * m > MAX_CELLS {
+    if n == 0 || m == 0 || a.blocks[0].0 != b.blocks[0].0 || n * m > max_cells {
         return None;
     }
     let score = |i: usize, j: usize| {
@@ -311,17 +315,19 @@ fn with_partner(module: &FunctionSet, functions: &[FuncIndex]) -> Vec<FuncIndex>
     walked
 }
 
-/// Aligns two profiled functions with paired blocks, the one first in input
-/// order as the first (its body is the one a merge copies).
+/// Aligns two profiled functions with paired blocks (a table of at most
+/// `max_cells`), the one first in input order as the first (its body is the one
+/// a merge copies).
 fn align_profiles(
     module: &FunctionSet,
     x: &Profile<'_>,
     y: &Profile<'_>,
     scratch: &mut AlignScratch,
     rules: Rules,
+    max_cells: usize,
 ) -> Result<Alignment, Refusal> {
     let (first, second) = if x.func < y.func { (x, y) } else { (y, x) };
-    let (pairing, _) = pair_blocks(first, second).ok_or(Refusal::Structure)?;
+    let (pairing, _) = pair_blocks(first, second, max_cells).ok_or(Refusal::Structure)?;
     let fa = &module.get(first.func).func;
     let fb = &module.get(second.func).func;
     let mut aligner = Aligner::new(first.encoding, fa, second.encoding, fb, scratch, rules);
@@ -360,7 +366,7 @@ pub(crate) fn find_paired_pairs(
             let mut best: Option<(usize, Alignment)> = None;
             for j in candidates(group, i, &taken, ATTEMPTS) {
                 let Ok(alignment) =
-                    align_profiles(module, &group[i], &group[j], &mut scratch, rules)
+                    align_profiles(module, &group[i], &group[j], &mut scratch, rules, MAX_CELLS)
                 else {
                     continue;
                 };
@@ -401,6 +407,9 @@ pub(crate) struct PairingCensus {
     /// The instructions the paired blocks' common prefixes and suffixes could
     /// match ([`pair_blocks`]'s bound): an upper bound of what aligns.
     pub(crate) bound: usize,
+    /// With a partner: whether the two align with paired blocks (and are
+    /// [`promising`] then), or what refused them.
+    pub(crate) attempt: Option<Result<bool, Refusal>>,
 }
 
 /// The census of block pairing on `functions`: for each of `of` (in `functions`),
@@ -410,7 +419,15 @@ pub(crate) fn census(
     module: &FunctionSet,
     functions: &[FuncIndex],
     of: &[FuncIndex],
+    escapes: bool,
+    one_sided: bool,
 ) -> Vec<PairingCensus> {
+    let mut scratch = AlignScratch::default();
+    let rules = Rules {
+        escapes,
+        one_sided,
+        cfg: true,
+    };
     let encoded = walk_in_parallel(module, functions, |func, scratch| {
         encode_spanned(func, module, scratch)
     });
@@ -455,12 +472,16 @@ pub(crate) fn census(
                     } else {
                         (&group[j], p)
                     };
-                    let bound = pair_blocks(x, y).map_or(0, |(_, b)| b);
+                    let bound = pair_blocks(x, y, CENSUS_MAX_CELLS).map_or(0, |(_, b)| b);
+                    let attempt =
+                        align_profiles(module, x, y, &mut scratch, rules, CENSUS_MAX_CELLS)
+                            .map(|alignment| promising(&alignment));
                     PairingCensus {
                         func: p.func,
                         partner: Some(group[j].func),
                         smaller: p.size().min(group[j].size()),
                         bound,
+                        attempt: Some(attempt),
                     }
                 }
                 None => PairingCensus {
@@ -468,6 +489,7 @@ pub(crate) fn census(
                     partner: None,
                     smaller: p.size(),
                     bound: 0,
+                    attempt: None,
                 },
             };
             out.push(row);
@@ -480,6 +502,7 @@ pub(crate) fn census(
                 partner: None,
                 smaller: 0,
                 bound: 0,
+                attempt: None,
             });
         }
     }
