@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 65, 210],
+        [69, 76, 67, 212],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -308,7 +308,9 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         aligned_blocks_one_sided_to_unpaired.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_blocks_side_effect_order.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_blocks_trap_code_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        aligned_blocks_unpaired_br_table.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_blocks_unpaired_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_cfg_br_table.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_cfg_dominance_lost.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_cfg_return_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_cfg_stack_slot.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated

@@ -1166,13 +1166,13 @@ fn probe(func: &Function, inst: Inst) -> Probe {
 
 /// Whether the second function's terminator `inst` may end a stretch across
 /// CFGs: copied into the merged body with its blocks mapped to the first
-/// function's ([`Alignment::blocks`]). Only `jump`, `brif`, `return` and `trap`
-/// (no tables, no calls: a tail call stays where it is).
+/// function's ([`Alignment::blocks`]). Only `jump`, `brif`, `br_table` (its
+/// table copied), `return` and `trap` (no calls: a tail call stays where it is).
 fn copyable_terminator(func: &Function, inst: Inst) -> bool {
     use ir::Opcode;
     matches!(
         func.dfg.insts[inst].opcode(),
-        Opcode::Jump | Opcode::Brif | Opcode::Return | Opcode::Trap
+        Opcode::Jump | Opcode::Brif | Opcode::BrTable | Opcode::Return | Opcode::Trap
     ) && !probe(func, inst).global_value
 }
 

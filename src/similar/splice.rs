@@ -458,8 +458,22 @@ impl InstructionMapper for Copier<'_> {
     }
 
     fn map_jump_table(&mut self, jump_table: ir::JumpTable) -> ir::JumpTable {
-        self.refuse("a jump table");
-        jump_table
+        // A copied `br_table` gets a table of its own, each target mapped as a
+        // branch's is.
+        let table = self.second.dfg.jump_tables[jump_table].clone();
+        let mut branches = table
+            .all_branches()
+            .iter()
+            .map(|&call| self.map_block_call(call));
+        let Some(default) = branches.next() else {
+            self.refuse("a jump table without a default");
+            return jump_table;
+        };
+        let rest: Vec<BlockCall> = branches.collect();
+        self.merged
+            .dfg
+            .jump_tables
+            .push(ir::JumpTableData::new(default, &rest))
     }
 
     fn map_exception_table(&mut self, exception_table: ir::ExceptionTable) -> ir::ExceptionTable {
