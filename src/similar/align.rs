@@ -452,7 +452,7 @@ pub(crate) enum Refusal {
     /// The second function's stretch names a global value.
     SecondNamesGlobal,
     /// Across CFGs ([`Aligner::cfg`]): the terminators differ and the second's
-    /// cannot be copied (not a `jump`, `brif`, `return` or `trap`, or a value a
+    /// cannot be copied (not a `jump`, `brif`, `br_table`, `return` or `trap`, or a value a
     /// terminator's stretch defines is used by another block).
     TerminatorNotCopied,
 }

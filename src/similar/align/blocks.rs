@@ -45,7 +45,8 @@
 //! *k*'s instructions in *k*'s order. The second's unpaired blocks are copied
 //! with each value mapped to the first function's aligned definition, to a copy,
 //! or (an escape) to the join's parameter; they may name no stack slot, table or
-//! global value, and their terminators are `jump`, `brif`, `return` or `trap`.
+//! global value, and their terminators are `jump`, `brif`, `br_table`, `return`
+//! or `trap`.
 //! Stack slots are numbered by the walk by position, which unpaired blocks shift,
 //! so the matched instructions must name their slots one to one, with equal
 //! slots. Dominance is not assumed: Cranelift's verifier runs on every merged
