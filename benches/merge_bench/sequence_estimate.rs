@@ -24,10 +24,9 @@
 //! used after, no register pressure, branches whose targets differ count as
 //! aligned.
 
-use crate::similar_cost::{load_program, program_name};
-use anyhow::bail;
+use crate::similar_cost::{host_and_model, load_program, program_name};
 use clif_merge::similar::SimilarOptions;
-use clif_merge::testing::{SizeModel, host_isa, merge_similar_for};
+use clif_merge::testing::merge_similar_for;
 use clif_merge::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Function, InstructionData, Opcode, Type, Value};
@@ -72,12 +71,7 @@ struct Sequence {
 }
 
 pub fn sequence_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
-    if inputs.is_empty() {
-        bail!("no inputs given");
-    }
-    let isa = host_isa().ok_or_else(|| anyhow::anyhow!("no Cranelift backend for this host"))?;
-    let model =
-        SizeModel::for_isa(&*isa).ok_or_else(|| anyhow::anyhow!("no size model for this host"))?;
+    let (isa, model) = host_and_model(inputs)?;
     println!(
         "| program | predicted bytes | left alone (functions: bytes) | pairs that save | estimated saving | share of program |"
     );

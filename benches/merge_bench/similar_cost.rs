@@ -31,7 +31,7 @@ use clif_merge::testing::{Feature, SizeFeatures, SizeModel, merge_similar_for, s
 use clif_merge::testing::{compiled_size, expand_inputs, host_isa, load};
 use clif_merge::{FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::ir::Function;
-use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -344,12 +344,7 @@ pub fn phases_command(
 /// (`SimilarOptions::align_cfg`); without `one_sided`, it refuses one-sided
 /// escapes (`SimilarOptions::align_one_sided`).
 pub fn census_command(inputs: &[PathBuf], align_cfg: bool, one_sided: bool) -> anyhow::Result<()> {
-    if inputs.is_empty() {
-        bail!("no inputs given");
-    }
-    let isa = host_isa().ok_or_else(|| anyhow::anyhow!("no Cranelift backend for this host"))?;
-    let model =
-        SizeModel::for_isa(&*isa).ok_or_else(|| anyhow::anyhow!("no size model for this host"))?;
+    let (isa, model) = host_and_model(inputs)?;
     println!(
         "| program | reason | functions | bytes of those functions | bytes at stake | at stake, share of program |"
     );
@@ -374,6 +369,18 @@ pub fn census_command(inputs: &[PathBuf], align_cfg: bool, one_sided: bool) -> a
         }
     }
     Ok(())
+}
+
+/// The host's ISA and its size model, for the commands that read `inputs` (at
+/// least one).
+pub(crate) fn host_and_model(inputs: &[PathBuf]) -> anyhow::Result<(OwnedTargetIsa, SizeModel)> {
+    if inputs.is_empty() {
+        bail!("no inputs given");
+    }
+    let isa = host_isa().ok_or_else(|| anyhow::anyhow!("no Cranelift backend for this host"))?;
+    let model =
+        SizeModel::for_isa(&*isa).ok_or_else(|| anyhow::anyhow!("no size model for this host"))?;
+    Ok((isa, model))
 }
 
 /// Compiled sizes of `functions` on `isa`, in parallel.
