@@ -70,6 +70,8 @@ struct Sequence {
     histogram: Vec<(u32, u32)>,
 }
 
+/// `similar-sequence`: per program, the estimate of the module doc as a
+/// markdown table, then each program's largest estimated pairs.
 pub fn sequence_command(inputs: &[PathBuf]) -> anyhow::Result<()> {
     let (isa, model) = host_and_model(inputs)?;
     println!(
