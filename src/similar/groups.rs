@@ -344,13 +344,20 @@ pub(crate) fn differing_parameters(
     let mut parameters: Vec<HoleParameter> = Vec::new();
     let mut differing: Vec<(Slot, usize)> = Vec::new();
     for slot in slots {
-        let values: Vec<u64> = member_encodings
+        // Most slots hold the same value in every member: compared in place,
+        // so that only a differing slot allocates its values.
+        let position = slot.position() as usize;
+        let value = first.tokens()[position];
+        if member_encodings
             .iter()
-            .map(|e| e.tokens()[slot.position() as usize])
-            .collect();
-        if values.iter().all(|&v| v == values[0]) {
+            .all(|e| e.tokens()[position] == value)
+        {
             continue;
         }
+        let values: Vec<u64> = member_encodings
+            .iter()
+            .map(|e| e.tokens()[position])
+            .collect();
         let (kind, ty) = match slot {
             Slot::Constant(h) => (HoleKind::Constant, h.ty),
             Slot::Callee(_) => (HoleKind::Callee, pointer_type),
