@@ -18,7 +18,8 @@
 //! compiles the merges whose predicted saving is small to confirm them.
 
 use crate::ir::{blocks_by_number, insts_by_number};
-use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode};
+use cranelift_codegen::entity::EntityRef;
+use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode, Value};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::OptLevel;
 use target_lexicon::Architecture;
@@ -139,6 +140,11 @@ impl SizeFeatures {
         add(Feature::StackParams, params.saturating_sub(6));
         // Counts do not depend on the order: read in the order of numbers.
         add(Feature::Blocks, blocks_by_number(func).count());
+        // An instruction's controlling type is none or the type of one of the
+        // function's values: without a vector value, no instruction counts as
+        // a vector, and the type (a slow lookup per instruction) is not asked.
+        let vectors =
+            (0..func.dfg.num_values()).any(|v| func.dfg.value_type(Value::new(v)).is_vector());
         for inst in insts_by_number(func) {
             let data = &func.dfg.insts[inst];
             let opcode = data.opcode();
@@ -149,7 +155,12 @@ impl SizeFeatures {
                 let entries = func.stencil.dfg.jump_tables[*table].all_branches().len();
                 add(Feature::BranchTableEntries, entries);
             }
-            add(inst_feature(func, inst), 1);
+            let feature = if vectors {
+                inst_feature(func, inst)
+            } else {
+                kind(data)
+            };
+            add(feature, 1);
         }
         Self(counts)
     }
@@ -410,6 +421,41 @@ mod tests {
                 .map_or(0.0, |&(_, n)| n);
             assert_eq!(features.get(feature), want, "{feature:?}");
         }
+    }
+
+    /// The features counted without asking each instruction's controlling type
+    /// (a function without vector values) are those [`inst_feature`] gives, and a
+    /// function with vector values still counts its vector instructions.
+    #[test]
+    fn features_agree_with_inst_feature_with_and_without_vectors() {
+        let text = "function %scalar(i64) -> i64 {
+            block0(v0: i64):
+                v1 = iconst.i64 3
+                v2 = iadd v0, v1
+                v3 = load.i64 v2
+                store v3, v0
+                return v3
+            }
+            function %vector(i64) -> i32 {
+            block0(v0: i64):
+                v1 = load.i32x4 v0
+                v2 = iadd v1, v1
+                store v2, v0
+                v3 = extractlane v2, 0
+                return v3
+            }";
+        for func in cranelift_reader::parse_functions(text).expect("parses") {
+            let mut expected = SizeFeatures::default();
+            expected.add(Feature::Function, 1);
+            expected.add(Feature::Params, 1);
+            expected.add(Feature::Blocks, 1);
+            for inst in insts_by_number(&func) {
+                expected.add(inst_feature(&func, inst), 1);
+            }
+            assert_eq!(SizeFeatures::of(&func), expected, "{}", func.name);
+        }
+        let vector = &cranelift_reader::parse_functions(text).expect("parses")[1];
+        assert_eq!(SizeFeatures::of(vector).get(Feature::Vector), 4.0);
     }
 
     #[test]
