@@ -70,9 +70,13 @@ pub enum ReportFormat {
 /// How `--similar` finds code sizes (`--size-pricing`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SizePricing {
-    /// Predicted by the target's size model, compiled only where the decision is
-    /// close (targets without a model compile).
+    /// Predicted by the target's size model; only groups of small functions
+    /// the model would not merge are compiled (targets without a model
+    /// compile).
     Model,
+    /// As `model`, and every merge predicted to save less than 5% compiled to
+    /// confirm.
+    Confirm,
     /// Every member and every merge tried compiled (exact, slower).
     Compile,
 }
@@ -81,6 +85,7 @@ impl From<SizePricing> for Pricing {
     fn from(pricing: SizePricing) -> Self {
         match pricing {
             SizePricing::Model => Pricing::Modeled,
+            SizePricing::Confirm => Pricing::Confirmed,
             SizePricing::Compile => Pricing::Compiled,
         }
     }
@@ -177,8 +182,10 @@ pub struct Args {
     pub min_saved: u64,
 
     /// With `--similar`: how code sizes are found: `model` predicts them with the
-    /// target's size model and compiles only groups whose decision is close;
-    /// `compile` compiles every member and every merge tried.
+    /// target's size model and compiles only groups of small functions it would
+    /// not merge; `confirm` also compiles every merge predicted to save less
+    /// than 5%, to confirm it; `compile` compiles every member and every merge
+    /// tried.
     #[arg(long, value_enum, default_value = "model", value_name = "PRICING")]
     pub size_pricing: SizePricing,
 }

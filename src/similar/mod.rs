@@ -94,11 +94,11 @@
 //! each stretch is a branch on one more parameter, a [`HoleKind::Selector`]: `0`
 //! runs the first member's stretch, `1` a copy of the second's (`splice.rs`); both
 //! arms rejoin the rest of the block. The entry points pass `0` and `1`. A pair is
-//! priced by the model like a group, but a close call is judged against the
-//! smaller member (what a pair saves is about the code the two share), a small
-//! pair the model rejects is compiled only when predicted to grow by at most 5%
-//! (`ALIGNED_GROWTH`), and a close call on a pair larger than 8 KiB
-//! (`ALIGNED_CONFIRM`) is not merged (`Planner::plan_aligned`).
+//! priced by the model like a group (`Planner::plan_aligned`); under
+//! [`Pricing::Confirmed`] a close call is judged against the smaller member (what
+//! a pair saves is about the code the two share), a small pair the model rejects
+//! is compiled only when predicted to grow by at most 5% (`ALIGNED_GROWTH`), and a
+//! close call on a pair larger than 8 KiB (`ALIGNED_CONFIRM`) is not merged.
 //!
 //! A last round, off by default, grows merged pairs into groups of three or more
 //! ([`SimilarOptions::align_groups`]): a function left alone, or another merged
@@ -235,12 +235,19 @@ impl Default for SimilarOptions {
 /// ISA; without one, sizes are instruction counts either way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum Pricing {
-    /// The ISA's size model predicts every size and plans every group; each
-    /// merge so planned that is predicted to save less than 5% of its members'
-    /// size is then compiled (members, merged body, entry points) and made only
-    /// if it pays. An ISA without a model compiles, as [`Pricing::Compiled`].
+    /// The ISA's size model predicts every size and decides; only a group of
+    /// small functions (at most 1 KiB in all) that it would not merge is
+    /// planned by compiled sizes, where the model errs most and compiling costs
+    /// least. An ISA without a model compiles, as [`Pricing::Compiled`].
     #[default]
     Modeled,
+    /// As [`Pricing::Modeled`], and each merge so planned that is predicted to
+    /// save less than 5% of its members' size (of the smaller member's, for an
+    /// aligned pair) is then compiled (members, merged body, entry points) and
+    /// made only if it pays; a close call on an aligned pair over 8 KiB is not
+    /// merged, and a small aligned pair predicted to grow the code by at most 5%
+    /// is compiled to check. Slower, and on the corpus it saves no more.
+    Confirmed,
     /// Every member and every merge tried is compiled by Cranelift and its code
     /// bytes counted: exact, and about as costly as compiling the groups' members
     /// several times.
@@ -438,7 +445,7 @@ pub(crate) fn merge_similar_clocked(
     // Phase 2 of 4: per group (in parallel), the subgroups to merge: the group
     // itself or subgroups of it, whichever saves the most.
     let model = match options.pricing {
-        Pricing::Modeled => isa.and_then(SizeModel::for_isa),
+        Pricing::Modeled | Pricing::Confirmed => isa.and_then(SizeModel::for_isa),
         Pricing::Compiled => None,
     };
     let mut predicted = SecondaryMap::with_capacity(module.len());

@@ -8,7 +8,7 @@ use super::groups::{Differing, differing_parameters, split_by_parameter, split_p
 use super::merged_body::{build_merged_body, merged_body_features};
 use super::size_model::{SizeFeatures, SizeModel};
 use super::splice::NotSpliced;
-use super::{SimilarOptions, SizeBasis, align, build_merge};
+use super::{Pricing, SimilarOptions, SizeBasis, align, build_merge};
 use crate::identical::encode::FunctionEncoding;
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
@@ -20,12 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A merge predicted to save less than this share of its members' predicted size
-/// is confirmed by compiling under [`Pricing::Modeled`](super::Pricing::Modeled). Chosen on the corpus
+/// is confirmed by compiling under [`Pricing::Confirmed`](super::Pricing::Confirmed). Chosen on the corpus
 /// (`docs/similar.md`, "Pricing"), with [`SMALL_GROUP`]: brotli, the
 /// program with the most similar code, spent 3.6% of its compile time (one thread,
 /// one series of runs on a busy machine) in the similar merge at 0.05 and 4.6% at
 /// 0.1 (5.4% at 0.2 without `SMALL_GROUP`), while the bytes saved on the corpus
-/// moved by less than 0.01 percentage points.
+/// moved by less than 0.01 percentage points. The default pricing,
+/// [`Pricing::Modeled`](super::Pricing::Modeled), confirms nothing: on the corpus it
+/// saves 256 bytes more for 0.3-0.5 points less of a compile ("Pricing").
 pub(crate) const CLOSE_CALL: f64 = 0.05;
 
 /// A small aligned pair (members predicted at most [`SMALL_GROUP`] bytes) that the
@@ -237,12 +239,6 @@ fn compiled_saving(merge: &Merge) -> Option<u64> {
     (merge.basis == SizeBasis::Compiled).then(|| merge.size_before.saturating_sub(merge.size_after))
 }
 
-/// Whether a predicted saving of `saved` for a group whose members take `size` is
-/// a close call.
-fn is_close(saved: u64, size: u64) -> bool {
-    (saved as f64) < CLOSE_CALL * size as f64
-}
-
 /// Plans groups: what is constant for every group of a module.
 pub(super) struct Planner<'a> {
     pub(super) module: &'a FunctionSet,
@@ -265,6 +261,24 @@ pub(super) struct Planner<'a> {
 }
 
 impl Planner<'_> {
+    /// Whether a merge predicted to save `saved` of `size` bytes is a close call,
+    /// compiled to confirm: only under [`Pricing::Confirmed`], below
+    /// [`CLOSE_CALL`] of `size`.
+    fn is_close(&self, saved: u64, size: u64) -> bool {
+        self.options.pricing == Pricing::Confirmed && (saved as f64) < CLOSE_CALL * size as f64
+    }
+
+    /// How much a small aligned merge the model predicts to grow the code may
+    /// grow and still be compiled to check: [`ALIGNED_GROWTH`] under
+    /// [`Pricing::Confirmed`], not at all otherwise.
+    fn aligned_growth(&self) -> f64 {
+        if self.options.pricing == Pricing::Confirmed {
+            ALIGNED_GROWTH
+        } else {
+            1.0
+        }
+    }
+
     /// The plan for the aligned pair of `first` and `alignment.second`: merged
     /// whole or not at all. Without a `model`, by measured sizes. With one, its
     /// predicted sizes decide (its merged body's features counted without
@@ -319,7 +333,7 @@ impl Planner<'_> {
         if self.saves_enough(before, after) {
             let saved = before - after;
             let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
-            if !is_close(saved, smaller.unwrap_or(before)) {
+            if !self.is_close(saved, smaller.unwrap_or(before)) {
                 return match self.with_merged_body(predicted) {
                     Ok(merge) => merged(merge),
                     Err(reason) => rejected(reason),
@@ -333,7 +347,7 @@ impl Planner<'_> {
             return compiled(predicted.differing);
         }
         let growth = after as f64 / before.max(1) as f64;
-        if growth > ALIGNED_GROWTH || before > SMALL_GROUP {
+        if growth > self.aligned_growth() || before > SMALL_GROUP {
             return rejected(format!(
                 "predicted not smaller ({before} -> {after}, {:+.0}%)",
                 (growth - 1.0) * 100.0
@@ -478,7 +492,7 @@ impl Planner<'_> {
             && saved(&predicted) > baseline
         {
             let gain = saved(&predicted) - baseline;
-            if !is_close(gain, joining_size) {
+            if !self.is_close(gain, joining_size) {
                 // Built once grown (`plan_grown`).
                 return Some(predicted);
             }
@@ -490,7 +504,7 @@ impl Planner<'_> {
             // small and the loss predicted is at most `ALIGNED_GROWTH` of them,
             // as a small pair the model rejects.
             let loss = baseline.saturating_sub(saved(&predicted));
-            let growth = ALIGNED_GROWTH - 1.0;
+            let growth = self.aligned_growth() - 1.0;
             if joining_size > SMALL_GROUP
                 || loss as f64 > growth * joining_size as f64
                 || *refuted == GROUP_REFUTED
@@ -586,7 +600,7 @@ impl Planner<'_> {
         let mut sizes = MemberSizes::new();
         for merge in predicted.merges {
             let saved = merge.size_before - merge.size_after;
-            if !is_close(saved, merge.size_before) {
+            if !self.is_close(saved, merge.size_before) {
                 plan.saved += saved;
                 plan.merges.push(merge);
                 continue;
