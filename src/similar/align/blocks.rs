@@ -46,7 +46,12 @@
 //! with each value mapped to the first function's aligned definition, to a copy,
 //! or (an escape) to the join's parameter; they may name no stack slot, table or
 //! global value, and their terminators are `jump`, `brif`, `br_table`, `return`
-//! or `trap`.
+//! or `trap`. A stretch of function *k* may use a value of an unpaired block of
+//! *k* (of a type with a placeholder): where the definition does not dominate
+//! the use in the merged body, the use reads it through block parameters that
+//! *k*'s edges fill with the value and the other's with a placeholder zero
+//! (`splice/repair.rs`); run as *k*, *k*'s path passed the definition, so the
+//! use reads what *k* read, and the other function never runs the use.
 //! Stack slots are numbered by the walk by position, which unpaired blocks shift,
 //! so the matched instructions must name their slots one to one, with equal
 //! slots. Dominance is not assumed: Cranelift's verifier runs on every merged
@@ -895,7 +900,17 @@ impl Aligner<'_> {
         if stretches.is_empty() && unpaired.is_empty() {
             return Err(Refusal::Structure);
         }
-        let mut alignment = self.stretch_values(second, stretches, common)?;
+        // Each function's unpaired blocks, whose values its stretches may use.
+        let ranges = |e: &SpannedEncoding, partner: &[Option<usize>]| -> Vec<Range<u32>> {
+            (0..e.blocks.len())
+                .filter(|&k| partner[k].is_none())
+                .map(|k| e.blocks[k].start..e.block(k).end)
+                .collect()
+        };
+        self.unpaired = [ranges(a, &b_of_a), ranges(b, &a_of_b)];
+        let alignment = self.stretch_values(second, stretches, common);
+        self.unpaired = [Vec::new(), Vec::new()];
+        let mut alignment = alignment?;
         // The aligned values the second's unpaired blocks use (values of its own
         // unpaired blocks and of its arms are mapped when copied).
         let other = Refusal::ValueEscapes(Escape::Other);
