@@ -539,6 +539,11 @@ struct Aligner<'a> {
     /// [`FirstRound::widened`]): a block so bounded has a stretch covering at
     /// least the instructions between, even where the two are equal.
     bounds: Option<&'a SecondaryMap<Block, Option<(u32, u32)>>>,
+    /// With paired blocks (`blocks.rs`): the token ranges of each function's
+    /// unpaired blocks (the first's, the second's), whose values its own
+    /// stretches may use (the merged body reads them through block parameters
+    /// where needed, `splice/repair.rs`).
+    unpaired: [Vec<Range<u32>>; 2],
 }
 
 impl<'a> Aligner<'a> {
@@ -576,6 +581,7 @@ impl<'a> Aligner<'a> {
             ends: Vec::new(),
             open: None,
             bounds: None,
+            unpaired: [Vec::new(), Vec::new()],
         }
     }
 
@@ -982,7 +988,10 @@ impl<'a> Aligner<'a> {
             }
             for p in ra.clone().filter(|&p| a.is_operand[p as usize]) {
                 let d = a.operand_target(p).ok_or(other)?;
-                if self.scratch.a_to_b[d as usize] == UNALIGNED && !written_in(ra, d) {
+                if self.scratch.a_to_b[d as usize] == UNALIGNED
+                    && !written_in(ra, d)
+                    && !self.of_unpaired(d, true)?
+                {
                     first_only.push(self.one_sided_escape(spans, i, d, true)?);
                 }
             }
@@ -992,6 +1001,10 @@ impl<'a> Aligner<'a> {
                     continue;
                 }
                 let da = self.scratch.b_to_a[d as usize];
+                if da == UNALIGNED && self.of_unpaired(d, false)? {
+                    // Copied with the second's unpaired blocks.
+                    continue;
+                }
                 if da == UNALIGNED {
                     second_only.push(self.one_sided_escape(spans, i, d, false)?);
                     continue;
@@ -1013,6 +1026,35 @@ impl<'a> Aligner<'a> {
         values.sort_unstable();
         values.dedup();
         Ok(values)
+    }
+
+    /// Whether definition `d` of the first function (`first`) or the second is
+    /// a value of one of its unpaired blocks (merging by block pairing) that a
+    /// stretch of the same function may use: of a type with a placeholder
+    /// constant, escapes and one-sided escapes on. The merged body has the block
+    /// and the stretch's arm of that function, and `splice/repair.rs` passes the
+    /// value to each use its definition does not dominate there through block
+    /// parameters (the other function's edges passing a placeholder that no
+    /// code of this function reads).
+    fn of_unpaired(&self, d: u32, first: bool) -> Result<bool, Refusal> {
+        let ranges = &self.unpaired[usize::from(!first)];
+        if !ranges.iter().any(|r| written_in(r, d)) {
+            return Ok(false);
+        }
+        let (encoding, func) = if first {
+            (self.a, self.fa)
+        } else {
+            (self.b, self.fb)
+        };
+        let value = encoding.defined_at(d);
+        let value = value.ok_or(Refusal::ValueEscapes(Escape::Other))?;
+        if !has_placeholder(func.dfg.value_type(value)) {
+            return Err(Refusal::ValueEscapes(Escape::IntoLaterStretchType));
+        }
+        if !self.escapes || !self.one_sided {
+            return Err(Refusal::ValueEscapes(Escape::IntoLaterStretch));
+        }
+        Ok(true)
     }
 
     /// `d` of the first function (`first`) or the second, and its value, when

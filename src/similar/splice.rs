@@ -44,6 +44,7 @@
 //! merged body by content. The alignment allows nothing else in a stretch.
 
 mod group;
+mod repair;
 mod unpaired;
 
 use super::align::{Alignment, Stretch};
@@ -57,7 +58,7 @@ use cranelift_codegen::ir::{
     SigRef, StackSlot, Value, ValueList,
 };
 use cranelift_codegen::settings;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Why a stretch could not be copied (only for input the alignment should have
 /// refused; the group is then not merged).
@@ -95,12 +96,18 @@ pub(crate) fn splice_stretches(
         }
     }
     copier.copy_unpaired(&unpaired)?;
+    copier.resolve_forwards()?;
     copier.own_unpaired(&unpaired, &alignment.first_unpaired);
     let one_sided = std::mem::take(&mut copier.one_sided);
     let arms = std::mem::take(&mut copier.arms);
     if !escaped.is_empty() {
         replace_escapes(merged, &escaped);
     }
+    // Values of each function's unpaired blocks its own code uses, passed on
+    // where their definitions no longer dominate those uses (`repair.rs`).
+    repair::repair_unpaired(merged, &alignment.first_unpaired, &arms, true)?;
+    let copies: Vec<Block> = unpaired.iter().map(|&(_, copy)| copy).collect();
+    repair::repair_unpaired(merged, &copies, &arms, false)?;
     if !one_sided.is_empty() {
         check_one_sided(merged, &one_sided, &arms)?;
     }
@@ -194,6 +201,13 @@ struct Copier<'a> {
     /// Each join parameter that holds a one-sided escape, with its join and
     /// whether it is the first function's value (read only by first arms).
     one_sided: FxHashMap<Value, (Block, bool)>,
+    /// The second function's unpaired blocks (merging by block pairing).
+    unpaired: FxHashSet<Block>,
+    /// Values of the second's unpaired blocks that a second arm copied before
+    /// them uses, each with the stand-in it reads until the block is copied
+    /// (a parameter of `forward_block`, which is never laid out).
+    forwards: FxHashMap<Value, Value>,
+    forward_block: Option<Block>,
 }
 
 impl<'a> Copier<'a> {
@@ -210,6 +224,9 @@ impl<'a> Copier<'a> {
             missing: None,
             arms: FxHashMap::default(),
             one_sided: FxHashMap::default(),
+            unpaired: alignment.unpaired.iter().copied().collect(),
+            forwards: FxHashMap::default(),
+            forward_block: None,
         }
     }
 }
@@ -426,6 +443,23 @@ impl Copier<'_> {
         Ok(())
     }
 
+    /// Makes each stand-in of `forwards` an alias of the copy it stands for,
+    /// and every use read the copy.
+    fn resolve_forwards(&mut self) -> Result<(), NotSpliced> {
+        let Some(block) = self.forward_block.take() else {
+            return Ok(());
+        };
+        self.merged.dfg.detach_block_params(block);
+        for (&value, &stand_in) in &self.forwards {
+            let Some(&copy) = self.values.get(&value) else {
+                return Err(NotSpliced(format!("{value} is used but not copied")));
+            };
+            self.merged.dfg.change_to_alias(stand_in, copy);
+        }
+        self.merged.dfg.resolve_all_aliases();
+        Ok(())
+    }
+
     fn refuse(&mut self, what: &str) {
         self.missing.get_or_insert_with(|| what.to_string());
     }
@@ -437,8 +471,29 @@ impl InstructionMapper for Copier<'_> {
         match self.values.get(&value) {
             Some(&v) => v,
             None => {
-                self.refuse("a value defined outside the stretch and not aligned");
-                value
+                // A result of an unpaired block not copied yet: a stand-in.
+                let unpaired = match self.second.dfg.value_def(value) {
+                    ir::ValueDef::Result(inst, _) => self
+                        .second
+                        .layout
+                        .inst_block(inst)
+                        .is_some_and(|b| self.unpaired.contains(&b)),
+                    _ => false,
+                };
+                if !unpaired {
+                    self.refuse("a value defined outside the stretch and not aligned");
+                    return value;
+                }
+                if let Some(&stand_in) = self.forwards.get(&value) {
+                    return stand_in;
+                }
+                let block = *self
+                    .forward_block
+                    .get_or_insert_with(|| self.merged.dfg.make_block());
+                let ty = self.second.dfg.value_type(value);
+                let stand_in = self.merged.dfg.append_block_param(block, ty);
+                self.forwards.insert(value, stand_in);
+                stand_in
             }
         }
     }

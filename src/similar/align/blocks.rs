@@ -27,7 +27,9 @@
 //!    as across CFGs (the rest of the block a stretch of its own). A terminator
 //!    that names blocks (`jump`, `brif`) matches only when its targets pair,
 //!    compared by block, not by the walk's block numbers (which differ once a
-//!    block has no partner); any other terminator naming blocks never matches.
+//!    block has no partner), and its arguments aligned (checked after the
+//!    common suffix, which may define them); any other terminator naming
+//!    blocks never matches.
 //!    The pairs are then taken greedily, as `align.rs` does, each function with
 //!    the partner that aligns with the most common instructions, when those pay
 //!    for the stretches (`promising`); the planner prices them (`mod.rs`).
@@ -46,7 +48,12 @@
 //! with each value mapped to the first function's aligned definition, to a copy,
 //! or (an escape) to the join's parameter; they may name no stack slot, table or
 //! global value, and their terminators are `jump`, `brif`, `br_table`, `return`
-//! or `trap`.
+//! or `trap`. A stretch of function *k* may use a value of an unpaired block of
+//! *k* (of a type with a placeholder): where the definition does not dominate
+//! the use in the merged body, the use reads it through block parameters that
+//! *k*'s edges fill with the value and the other's with a placeholder zero
+//! (`splice/repair.rs`); run as *k*, *k*'s path passed the definition, so the
+//! use reads what *k* read, and the other function never runs the use.
 //! Stack slots are numbered by the walk by position, which unpaired blocks shift,
 //! so the matched instructions must name their slots one to one, with equal
 //! slots. Dominance is not assumed: Cranelift's verifier runs on every merged
@@ -639,9 +646,31 @@ impl Aligner<'_> {
     /// differ once a block has no partner.
     fn branches_match(
         &self,
+        ta: (Inst, Range<u32>),
+        tb: (Inst, Range<u32>),
+        walks: &Walks,
+    ) -> bool {
+        self.branches_compare(ta, tb, walks, false)
+    }
+
+    /// As [`Self::branches_match`], but an operand pair may also be two values
+    /// aligned with nothing yet (which a common suffix not matched yet may
+    /// align): whether the terminators can match once it is.
+    fn branches_may_match(
+        &self,
+        ta: (Inst, Range<u32>),
+        tb: (Inst, Range<u32>),
+        walks: &Walks,
+    ) -> bool {
+        self.branches_compare(ta, tb, walks, true)
+    }
+
+    fn branches_compare(
+        &self,
         (ta, ra): (Inst, Range<u32>),
         (tb, rb): (Inst, Range<u32>),
         walks: &Walks,
+        lenient: bool,
     ) -> bool {
         let Walks {
             b_of_a,
@@ -683,7 +712,12 @@ impl Aligner<'_> {
         operands_a.len() == operands_b.len()
             && operands_a.iter().zip(&operands_b).all(|(&pa, &pb)| {
                 match (self.a.operand_target(pa), self.b.operand_target(pb)) {
-                    (Some(x), Some(y)) => self.scratch.a_to_b[x as usize] == y,
+                    (Some(x), Some(y)) => {
+                        self.scratch.a_to_b[x as usize] == y
+                            || (lenient
+                                && self.scratch.a_to_b[x as usize] == UNALIGNED
+                                && self.scratch.b_to_a[y as usize] == UNALIGNED)
+                    }
                     _ => false,
                 }
             })
@@ -778,96 +812,116 @@ impl Aligner<'_> {
             // two terminators alone (`Stretch::suffix` `None`); what differs
             // before them is a stretch with a join like any other, so that its
             // values may escape.
-            let ending = !term_equal || whole;
-            let (la, lb) = if ending { (na - 1, nb - 1) } else { (na, nb) };
-            if la > prefix || lb > prefix {
-                if stretches.len() >= MAX_PAIRED_STRETCHES {
-                    return Err(Refusal::TooManyStretches);
-                }
-                // A common suffix of equal shape (with matching terminators, the
-                // terminator last, matched by `branches_match` when it names
-                // blocks), shrunk past any instruction that fails.
-                let room = la.min(lb) - prefix;
-                let mut suffix = usize::from(!ending);
-                while suffix < room
-                    && self.same_shape(&inst_a(la - 1 - suffix), &inst_b(lb - 1 - suffix))
-                {
-                    suffix += 1;
-                }
-                loop {
-                    let mark = self.scratch.log.len();
-                    self.open = Some((
-                        inst_a(prefix).start..inst_a(la - suffix).start,
-                        inst_b(prefix).start..inst_b(lb - suffix).start,
-                    ));
-                    let plain = if ending { suffix } else { suffix - 1 };
-                    let failed = (0..plain).position(|j| {
-                        !self.matches(inst_a(la - suffix + j), inst_b(lb - suffix + j))
-                    });
-                    let failed = failed.or_else(|| {
-                        if ending {
-                            return None;
-                        }
-                        let last = if branches {
-                            terminators_equal(self)
-                        } else {
-                            self.matches(inst_a(na - 1), inst_b(nb - 1))
-                        };
-                        (!last).then_some(suffix - 1)
-                    });
-                    match failed {
-                        None => break,
-                        Some(j) if ending || j + 1 < suffix => {
-                            self.undo(mark);
-                            suffix -= j + 1;
-                        }
-                        Some(_) => {
-                            // The terminator itself fails (it uses a value of the
-                            // stretch in a way no escape allows).
-                            self.undo(mark);
-                            self.open = None;
-                            return Err(self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)));
+            // A branch whose operands the common suffix defines cannot match
+            // before the suffix is aligned: when it would match but for those
+            // (`branches_may_match`), the suffix is tried with the terminators
+            // matched last, strictly, and if they fail there the block ends in
+            // a stretch of the terminators after all.
+            let lenient = branches
+                && !term_equal
+                && !whole
+                && self.branches_may_match(
+                    (term_a, inst_a(na - 1)),
+                    (term_b, inst_b(nb - 1)),
+                    &walks,
+                );
+            let mut ending = !(term_equal || lenient) || whole;
+            'block: loop {
+                let (la, lb) = if ending { (na - 1, nb - 1) } else { (na, nb) };
+                if la > prefix || lb > prefix {
+                    if stretches.len() >= MAX_PAIRED_STRETCHES {
+                        return Err(Refusal::TooManyStretches);
+                    }
+                    // A common suffix of equal shape (with matching terminators, the
+                    // terminator last, matched by `branches_match` when it names
+                    // blocks), shrunk past any instruction that fails.
+                    let room = la.min(lb) - prefix;
+                    let mut suffix = usize::from(!ending);
+                    while suffix < room
+                        && self.same_shape(&inst_a(la - 1 - suffix), &inst_b(lb - 1 - suffix))
+                    {
+                        suffix += 1;
+                    }
+                    loop {
+                        let mark = self.scratch.log.len();
+                        self.open = Some((
+                            inst_a(prefix).start..inst_a(la - suffix).start,
+                            inst_b(prefix).start..inst_b(lb - suffix).start,
+                        ));
+                        let plain = if ending { suffix } else { suffix - 1 };
+                        let failed = (0..plain).position(|j| {
+                            !self.matches(inst_a(la - suffix + j), inst_b(lb - suffix + j))
+                        });
+                        let failed = failed.or_else(|| {
+                            if ending {
+                                return None;
+                            }
+                            let last = if branches {
+                                terminators_equal(self)
+                            } else {
+                                self.matches(inst_a(na - 1), inst_b(nb - 1))
+                            };
+                            (!last).then_some(suffix - 1)
+                        });
+                        match failed {
+                            None => break,
+                            Some(j) if ending || j + 1 < suffix => {
+                                self.undo(mark);
+                                suffix -= j + 1;
+                            }
+                            Some(_) => {
+                                // The terminator itself fails (it uses a value of the
+                                // stretch in a way no escape allows).
+                                self.undo(mark);
+                                self.open = None;
+                                if lenient && !ending {
+                                    ending = true;
+                                    continue 'block;
+                                }
+                                return Err(self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)));
+                            }
                         }
                     }
+                    self.open = None;
+                    for j in 0..suffix {
+                        matched.push((at_a(la - suffix + j), at_b(lb - suffix + j)));
+                    }
+                    common += (prefix + suffix) as u32;
+                    let (ea, eb) = (la - suffix, lb - suffix);
+                    let tokens_a = inst_a(prefix).start..inst_a(ea).start;
+                    let tokens_b = inst_b(prefix).start..inst_b(eb).start;
+                    let insts_a: Vec<Inst> = (prefix..ea).map(at_a).collect();
+                    let insts_b: Vec<Inst> = (prefix..eb).map(at_b).collect();
+                    if !insts_a.is_empty() || !insts_b.is_empty() {
+                        let block = a.blocks[ka].block;
+                        stretches.push(self.joined_stretch(block, insts_a, at_a(ea), insts_b)?);
+                        self.spans.push((tokens_a, tokens_b));
+                        self.ends.push(false);
+                    }
+                } else {
+                    common += prefix as u32;
                 }
-                self.open = None;
-                for j in 0..suffix {
-                    matched.push((at_a(la - suffix + j), at_b(lb - suffix + j)));
+                if ending {
+                    if stretches.len() >= MAX_PAIRED_STRETCHES {
+                        return Err(Refusal::TooManyStretches);
+                    }
+                    if !copyable_terminator(self.fb, term_b) {
+                        return Err(Refusal::TerminatorNotCopied);
+                    }
+                    stretches.push(Stretch {
+                        block: a.blocks[ka].block,
+                        first: vec![term_a],
+                        suffix: None,
+                        second: vec![term_b],
+                        escapes: Vec::new(),
+                        first_only: Vec::new(),
+                        second_only: Vec::new(),
+                    });
+                    self.spans
+                        .push((inst_a(na - 1).start..pa.end, inst_b(nb - 1).start..pb.end));
+                    self.ends.push(true);
                 }
-                common += (prefix + suffix) as u32;
-                let (ea, eb) = (la - suffix, lb - suffix);
-                let tokens_a = inst_a(prefix).start..inst_a(ea).start;
-                let tokens_b = inst_b(prefix).start..inst_b(eb).start;
-                let insts_a: Vec<Inst> = (prefix..ea).map(at_a).collect();
-                let insts_b: Vec<Inst> = (prefix..eb).map(at_b).collect();
-                if !insts_a.is_empty() || !insts_b.is_empty() {
-                    let block = a.blocks[ka].block;
-                    stretches.push(self.joined_stretch(block, insts_a, at_a(ea), insts_b)?);
-                    self.spans.push((tokens_a, tokens_b));
-                    self.ends.push(false);
-                }
-            } else {
-                common += prefix as u32;
-            }
-            if ending {
-                if stretches.len() >= MAX_PAIRED_STRETCHES {
-                    return Err(Refusal::TooManyStretches);
-                }
-                if !copyable_terminator(self.fb, term_b) {
-                    return Err(Refusal::TerminatorNotCopied);
-                }
-                stretches.push(Stretch {
-                    block: a.blocks[ka].block,
-                    first: vec![term_a],
-                    suffix: None,
-                    second: vec![term_b],
-                    escapes: Vec::new(),
-                    first_only: Vec::new(),
-                    second_only: Vec::new(),
-                });
-                self.spans
-                    .push((inst_a(na - 1).start..pa.end, inst_b(nb - 1).start..pb.end));
-                self.ends.push(true);
+                break;
             }
         }
         if !slots_correspond(self.fa, self.fb, &matched) {
@@ -895,7 +949,17 @@ impl Aligner<'_> {
         if stretches.is_empty() && unpaired.is_empty() {
             return Err(Refusal::Structure);
         }
-        let mut alignment = self.stretch_values(second, stretches, common)?;
+        // Each function's unpaired blocks, whose values its stretches may use.
+        let ranges = |e: &SpannedEncoding, partner: &[Option<usize>]| -> Vec<Range<u32>> {
+            (0..e.blocks.len())
+                .filter(|&k| partner[k].is_none())
+                .map(|k| e.blocks[k].start..e.block(k).end)
+                .collect()
+        };
+        self.unpaired = [ranges(a, &b_of_a), ranges(b, &a_of_b)];
+        let alignment = self.stretch_values(second, stretches, common);
+        self.unpaired = [Vec::new(), Vec::new()];
+        let mut alignment = alignment?;
         // The aligned values the second's unpaired blocks use (values of its own
         // unpaired blocks and of its arms are mapped when copied).
         let other = Refusal::ValueEscapes(Escape::Other);
