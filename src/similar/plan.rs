@@ -291,6 +291,10 @@ impl Planner<'_> {
     ///   model's error on the saving scales with the smaller member, not with the
     ///   pair. A close call is compiled to confirm when the members take at most
     ///   [`ALIGNED_CONFIRM`] bytes, and not merged otherwise;
+    /// * across CFGs (copied terminators, unpaired blocks, repaired values:
+    ///   shapes the model was not fitted on, and whose block parameters it
+    ///   underprices): predicted to save, compiled to confirm when the members
+    ///   take more than [`SMALL_GROUP`] bytes;
     /// * predicted not to save: compiled only when the members are small
     ///   ([`SMALL_GROUP`]) and the merge is predicted to grow the code by at most
     ///   [`ALIGNED_GROWTH`] (the model over-predicts small merged pairs, but
@@ -333,6 +337,12 @@ impl Planner<'_> {
         if self.saves_enough(before, after) {
             let saved = before - after;
             let smaller = sizes.values().filter_map(|s| s.clone().ok()).min();
+            // Bodies across CFGs (copied terminators, unpaired blocks, repaired
+            // values) are shapes the model was not fitted on: compiled to confirm
+            // unless small, where its error is a few bytes.
+            if !alignment.blocks.is_empty() && before > SMALL_GROUP {
+                return compiled(predicted.differing);
+            }
             if !self.is_close(saved, smaller.unwrap_or(before)) {
                 return match self.with_merged_body(predicted) {
                     Ok(merge) => merged(merge),
