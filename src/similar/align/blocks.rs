@@ -665,6 +665,7 @@ impl Aligner<'_> {
         self.branches_compare(ta, tb, walks, true)
     }
 
+    /// [`Self::branches_match`], or with `lenient` [`Self::branches_may_match`].
     fn branches_compare(
         &self,
         (ta, ra): (Inst, Range<u32>),
