@@ -394,13 +394,18 @@ impl Alignment {
             .any(|s| !s.first_only.is_empty() || !s.second_only.is_empty())
     }
 
+    /// Whether the merged body has edges of both functions' graphs: a stretch
+    /// ends in the second's terminator, or blocks are paired (with or without
+    /// unpaired ones).
+    pub(crate) fn is_across_cfgs(&self) -> bool {
+        !self.blocks.is_empty() || !self.unpaired.is_empty() || !self.first_unpaired.is_empty()
+    }
+
     /// Whether the alignment is of the kind a group of three or more is made
     /// of: every stretch joins the rest of its block (none ends it), no
     /// one-sided escapes, no paired or unpaired blocks.
     pub(crate) fn is_simple(&self) -> bool {
-        self.blocks.is_empty()
-            && self.unpaired.is_empty()
-            && self.first_unpaired.is_empty()
+        !self.is_across_cfgs()
             && !self.has_one_sided_escapes()
             && self.stretches.iter().all(|s| s.suffix.is_some())
     }

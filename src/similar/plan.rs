@@ -340,7 +340,7 @@ impl Planner<'_> {
             // Bodies across CFGs (copied terminators, unpaired blocks, repaired
             // values) are shapes the model was not fitted on: compiled to confirm
             // unless small, where its error is a few bytes.
-            if !alignment.blocks.is_empty() && before > SMALL_GROUP {
+            if alignment.is_across_cfgs() && before > SMALL_GROUP {
                 return compiled(predicted.differing);
             }
             if !self.is_close(saved, smaller.unwrap_or(before)) {

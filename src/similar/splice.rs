@@ -111,13 +111,28 @@ pub(crate) fn splice_stretches(
     if !one_sided.is_empty() {
         check_one_sided(merged, &one_sided, &arms)?;
     }
-    if !alignment.blocks.is_empty() || !one_sided.is_empty() {
+    if alignment.is_across_cfgs() || !one_sided.is_empty() {
         // Across CFGs: every definition the aligned code uses dominates its uses
         // in both functions, but the merged graph has the edges of both, so check
         // the dominance (and everything else) rather than assume it.
         verify(merged)?;
     }
     Ok(())
+}
+
+/// Inserts a placeholder of type `ty` (zero) at `pos`: `iconst` for an integer
+/// of at most 64 bits, `f32const` or `f64const` (the types of
+/// `align::has_placeholder`).
+fn insert_placeholder(pos: &mut FuncCursor<'_>, ty: ir::Type) -> Result<Value, NotSpliced> {
+    if ty.is_int() && ty.bits() <= 64 {
+        Ok(pos.ins().iconst(ty, 0))
+    } else if ty == ir::types::F32 {
+        Ok(pos.ins().f32const(0.0))
+    } else if ty == ir::types::F64 {
+        Ok(pos.ins().f64const(0.0))
+    } else {
+        Err(NotSpliced(format!("no placeholder of type {ty}")))
+    }
 }
 
 /// Runs Cranelift's verifier on `merged`.
@@ -396,15 +411,7 @@ impl Copier<'_> {
     ) -> Result<Value, NotSpliced> {
         let mut pos = FuncCursor::new(self.merged).at_bottom(block);
         pos.set_srcloc(srcloc);
-        if ty.is_int() && ty.bits() <= 64 {
-            Ok(pos.ins().iconst(ty, 0))
-        } else if ty == ir::types::F32 {
-            Ok(pos.ins().f32const(0.0))
-        } else if ty == ir::types::F64 {
-            Ok(pos.ins().f64const(0.0))
-        } else {
-            Err(NotSpliced(format!("no placeholder of type {ty}")))
-        }
+        insert_placeholder(&mut pos, ty)
     }
 
     fn jump(&mut self, from: Block, to: Block, args: &[Value], srcloc: ir::SourceLoc) {

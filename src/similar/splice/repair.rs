@@ -27,12 +27,12 @@
 //! jump table another `br_table` shares) and types without a placeholder refuse
 //! the pair; the verifier then checks the body as always.
 
-use super::NotSpliced;
+use super::{NotSpliced, insert_placeholder};
 use crate::similar::align::has_placeholder;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::dominator_tree::DominatorTree;
 use cranelift_codegen::flowgraph::ControlFlowGraph;
-use cranelift_codegen::ir::{self, Block, Function, Inst, InstBuilder, Opcode, Value, ValueDef};
+use cranelift_codegen::ir::{self, Block, Function, Inst, Opcode, Value, ValueDef};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Makes each use of a value of `unpaired` (the unpaired blocks of the first
@@ -105,7 +105,7 @@ pub(super) fn repair_unpaired(
             if block == variable.home {
                 return Err(NotSpliced(format!("{value} is used before its definition")));
             }
-            let read = variable.at_entry(merged, block);
+            let read = variable.at_entry(merged, block)?;
             merged
                 .dfg
                 .map_inst_values(inst, |x| if x == value { read } else { x });
@@ -165,45 +165,39 @@ impl Variable {
 
     /// The placeholder zero, at the top of the entry block (which dominates
     /// every block).
-    fn placeholder(&mut self, merged: &mut Function) -> Value {
+    fn placeholder(&mut self, merged: &mut Function) -> Result<Value, NotSpliced> {
         if let Some(p) = self.placeholder {
-            return p;
+            return Ok(p);
         }
         let entry = merged
             .layout
             .entry_block()
-            .expect("a merged body has blocks");
+            .ok_or_else(|| NotSpliced("a merged body without blocks".into()))?;
         let mut pos = FuncCursor::new(merged);
         pos.goto_first_insertion_point(entry);
-        let p = if self.ty.is_int() {
-            pos.ins().iconst(self.ty, 0)
-        } else if self.ty == ir::types::F32 {
-            pos.ins().f32const(0.0)
-        } else {
-            pos.ins().f64const(0.0)
-        };
+        let p = insert_placeholder(&mut pos, self.ty)?;
         self.placeholder = Some(p);
-        p
+        Ok(p)
     }
 
     /// The variable on entry to `block` (not `home`).
-    fn at_entry(&mut self, merged: &mut Function, block: Block) -> Value {
+    fn at_entry(&mut self, merged: &mut Function, block: Block) -> Result<Value, NotSpliced> {
         if !self.reached.contains(&block) {
             return self.placeholder(merged);
         }
         if let Some(&p) = self.params.get(&block) {
-            return p;
+            return Ok(p);
         }
         let p = merged.dfg.append_block_param(block, self.ty);
         self.params.insert(block, p);
         self.pending.push(block);
-        p
+        Ok(p)
     }
 
     /// The variable at the end of `block`.
-    fn at_end(&mut self, merged: &mut Function, block: Block) -> Value {
+    fn at_end(&mut self, merged: &mut Function, block: Block) -> Result<Value, NotSpliced> {
         if block == self.home {
-            self.value
+            Ok(self.value)
         } else {
             self.at_entry(merged, block)
         }
@@ -234,7 +228,7 @@ impl Variable {
                         )));
                     }
                 }
-                let arg = self.at_end(merged, pred);
+                let arg = self.at_end(merged, pred)?;
                 let dfg = &mut merged.dfg;
                 for call in dfg.insts[inst]
                     .branch_destination_mut(&mut dfg.jump_tables, &mut dfg.exception_tables)
