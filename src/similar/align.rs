@@ -85,6 +85,7 @@
 //! Block parameters and the terminator are never part of a stretch, so the
 //! selector only ever chooses straight-line code.
 
+mod anchors;
 pub(crate) mod blocks;
 
 use crate::identical::encode::{TokenSink, WalkOptions, walk, walk_in_parallel};
@@ -109,6 +110,10 @@ pub const PARTNERS: usize = 32;
 /// that pay once values may escape their stretches: 32 merges one more pair in
 /// brotli (9.86% -> 10.03%) and one in resvg (3.56% -> 3.62%), `docs/similar.md`.
 pub const MAX_STRETCHES: usize = 32;
+
+/// Instructions each stretch adds to a merged body (the selector's branch and
+/// the arms' jumps).
+const STRETCH_COST: u32 = 3;
 
 /// Where a block's tokens are in a [`SpannedEncoding`].
 #[derive(Copy, Clone, Debug)]
@@ -384,6 +389,11 @@ pub(crate) struct Alignment {
     /// With paired blocks: the first function's blocks without a partner (kept
     /// in the merged body as they are). Empty otherwise.
     pub(crate) first_unpaired: Vec<Block>,
+    /// The same pair with its stretches cut at anchors (`anchors.rs`), when
+    /// that duplicates fewer instructions: the planner prices both and keeps
+    /// the one that saves more (cutting changes which values pair as escapes,
+    /// and with them what the rest of the function costs).
+    pub(crate) cut: Option<Box<Alignment>>,
 }
 
 impl Alignment {
@@ -544,6 +554,10 @@ struct Aligner<'a> {
     /// [`FirstRound::widened`]): a block so bounded has a stretch covering at
     /// least the instructions between, even where the two are equal.
     bounds: Option<&'a SecondaryMap<Block, Option<(u32, u32)>>>,
+    /// Whether a block's differing middle may be cut at anchors into several
+    /// stretches (`anchors.rs`): [`Self::align`] tries it when the alignment
+    /// without has a stretch long enough to cut.
+    split: bool,
     /// With paired blocks (`blocks.rs`): the token ranges of each function's
     /// unpaired blocks (the first's, the second's), whose values its own
     /// stretches may use (the merged body reads them through block parameters
@@ -586,6 +600,7 @@ impl<'a> Aligner<'a> {
             ends: Vec::new(),
             open: None,
             bounds: None,
+            split: false,
             unpaired: [Vec::new(), Vec::new()],
         }
     }
@@ -718,7 +733,32 @@ impl<'a> Aligner<'a> {
 
     /// The alignment of the two functions, or `None`; leaves the scratch as it
     /// found it.
+    ///
+    /// Where a stretch is long enough to hold an anchor, the two functions are
+    /// aligned again with stretches cut at anchors (`anchors.rs`), kept as
+    /// [`Alignment::cut`] when it duplicates fewer instructions.
     fn align(mut self, second: FuncIndex) -> Result<Alignment, (Refusal, u32)> {
+        let whole = self.checked_attempt(second);
+        let progress = self.progress;
+        let alignment = match whole {
+            Ok(mut whole) if self.bounds.is_none() && anchors::may_cut(&whole) => {
+                self.split = true;
+                let cut = self.checked_attempt(second);
+                self.split = false;
+                whole.cut = cut
+                    .ok()
+                    .filter(|cut| anchors::duplicated(cut) < anchors::duplicated(&whole))
+                    .map(Box::new);
+                Ok(whole)
+            }
+            whole => whole,
+        };
+        alignment.map_err(|refusal| (refusal, progress))
+    }
+
+    /// [`Self::attempt`] with the stack slots checked, leaving the scratch as it
+    /// found it.
+    fn checked_attempt(&mut self, second: FuncIndex) -> Result<Alignment, Refusal> {
         let alignment = self.attempt(second).and_then(|alignment| {
             // Equal slot tokens need not name corresponding slots (`blocks.rs`).
             blocks::same_cfg_slots_correspond(self.a, self.fa, self.b, self.fb, &alignment)
@@ -726,7 +766,7 @@ impl<'a> Aligner<'a> {
                 .ok_or(Refusal::StretchNamesEntity)
         });
         self.undo(0);
-        alignment.map_err(|refusal| (refusal, self.progress))
+        alignment
     }
 
     /// [`Self::align`] before the scratch is cleared.
@@ -739,6 +779,10 @@ impl<'a> Aligner<'a> {
             return Err(Refusal::Structure);
         }
         let mut stretches = Vec::new();
+        // Stretches closed by anchors (`anchors.rs`), apart from one per
+        // differing block.
+        let mut anchors = 0;
+        let mut matched = Vec::new();
         self.spans.clear();
         self.ends.clear();
         let mut common = 0;
@@ -765,7 +809,7 @@ impl<'a> Aligner<'a> {
                 continue;
             }
             self.progress = common + prefix as u32;
-            if stretches.len() == MAX_STRETCHES {
+            if stretches.len() - anchors == MAX_STRETCHES {
                 return Err(Refusal::TooManyStretches);
             }
             let room = na.min(nb) - prefix;
@@ -810,38 +854,75 @@ impl<'a> Aligner<'a> {
                 common += prefix as u32;
                 continue;
             }
-            loop {
-                if suffix == 0 {
-                    // The terminator itself does not match.
-                    return Err(match (na, nb) {
-                        (0, _) | (_, 0) => Refusal::TerminatorDiffers,
-                        _ => self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)),
-                    });
-                }
-                let mark = self.scratch.log.len();
-                self.open = Some((
-                    inst_a(prefix).start..inst_a(na - suffix).start,
-                    inst_b(prefix).start..inst_b(nb - suffix).start,
-                ));
-                let failed = (0..suffix)
-                    .position(|j| !self.matches(inst_a(na - suffix + j), inst_b(nb - suffix + j)));
-                match failed {
-                    None => break,
-                    Some(j) => {
-                        self.undo(mark);
-                        suffix -= j + 1;
+            if suffix == 0 {
+                // The terminator itself does not match.
+                return Err(match (na, nb) {
+                    (0, _) | (_, 0) => Refusal::TerminatorDiffers,
+                    _ => self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)),
+                });
+            }
+            // One stretch from the prefix to the common suffix, or, where that
+            // duplicates more instructions, stretches cut at anchors
+            // (`anchors.rs`; a bounded block, the group round's widening,
+            // keeps one stretch).
+            let shaped = suffix;
+            let mark = self.scratch.log.len();
+            let Some(mut suffix) = self.match_suffix(&pa, &pb, (prefix, prefix), shaped) else {
+                return Err(self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)));
+            };
+            let (mut start_a, mut start_b) = (prefix, prefix);
+            if self.split && bound.is_none() {
+                let one_stretch = (na + nb - 2 * (prefix + suffix)) as u32 + STRETCH_COST;
+                let before = (mark, stretches.len());
+                self.undo(mark);
+                let anchored = self.split_middle(
+                    (&pa, &pb),
+                    (prefix, prefix),
+                    (na - shaped, nb - shaped),
+                    &mut stretches,
+                    &mut matched,
+                    anchors::MAX_ANCHORS - anchors,
+                )?;
+                let (oa, ob) = anchored.open_from;
+                let tail = self.match_suffix(&pa, &pb, (oa, ob), shaped);
+                let cut = tail.filter(|_| anchored.closed > 0).map(|tail| {
+                    let closed: usize = stretches[before.1..]
+                        .iter()
+                        .map(|s| s.first.len() + s.second.len())
+                        .sum();
+                    let open = na + nb - 2 * tail - oa - ob;
+                    let count = anchored.closed + usize::from(open > 0);
+                    (closed + open) as u32 + STRETCH_COST * count as u32
+                });
+                match (tail, cut) {
+                    (Some(tail), Some(cost)) if cost < one_stretch => {
+                        (start_a, start_b, suffix) = (oa, ob, tail);
+                        anchors += anchored.closed;
+                        common += anchored.common;
+                    }
+                    _ => {
+                        self.undo(before.0);
+                        stretches.truncate(before.1);
+                        self.spans.truncate(before.1);
+                        self.ends.truncate(before.1);
+                        let again = self.match_suffix(&pa, &pb, (prefix, prefix), shaped);
+                        debug_assert_eq!(again, Some(suffix));
                     }
                 }
             }
             self.open = None;
             common += (prefix + suffix) as u32;
             let (ea, eb) = (na - suffix, nb - suffix);
-            let tokens_a = inst_a(prefix).start..inst_a(ea).start;
-            let tokens_b = inst_b(prefix).start..inst_b(eb).start;
-            let insts_a: Vec<Inst> = (prefix..ea)
+            if ea == start_a && eb == start_b {
+                // The last anchor runs into the common suffix.
+                continue;
+            }
+            let tokens_a = inst_a(start_a).start..inst_a(ea).start;
+            let tokens_b = inst_b(start_b).start..inst_b(eb).start;
+            let insts_a: Vec<Inst> = (start_a..ea)
                 .map(|i| a.insts[pa.insts.start + i].1)
                 .collect();
-            let insts_b: Vec<Inst> = (prefix..eb)
+            let insts_b: Vec<Inst> = (start_b..eb)
                 .map(|i| b.insts[pb.insts.start + i].1)
                 .collect();
             let suffix = a.insts[pa.insts.start + ea].1;
@@ -877,7 +958,47 @@ impl<'a> Aligner<'a> {
             blocks,
             unpaired: Vec::new(),
             first_unpaired: Vec::new(),
+            cut: None,
         })
+    }
+
+    /// The common suffix of a block pair (`pa`, `pb`) after a stretch open from
+    /// `start` (in each block): its last `shaped` instructions (of equal shape),
+    /// shrunk past any instruction that fails to match, aligned; `None` when
+    /// the terminator itself fails.
+    fn match_suffix(
+        &mut self,
+        pa: &BlockParts,
+        pb: &BlockParts,
+        start: (usize, usize),
+        shaped: usize,
+    ) -> Option<usize> {
+        let (a, b) = (self.a, self.b);
+        let (na, nb) = (pa.insts.len(), pb.insts.len());
+        let inst_a = |i: usize| a.inst_span(pa.insts.start + i, pa);
+        let inst_b = |i: usize| b.inst_span(pb.insts.start + i, pb);
+        let mut suffix = shaped;
+        let matched = loop {
+            if suffix == 0 {
+                break None;
+            }
+            let mark = self.scratch.log.len();
+            self.open = Some((
+                inst_a(start.0).start..inst_a(na - suffix).start,
+                inst_b(start.1).start..inst_b(nb - suffix).start,
+            ));
+            let failed = (0..suffix)
+                .position(|j| !self.matches(inst_a(na - suffix + j), inst_b(nb - suffix + j)));
+            match failed {
+                None => break Some(suffix),
+                Some(j) => {
+                    self.undo(mark);
+                    suffix -= j + 1;
+                }
+            }
+        };
+        self.open = None;
+        matched
     }
 
     /// Whether the last instructions of two blocks (`na` and `nb` long, both

@@ -299,7 +299,44 @@ impl Planner<'_> {
     ///   ([`SMALL_GROUP`]) and the merge is predicted to grow the code by at most
     ///   [`ALIGNED_GROWTH`] (the model over-predicts small merged pairs, but
     ///   rarely by more than that); not merged otherwise.
+    ///
+    /// A pair that can also be cut at anchors ([`align::Alignment::cut`]) is
+    /// priced both ways; when the model prefers the cut, both are compiled and
+    /// the way that saves more is kept.
     pub(super) fn plan_aligned(
+        &self,
+        first: FuncIndex,
+        alignment: &align::Alignment,
+        model: Option<&SizeModel>,
+    ) -> Plan {
+        let whole = self.plan_alignment(first, alignment, model);
+        let Some(cut) = &alignment.cut else {
+            return whole;
+        };
+        let better = |cut: Plan, whole: Plan| {
+            if !cut.merges.is_empty() && (whole.merges.is_empty() || cut.saved > whole.saved) {
+                cut
+            } else {
+                whole
+            }
+        };
+        let cut_priced = self.plan_alignment(first, cut, model);
+        if model.is_none() || cut_priced.merges.is_empty() {
+            return better(cut_priced, whole);
+        }
+        if !whole.merges.is_empty() && cut_priced.saved <= whole.saved {
+            return whole;
+        }
+        // The model prefers the cut, whose extra blocks and joins it
+        // underprices: both are compiled to decide.
+        better(
+            self.plan_alignment(first, cut, None),
+            self.plan_alignment(first, alignment, None),
+        )
+    }
+
+    /// [`Self::plan_aligned`] for one way of aligning the pair.
+    fn plan_alignment(
         &self,
         first: FuncIndex,
         alignment: &align::Alignment,

@@ -295,6 +295,14 @@ impl Copier<'_> {
         }
         let one_sided = !stretch.first_only.is_empty() || !stretch.second_only.is_empty();
         let srcloc = self.merged.srcloc(suffix);
+        // Where the stretch is now: a stretch spliced before it in the same
+        // block (several stretches per block, `align/anchors.rs`, or block
+        // pairing) moved it to that stretch's join.
+        let block = self
+            .merged
+            .layout
+            .inst_block(suffix)
+            .unwrap_or(stretch.block);
         let join = self.merged.dfg.make_block();
         self.merged.layout.split_block(join, suffix);
         // The join's parameters: the escapes, then the first function's one-sided
@@ -380,7 +388,7 @@ impl Copier<'_> {
             self.values.insert(second, param);
             self.one_sided.insert(param, (join, false));
         }
-        let mut pos = FuncCursor::new(self.merged).at_bottom(stretch.block);
+        let mut pos = FuncCursor::new(self.merged).at_bottom(block);
         pos.set_srcloc(srcloc);
         pos.ins().brif(
             selector,

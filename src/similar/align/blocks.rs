@@ -60,9 +60,10 @@
 //! body (a value of an arm that an unpaired block uses does not dominate it
 //! after a join) and the pair is refused if it fails.
 
+use super::anchors::{self, Anchored};
 use super::{
     AlignScratch, Aligner, Alignment, BlockParts, Escape, MAX_STRETCHES, Refusal, Rules,
-    SpannedEncoding, Stretch, UNALIGNED, block_bound, can_copy, copyable_terminator,
+    STRETCH_COST, SpannedEncoding, Stretch, UNALIGNED, block_bound, can_copy, copyable_terminator,
     encode_spanned, has_placeholder, probe, shape_hashes, signature_key, written_in,
 };
 use crate::identical::encode::walk_in_parallel;
@@ -271,10 +272,6 @@ fn candidates(group: &[Profile<'_>], i: usize, taken: &[bool], limit: usize) -> 
     ranked.into_iter().map(|(_, j)| j).collect()
 }
 
-/// Instructions each stretch adds to a merged body (the selector's branch and
-/// the arms' jumps).
-const STRETCH_COST: u32 = 3;
-
 /// Instructions a merge of two adds besides its stretches (the selector
 /// parameter, the entry points' calls).
 const PAIR_COST: u32 = 8;
@@ -339,9 +336,23 @@ fn align_profiles(
     let fa = &module.get(first.func).func;
     let fb = &module.get(second.func).func;
     let mut aligner = Aligner::new(first.encoding, fa, second.encoding, fb, scratch, rules);
-    let alignment = aligner.attempt_paired(second.func, &pairing);
+    let whole = aligner.attempt_paired(second.func, &pairing);
     aligner.undo(0);
-    alignment
+    // As `Aligner::align` does: cut at anchors too, offered to the planner
+    // when it duplicates less.
+    match whole {
+        Ok(mut whole) if anchors::may_cut(&whole) => {
+            aligner.split = true;
+            let cut = aligner.attempt_paired(second.func, &pairing);
+            aligner.undo(0);
+            whole.cut = cut
+                .ok()
+                .filter(|cut| anchors::duplicated(cut) < anchors::duplicated(&whole))
+                .map(Box::new);
+            Ok(whole)
+        }
+        whole => whole,
+    }
 }
 
 /// The round of merging by block pairing: pairs of `functions` (of `module`)
@@ -635,6 +646,7 @@ impl Aligner<'_> {
             blocks: Vec::new(),
             unpaired: Vec::new(),
             first_unpaired: Vec::new(),
+            cut: None,
         })
     }
 
@@ -760,6 +772,9 @@ impl Aligner<'_> {
             walk_b,
         };
         let mut stretches = Vec::new();
+        // Stretches closed by anchors (`anchors.rs`), apart from those of the
+        // differing blocks.
+        let mut anchors = 0;
         let mut matched: Vec<(Inst, Inst)> = Vec::new();
         self.spans.clear();
         self.ends.clear();
@@ -830,7 +845,7 @@ impl Aligner<'_> {
             'block: loop {
                 let (la, lb) = if ending { (na - 1, nb - 1) } else { (na, nb) };
                 if la > prefix || lb > prefix {
-                    if stretches.len() >= MAX_PAIRED_STRETCHES {
+                    if stretches.len() - anchors >= MAX_PAIRED_STRETCHES {
                         return Err(Refusal::TooManyStretches);
                     }
                     // A common suffix of equal shape (with matching terminators, the
@@ -843,11 +858,27 @@ impl Aligner<'_> {
                     {
                         suffix += 1;
                     }
+                    // What the anchors add, taken back if the block is tried
+                    // again as ending in a stretch.
+                    let before_anchors = (self.scratch.log.len(), stretches.len(), matched.len());
+                    let anchored = if self.split {
+                        self.split_middle(
+                            (&pa, &pb),
+                            (prefix, prefix),
+                            (la - suffix, lb - suffix),
+                            &mut stretches,
+                            &mut matched,
+                            anchors::MAX_ANCHORS - anchors,
+                        )?
+                    } else {
+                        Anchored::none((prefix, prefix))
+                    };
+                    let (start_a, start_b) = anchored.open_from;
                     loop {
                         let mark = self.scratch.log.len();
                         self.open = Some((
-                            inst_a(prefix).start..inst_a(la - suffix).start,
-                            inst_b(prefix).start..inst_b(lb - suffix).start,
+                            inst_a(start_a).start..inst_a(la - suffix).start,
+                            inst_b(start_b).start..inst_b(lb - suffix).start,
                         ));
                         let plain = if ending { suffix } else { suffix - 1 };
                         let failed = (0..plain).position(|j| {
@@ -876,6 +907,12 @@ impl Aligner<'_> {
                                 self.undo(mark);
                                 self.open = None;
                                 if lenient && !ending {
+                                    let (log, closed, pairs) = before_anchors;
+                                    self.undo(log);
+                                    stretches.truncate(closed);
+                                    self.spans.truncate(closed);
+                                    self.ends.truncate(closed);
+                                    matched.truncate(pairs);
                                     ending = true;
                                     continue 'block;
                                 }
@@ -887,12 +924,13 @@ impl Aligner<'_> {
                     for j in 0..suffix {
                         matched.push((at_a(la - suffix + j), at_b(lb - suffix + j)));
                     }
-                    common += (prefix + suffix) as u32;
+                    common += (prefix + suffix) as u32 + anchored.common;
+                    anchors += anchored.closed;
                     let (ea, eb) = (la - suffix, lb - suffix);
-                    let tokens_a = inst_a(prefix).start..inst_a(ea).start;
-                    let tokens_b = inst_b(prefix).start..inst_b(eb).start;
-                    let insts_a: Vec<Inst> = (prefix..ea).map(at_a).collect();
-                    let insts_b: Vec<Inst> = (prefix..eb).map(at_b).collect();
+                    let tokens_a = inst_a(start_a).start..inst_a(ea).start;
+                    let tokens_b = inst_b(start_b).start..inst_b(eb).start;
+                    let insts_a: Vec<Inst> = (start_a..ea).map(at_a).collect();
+                    let insts_b: Vec<Inst> = (start_b..eb).map(at_b).collect();
                     if !insts_a.is_empty() || !insts_b.is_empty() {
                         let block = a.blocks[ka].block;
                         stretches.push(self.joined_stretch(block, insts_a, at_a(ea), insts_b)?);
@@ -903,7 +941,7 @@ impl Aligner<'_> {
                     common += prefix as u32;
                 }
                 if ending {
-                    if stretches.len() >= MAX_PAIRED_STRETCHES {
+                    if stretches.len() - anchors >= MAX_PAIRED_STRETCHES {
                         return Err(Refusal::TooManyStretches);
                     }
                     if !copyable_terminator(self.fb, term_b) {

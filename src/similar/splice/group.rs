@@ -116,6 +116,12 @@ impl<'a> Copier<'a> {
             return Err(NotSpliced("a group's stretches are at other places".into()));
         }
         let srcloc = self.merged.srcloc(suffix);
+        // Where the stretch is now (an earlier stretch of its block moved it).
+        let block = self
+            .merged
+            .layout
+            .inst_block(suffix)
+            .unwrap_or(stretch.block);
         let join = self.merged.dfg.make_block();
         self.merged.layout.split_block(join, suffix);
         let firsts: Vec<Value> = stretch.escapes.iter().map(|e| e.0).collect();
@@ -160,7 +166,7 @@ impl<'a> Copier<'a> {
                 source.values.insert(own, first);
             }
         }
-        self.dispatch(stretch.block, selector, &targets, join, srcloc);
+        self.dispatch(block, selector, &targets, join, srcloc);
         Ok(())
     }
 
