@@ -725,9 +725,9 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         "
         | program | functions before -> after | groups | members | parameters (for constants and callees) | merges: constants only / shared parameters / callees / callees via vmctx (imported) / aligned | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |
         |---|---|---|---|---|---|---|---|---|---|---|
-        | brotli | 944 -> 1055 | 111 | 317 | 306 (for 586) | 20 / 41 / 44 / 0 / 23 | 794320 -> 704393 | 11.32% | 317 / 317 | 0 | 200 of 222 (222 ran) |
+        | brotli | 944 -> 1055 | 111 | 317 | 306 (for 591) | 20 / 41 / 44 / 0 / 23 | 794320 -> 705054 | 11.24% | 317 / 317 | 0 | 201 of 222 (222 ran) |
         | mozjpeg | 189 -> 193 | 4 | 9 | 6 (for 13) | 0 / 1 / 1 / 0 / 2 | 362264 -> 359392 | 0.79% | 9 / 9 | 0 | 6 of 9 (9 ran) |
-        | resvg | 1430 -> 1591 | 161 | 415 | 255 (for 586) | 38 / 19 / 35 / 0 / 79 | 3724264 -> 3581310 | 3.84% | 415 / 415 | 0 | 270 of 315 (315 ran) |
+        | resvg | 1430 -> 1591 | 161 | 415 | 255 (for 562) | 38 / 19 / 35 / 0 / 79 | 3724264 -> 3581779 | 3.83% | 415 / 415 | 0 | 270 of 315 (315 ran) |
         | sqljs | 1968 -> 2019 | 51 | 135 | 64 (for 81) | 14 / 4 / 20 / 2 / 13 | 1583938 -> 1577049 | 0.43% | 135 / 135 | 0 | 79 of 101 (101 ran) |
         ",
     );

@@ -260,7 +260,8 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
             .with_align(!args.iter().any(|a| a == "--no-align"))
             .with_align_cfg(args.iter().any(|a| a == "--align-cfg"))
             .with_align_blocks(args.iter().any(|a| a == "--align-blocks"))
-            .with_align_groups(args.iter().any(|a| a == "--align-groups"));
+            .with_align_groups(args.iter().any(|a| a == "--align-groups"))
+            .with_align_anchors(args.iter().any(|a| a == "--align-anchors"));
         let similar = SimilarPass::after(
             &module,
             &outcome,

@@ -343,7 +343,8 @@ static ALIGNED_GROUPS: AtomicUsize = AtomicUsize::new(0);
 fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize>) -> Merged {
     let result = catch(|| {
         let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
-        // Across CFGs, by block pairing and in groups too (all off by default):
+        // Across CFGs, by block pairing, in groups and cut at anchors too (all
+        // off by default):
         // each runs after the default alignment rounds and keeps their pairs, so
         // this checks every kind natively.
         let similar = SimilarPass::after(
@@ -352,7 +353,8 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
             &SimilarOptions::default()
                 .with_align_cfg(true)
                 .with_align_blocks(true)
-                .with_align_groups(true),
+                .with_align_groups(true)
+                .with_align_anchors(true),
             clif_merge::testing::host_isa().as_deref(),
         );
         let mut object: Object = similar

@@ -54,6 +54,7 @@ mod sequence_estimate;
 mod similar_cost;
 
 use anyhow::{Context as _, bail};
+use clif_merge::similar::SimilarOptions;
 use clif_merge::testing::{expand_inputs, load};
 use clif_merge::{FunctionSet, MergeOptions};
 use measure::{
@@ -95,6 +96,9 @@ struct Options {
     /// `similar-phases --align-blocks` (and `similar-census`): the merge also merges by block
     /// pairing (`SimilarOptions::align_blocks`).
     align_blocks: bool,
+    /// `similar-phases --align-anchors`: the merge also cuts stretches at anchors
+    /// (`SimilarOptions::align_anchors`).
+    align_anchors: bool,
     label: Option<String>,
 }
 
@@ -115,6 +119,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         align_cfg: false,
         no_one_sided: false,
         align_blocks: false,
+        align_anchors: false,
         label: None,
     };
     let mut it = args.iter();
@@ -133,6 +138,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--align-cfg" => o.align_cfg = true,
             "--no-one-sided" => o.no_one_sided = true,
             "--align-blocks" => o.align_blocks = true,
+            "--align-anchors" => o.align_anchors = true,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
             "--functions" => o.functions = value("--functions")?.parse()?,
@@ -181,8 +187,10 @@ fn run() -> anyhow::Result<()> {
         "similar-phases" => similar_cost::phases_command(
             &options.inputs,
             options.repeat,
-            !options.no_one_sided,
-            options.align_blocks,
+            &SimilarOptions::default()
+                .with_align_one_sided(!options.no_one_sided)
+                .with_align_blocks(options.align_blocks)
+                .with_align_anchors(options.align_anchors),
         ),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;

@@ -241,13 +241,11 @@ pub fn similar_command(inputs: &[PathBuf], repeat: usize, json: bool) -> anyhow:
 /// for them less the identical merge alone, CPU time), each also as a share of a one-thread
 /// compile measured in the same rounds; and the peak heap the similar merge adds
 /// (above what was live after the identical merge, its output included) against
-/// the heap the parsed functions take. Without `one_sided`, one-sided escapes are
-/// refused; with `align_blocks`, merging by block pairing is on.
+/// the heap the parsed functions take; the similar merge runs with `options`.
 pub fn phases_command(
     inputs: &[PathBuf],
     repeat: usize,
-    one_sided: bool,
-    align_blocks: bool,
+    options: &SimilarOptions,
 ) -> anyhow::Result<()> {
     if inputs.is_empty() {
         bail!("no inputs given");
@@ -256,9 +254,6 @@ pub fn phases_command(
     let isa = clif_merge::testing::host_isa();
     let alone_options = MergeOptions::default();
     let with_options = MergeOptions::default().with_similar_fingerprints(true);
-    let options = SimilarOptions::default()
-        .with_align_one_sided(one_sided)
-        .with_align_blocks(align_blocks);
     println!("| program | phase | ms | ÷ compile |");
     println!("|---|---|---:|---:|");
     for input in inputs {

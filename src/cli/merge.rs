@@ -169,6 +169,14 @@ pub struct Args {
     #[arg(long)]
     pub align_blocks: bool,
 
+    /// With `--similar`: when merging by alignment, also try each pair with its
+    /// differing stretches cut at runs of equal instructions inside them
+    /// (anchors), so that one block may hold several stretches; the planner
+    /// prices both ways and keeps the one that saves more (compiling both when
+    /// the size model prefers the cut). Off by default.
+    #[arg(long)]
+    pub align_anchors: bool,
+
     /// With `--similar`: a group is merged whole only when it needs at most this
     /// many parameters (constants and callees that differ; those holding the same
     /// value in every member share one); a group needing more is split into
@@ -256,7 +264,8 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_align_one_sided(!args.no_align_one_sided)
             .with_align_cfg(args.align_cfg)
             .with_align_blocks(args.align_blocks)
-            .with_align_groups(args.align_groups);
+            .with_align_groups(args.align_groups)
+            .with_align_anchors(args.align_anchors);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())

@@ -512,12 +512,20 @@ struct AlignScratch {
 }
 
 /// What an alignment allows: escapes, one-sided escapes, differing terminators
-/// ([`Aligner`]'s fields of the same names).
-#[derive(Copy, Clone)]
-struct Rules {
-    escapes: bool,
-    one_sided: bool,
-    cfg: bool,
+/// ([`Aligner`]'s fields of the same names), and cutting stretches at anchors
+/// ([`Alignment::cut`]).
+#[derive(Copy, Clone, Debug, Default)]
+pub(crate) struct Rules {
+    /// Values a stretch defines may be used after it ([`Aligner::escapes`]).
+    pub(crate) escapes: bool,
+    /// ... by later stretches of their own function only
+    /// ([`Aligner::one_sided`]).
+    pub(crate) one_sided: bool,
+    /// Paired blocks may end in different terminators ([`Aligner::cfg`]).
+    pub(crate) cfg: bool,
+    /// Each pair is also aligned with its stretches cut at anchors
+    /// (`anchors.rs`), offered to the planner as [`Alignment::cut`].
+    pub(crate) anchors: bool,
 }
 
 /// Phase 3: compares two spanned encodings, recording which definitions align.
@@ -554,9 +562,11 @@ struct Aligner<'a> {
     /// [`FirstRound::widened`]): a block so bounded has a stretch covering at
     /// least the instructions between, even where the two are equal.
     bounds: Option<&'a SecondaryMap<Block, Option<(u32, u32)>>>,
-    /// Whether a block's differing middle may be cut at anchors into several
-    /// stretches (`anchors.rs`): [`Self::align`] tries it when the alignment
-    /// without has a stretch long enough to cut.
+    /// Whether each pair is also aligned with its stretches cut at anchors
+    /// ([`Rules::anchors`]).
+    anchors: bool,
+    /// Whether the attempt under way cuts a block's differing middle at
+    /// anchors into several stretches (`anchors.rs`).
     split: bool,
     /// With paired blocks (`blocks.rs`): the token ranges of each function's
     /// unpaired blocks (the first's, the second's), whose values its own
@@ -576,6 +586,7 @@ impl<'a> Aligner<'a> {
             escapes,
             one_sided,
             cfg,
+            anchors,
         }: Rules,
     ) -> Self {
         debug_assert!(scratch.log.is_empty());
@@ -600,6 +611,7 @@ impl<'a> Aligner<'a> {
             ends: Vec::new(),
             open: None,
             bounds: None,
+            anchors,
             split: false,
             unpaired: [Vec::new(), Vec::new()],
         }
@@ -734,14 +746,14 @@ impl<'a> Aligner<'a> {
     /// The alignment of the two functions, or `None`; leaves the scratch as it
     /// found it.
     ///
-    /// Where a stretch is long enough to hold an anchor, the two functions are
+    /// With [`Rules::anchors`], where a stretch is long enough to hold an anchor, the two functions are
     /// aligned again with stretches cut at anchors (`anchors.rs`), kept as
     /// [`Alignment::cut`] when it duplicates fewer instructions.
     fn align(mut self, second: FuncIndex) -> Result<Alignment, (Refusal, u32)> {
         let whole = self.checked_attempt(second);
         let progress = self.progress;
         let alignment = match whole {
-            Ok(mut whole) if self.bounds.is_none() && anchors::may_cut(&whole) => {
+            Ok(mut whole) if self.anchors && self.bounds.is_none() && anchors::may_cut(&whole) => {
                 self.split = true;
                 let cut = self.checked_attempt(second);
                 self.split = false;
@@ -1489,15 +1501,8 @@ fn keyed<'a>(
 pub(crate) fn find_aligned_pairs(
     module: &FunctionSet,
     functions: &[FuncIndex],
-    escapes: bool,
-    one_sided: bool,
-    cfg: bool,
+    rules: Rules,
 ) -> Vec<(FuncIndex, Alignment)> {
-    let rules = Rules {
-        escapes,
-        one_sided,
-        cfg,
-    };
     AlignedSearch::new(module, functions, rules)
         .first_round(module)
         .0
@@ -1581,17 +1586,17 @@ impl AlignedSearch {
         (pairs, tried)
     }
 
-    /// The first round (without one-sided escapes): its pairs, and what the
-    /// one-sided round needs of it.
+    /// The first round (without one-sided escapes, same CFGs: `rules` with
+    /// those off): its pairs, and what the one-sided round needs of it.
     pub(crate) fn without_one_sided(
         module: &FunctionSet,
         functions: &[FuncIndex],
-        escapes: bool,
+        rules: Rules,
     ) -> (Vec<(FuncIndex, Alignment)>, FirstRound) {
         let rules = Rules {
-            escapes,
             one_sided: false,
             cfg: false,
+            ..rules
         };
         let search = Self::new(module, functions, rules);
         let (pairs, tried) = search.first_round(module);
@@ -1946,6 +1951,7 @@ pub(crate) fn census(
         escapes,
         one_sided,
         cfg,
+        anchors: false,
     };
     for bucket in buckets(&mut keyed) {
         for i in 0..bucket.len() {
@@ -2138,8 +2144,12 @@ mod tests {
         let mut one_sided = 0;
         for (path, module) in crate::similar::similar_filetests("aligned_") {
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-            let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, true);
-            assert_eq!(pairs, find_aligned_pairs(&module, &all, true, false, false));
+            let plain = Rules {
+                escapes: true,
+                ..Rules::default()
+            };
+            let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, plain);
+            assert_eq!(pairs, find_aligned_pairs(&module, &all, plain));
             let mut subsets = vec![all.clone()];
             if let Some((first, alignment)) = pairs.first() {
                 let left = all.iter().copied();
@@ -2147,7 +2157,11 @@ mod tests {
                 subsets.push(left.collect());
             }
             for functions in subsets {
-                let mut expected = find_aligned_pairs(&module, &functions, true, true, false);
+                let rules = Rules {
+                    one_sided: true,
+                    ..plain
+                };
+                let mut expected = find_aligned_pairs(&module, &functions, rules);
                 expected.retain(|(_, a)| a.has_one_sided_escapes());
                 one_sided += expected.len();
                 let found = round.one_sided_pairs(&module, &functions);

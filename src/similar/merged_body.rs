@@ -310,7 +310,7 @@ mod tests {
     use super::*;
     use crate::ir::FuncIndex;
     use crate::similar::align::blocks::find_paired_pairs;
-    use crate::similar::align::{AlignedSearch, find_aligned_pairs};
+    use crate::similar::align::{AlignedSearch, Rules, find_aligned_pairs};
     use crate::similar::similar_filetests;
 
     /// Every aligned pair of the filetests whose merged body's features are
@@ -322,10 +322,28 @@ mod tests {
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
             let mut pairs = Vec::new();
             for (one_sided, cfg) in [(false, false), (true, false), (true, true)] {
-                pairs.extend(find_aligned_pairs(&module, &all, true, one_sided, cfg));
+                let rules = Rules {
+                    escapes: true,
+                    one_sided,
+                    cfg,
+                    anchors: true,
+                };
+                pairs.extend(find_aligned_pairs(&module, &all, rules));
             }
             // Block pairing's alignments too: counted where nothing is copied whole.
-            pairs.extend(find_paired_pairs(&module, &all, true, true));
+            let rules = Rules {
+                escapes: true,
+                one_sided: true,
+                cfg: true,
+                anchors: true,
+            };
+            pairs.extend(find_paired_pairs(&module, &all, rules));
+            // And the ways cut at anchors.
+            let cuts: Vec<(FuncIndex, Alignment)> = pairs
+                .iter()
+                .filter_map(|(first, a)| a.cut.as_deref().map(|cut| (*first, cut.clone())))
+                .collect();
+            pairs.extend(cuts);
             {
                 for (first, alignment) in pairs {
                     let first = &module.get(first).func;
@@ -364,7 +382,11 @@ mod tests {
         let (mut counted, mut widened) = (0, 0);
         for (path, module) in similar_filetests("") {
             let all: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-            let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, true);
+            let plain = Rules {
+                escapes: true,
+                ..Rules::default()
+            };
+            let (pairs, round) = AlignedSearch::without_one_sided(&module, &all, plain);
             for (first, alignment) in pairs {
                 if !alignment.is_simple() {
                     continue;
@@ -372,9 +394,7 @@ mod tests {
                 let second = alignment.second;
                 let mut group = vec![alignment];
                 for &c in all.iter().filter(|&&c| c > first && c != second) {
-                    let Some((_, a)) =
-                        find_aligned_pairs(&module, &[first, c], true, false, false).pop()
-                    else {
+                    let Some((_, a)) = find_aligned_pairs(&module, &[first, c], plain).pop() else {
                         continue;
                     };
                     if !a.is_simple() {

@@ -47,6 +47,15 @@ pub(crate) const ALIGNED_GROWTH: f64 = 1.05;
 /// "Merging by alignment").
 pub(crate) const ALIGNED_CONFIRM: u64 = 8192;
 
+/// An aligned pair the model prefers cut at anchors ([`align::Alignment::cut`])
+/// is compiled both ways to decide only when its members are predicted to take
+/// at most this many bytes; a larger one keeps its whole alignment. The model
+/// underprices the cut's extra blocks and joins (on the corpus it preferred
+/// the cut in 17 pairs, and compiling showed the cut saving more in 10), and
+/// compiling both ways of the largest pairs cost more than a tenth of brotli's
+/// compile time (`docs/similar.md`, "Several stretches per block").
+pub(crate) const CUT_CONFIRM: u64 = 4096;
+
 /// Growing an aligned group ([`Planner::plan_grown`]) compiles no more groups
 /// the model predicts not to gain once this many compiled did not pay: a hub
 /// with many candidates (brotli has hubs with some 25) would otherwise compile a
@@ -301,8 +310,9 @@ impl Planner<'_> {
     ///   rarely by more than that); not merged otherwise.
     ///
     /// A pair that can also be cut at anchors ([`align::Alignment::cut`]) is
-    /// priced both ways; when the model prefers the cut, both are compiled and
-    /// the way that saves more is kept.
+    /// priced both ways; when the model prefers the cut and the members take at
+    /// most [`CUT_CONFIRM`] bytes, both are compiled and the way that saves
+    /// more is kept.
     pub(super) fn plan_aligned(
         &self,
         first: FuncIndex,
@@ -324,7 +334,11 @@ impl Planner<'_> {
         if model.is_none() || cut_priced.merges.is_empty() {
             return better(cut_priced, whole);
         }
-        if !whole.merges.is_empty() && cut_priced.saved <= whole.saved {
+        let before = cut_priced
+            .merges
+            .first()
+            .map_or(u64::MAX, |m| m.size_before);
+        if (!whole.merges.is_empty() && cut_priced.saved <= whole.saved) || before > CUT_CONFIRM {
             return whole;
         }
         // The model prefers the cut, whose extra blocks and joins it

@@ -341,7 +341,7 @@ fn align_profiles(
     // As `Aligner::align` does: cut at anchors too, offered to the planner
     // when it duplicates less.
     match whole {
-        Ok(mut whole) if anchors::may_cut(&whole) => {
+        Ok(mut whole) if rules.anchors && anchors::may_cut(&whole) => {
             aligner.split = true;
             let cut = aligner.attempt_paired(second.func, &pairing);
             aligner.undo(0);
@@ -361,19 +361,14 @@ fn align_profiles(
 pub(crate) fn find_paired_pairs(
     module: &FunctionSet,
     functions: &[FuncIndex],
-    escapes: bool,
-    one_sided: bool,
+    rules: Rules,
 ) -> Vec<(FuncIndex, Alignment)> {
     let walked = with_partner(module, functions);
     let encoded = walk_in_parallel(module, &walked, |func, scratch| {
         encode_spanned(func, module, scratch)
     });
     let groups = profiles(&walked, &encoded);
-    let rules = Rules {
-        escapes,
-        one_sided,
-        cfg: true,
-    };
+    let rules = Rules { cfg: true, ..rules };
     let mut pairs: Vec<(FuncIndex, Alignment)> = parallel::map(&groups, 1, |group| {
         let mut taken = vec![false; group.len()];
         let mut scratch = AlignScratch::default();
@@ -446,6 +441,7 @@ pub(crate) fn census(
         escapes,
         one_sided,
         cfg: true,
+        anchors: false,
     };
     let encoded = walk_in_parallel(module, functions, |func, scratch| {
         encode_spanned(func, module, scratch)
