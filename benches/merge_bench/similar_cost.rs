@@ -276,7 +276,7 @@ pub fn phases_command(
                 let (wall, cpu, outcome) = timed(|| merge_functions(&module, &with_options));
                 with.add(wall, cpu);
                 let (wall, cpu, (_, times)) = timed(|| {
-                    SimilarPass::after_with_phases(&module, &outcome, &options, isa.as_deref())
+                    SimilarPass::after_with_phases(&module, &outcome, options, isa.as_deref())
                 });
                 total.add(wall, cpu);
                 // The phases of the fastest round, all from that one round, so
@@ -296,7 +296,7 @@ pub fn phases_command(
             let outcome = merge_functions(&module, &with_options);
             let before = live_bytes();
             reset_peak();
-            let pass = SimilarPass::after(&module, &outcome, &options, isa.as_deref());
+            let pass = SimilarPass::after(&module, &outcome, options, isa.as_deref());
             (
                 peak_bytes().saturating_sub(before),
                 pass.outcome.groups.len(),
