@@ -66,8 +66,8 @@
 //!   parameter. Those run under the same selector value as the arm that defined
 //!   it (the selector is constant for a call), so they read the real value, never
 //!   the placeholder; `splice.rs` checks on the merged body that every use of the
-//!   parameter is in such an arm and that the join dominates it, and runs
-//!   Cranelift's verifier. Any other one-sided use (a terminator, which is never
+//!   parameter is in such an arm, that the join dominates it, and that every
+//!   definition of the body dominates its uses. Any other one-sided use (a terminator, which is never
 //!   part of a stretch, using it where the other function uses a value from
 //!   before the stretch) is refused. So each arm's operands are defined before
 //!   the branch (an aligned definition of the same block is in the prefix; one of

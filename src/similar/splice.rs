@@ -33,7 +33,8 @@
 //! one function's later stretches use (a one-sided escape) gets a parameter too,
 //! the other arm passing a placeholder zero, and the merged body is then checked:
 //! only arms of that function read the parameter, the join dominates every such
-//! read, and Cranelift's verifier accepts the body.
+//! read, and every definition dominates its uses (across CFGs, Cranelift's
+//! verifier accepts the body too).
 //!
 //! An empty stretch gets no arm (unless it must pass a placeholder): the branch
 //! goes straight to `join`. The second
@@ -108,14 +109,20 @@ pub(crate) fn splice_stretches(
     repair::repair_unpaired(merged, &alignment.first_unpaired, &arms, true)?;
     let copies: Vec<Block> = unpaired.iter().map(|&(_, copy)| copy).collect();
     repair::repair_unpaired(merged, &copies, &arms, false)?;
-    if !one_sided.is_empty() {
-        check_one_sided(merged, &one_sided, &arms)?;
-    }
-    if alignment.is_across_cfgs() || !one_sided.is_empty() {
+    if alignment.is_across_cfgs() {
         // Across CFGs: every definition the aligned code uses dominates its uses
         // in both functions, but the merged graph has the edges of both, so check
         // the dominance (and everything else) rather than assume it.
+        if !one_sided.is_empty() {
+            check_one_sided(merged, &one_sided, &arms)?;
+        }
         verify(merged)?;
+    } else if !one_sided.is_empty() {
+        // The same graph as the first function's: what a one-sided escape adds
+        // beyond any merged body is its join's parameter and the placeholder
+        // (of the parameter's type), so the check is where that is read and
+        // that every definition still dominates its uses.
+        check_one_sided(merged, &one_sided, &arms)?;
     }
     Ok(())
 }
@@ -147,7 +154,10 @@ fn verify(merged: &Function) -> Result<(), NotSpliced> {
 /// it runs under the same selector value (the selector is a parameter, constant
 /// for a call) and reads the value that arm passed, never the other arm's
 /// placeholder; and the join dominates every use, so the parameter holds the
-/// value of the last run through the join.
+/// value of the last run through the join. Checks too that every value's
+/// definition dominates each of its uses in reachable code (the SSA property
+/// Cranelift's verifier checks), as a value that moved to a join parameter
+/// could break it.
 fn check_one_sided(
     merged: &Function,
     one_sided: &FxHashMap<Value, (Block, bool)>,
@@ -156,8 +166,14 @@ fn check_one_sided(
     let cfg = ControlFlowGraph::with_function(merged);
     let domtree = DominatorTree::with_function(merged, &cfg);
     for block in merged.layout.blocks() {
+        let reachable = domtree.is_reachable(block);
         for inst in merged.layout.block_insts(block) {
             for value in merged.dfg.inst_values(inst) {
+                if reachable && !defined_before(merged, &domtree, value, inst) {
+                    return Err(NotSpliced(format!(
+                        "{value} is used where its definition does not dominate"
+                    )));
+                }
                 let Some(&(join, first)) = one_sided.get(&value) else {
                     continue;
                 };
@@ -175,6 +191,25 @@ fn check_one_sided(
         }
     }
     Ok(())
+}
+
+/// Whether `value`'s definition, in the layout, strictly dominates `user`.
+fn defined_before(merged: &Function, domtree: &DominatorTree, value: Value, user: Inst) -> bool {
+    match merged.dfg.value_def(value) {
+        ir::ValueDef::Result(def, _) => {
+            def != user
+                && merged.layout.inst_block(def).is_some()
+                && domtree.dominates(def, user, &merged.layout)
+        }
+        ir::ValueDef::Param(block, _) => {
+            merged.layout.is_block_inserted(block)
+                && merged
+                    .layout
+                    .inst_block(user)
+                    .is_some_and(|at| domtree.block_dominates(block, at))
+        }
+        ir::ValueDef::Union(..) => false,
+    }
 }
 
 /// Makes every use of an escaping value outside the arm that defines it read the
