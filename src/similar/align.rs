@@ -1524,6 +1524,11 @@ pub(crate) struct AlignedSearch {
 /// the instructions they have in common, or the refusal.
 type Tried = FxHashMap<(FuncIndex, FuncIndex), Result<u32, Refusal>>;
 
+/// The alignments a round without one-sided escapes refused only for having
+/// one, by their two functions in input order (what the one-sided round would
+/// find aligning them again).
+type OneSided = FxHashMap<(FuncIndex, FuncIndex), Alignment>;
+
 impl AlignedSearch {
     /// Walks the functions of `functions` that share their layout's skeleton
     /// with another, to be aligned under `rules`.
@@ -1560,30 +1565,68 @@ impl AlignedSearch {
         buckets(&mut keyed).into_iter().map(<[_]>::to_vec).collect()
     }
 
-    /// The round's pairs (as [`find_aligned_pairs`]) and the outcome of every
-    /// attempt it made.
-    fn first_round(&self, module: &FunctionSet) -> (Vec<(FuncIndex, Alignment)>, Tried) {
+    /// The round's pairs (as [`find_aligned_pairs`]), the outcome of every
+    /// attempt it made, and the alignments it refused only for a one-sided
+    /// escape.
+    ///
+    /// Without one-sided escapes, each pair is aligned with them allowed all
+    /// the same, and an alignment that has one is refused afterwards (kept for
+    /// the one-sided round, which need not align the pair again): the rules
+    /// differ only where a stretch's value is used by a later stretch of its own
+    /// function (`Aligner::one_sided_escape`), so an alignment without one is
+    /// what the stricter rules find, and one with one is what they refuse.
+    fn first_round(&self, module: &FunctionSet) -> (Vec<(FuncIndex, Alignment)>, Tried, OneSided) {
         let buckets = self.buckets(|_| true);
         let rules = self.rules;
+        let lenient = Rules {
+            one_sided: rules.one_sided || rules.escapes,
+            ..rules
+        };
+        let strict = |mut alignment: Alignment| {
+            if rules.one_sided {
+                return Ok(alignment);
+            }
+            if alignment.has_one_sided_escapes() {
+                return Err(alignment);
+            }
+            // The cut, aligned again under the same rules, would be refused too.
+            if alignment
+                .cut
+                .as_ref()
+                .is_some_and(|c| c.has_one_sided_escapes())
+            {
+                alignment.cut = None;
+            }
+            Ok(alignment)
+        };
         let found = parallel::map(&buckets, 1, |bucket| {
             let mut scratch = AlignScratch::default();
             let mut tried = Vec::new();
+            let mut one_sided = Vec::new();
             let pairs = pair_bucket(bucket, |x, y| {
-                let aligned = align_entries(module, x, y, &mut scratch, rules);
                 let key = (x.2.min(y.2), x.2.max(y.2));
-                tried.push((key, aligned.as_ref().map(|a| a.common).map_err(|e| e.0)));
+                let aligned = match align_entries(module, x, y, &mut scratch, lenient) {
+                    Ok(alignment) => strict(alignment).map_err(|refused| {
+                        one_sided.push((key, refused));
+                        Refusal::ValueEscapes(Escape::IntoLaterStretch)
+                    }),
+                    Err((refusal, _)) => Err(refusal),
+                };
+                tried.push((key, aligned.as_ref().map(|a| a.common).map_err(|&e| e)));
                 aligned.ok().map(|a| (a.common, Some(a)))
             });
-            (pairs, tried)
+            (pairs, tried, one_sided)
         });
         let mut tried = Tried::default();
+        let mut one_sided = OneSided::default();
         let mut pairs = Vec::new();
-        for (bucket_pairs, bucket_tried) in found {
+        for (bucket_pairs, bucket_tried, bucket_one_sided) in found {
             pairs.extend(bucket_pairs);
             tried.extend(bucket_tried);
+            one_sided.extend(bucket_one_sided);
         }
         pairs.sort_by_key(|(first, _)| *first);
-        (pairs, tried)
+        (pairs, tried, one_sided)
     }
 
     /// The first round (without one-sided escapes, same CFGs: `rules` with
@@ -1599,8 +1642,13 @@ impl AlignedSearch {
             ..rules
         };
         let search = Self::new(module, functions, rules);
-        let (pairs, tried) = search.first_round(module);
-        (pairs, FirstRound { search, tried })
+        let (pairs, tried, one_sided) = search.first_round(module);
+        let round = FirstRound {
+            search,
+            tried,
+            one_sided,
+        };
+        (pairs, round)
     }
 }
 
@@ -1608,6 +1656,8 @@ impl AlignedSearch {
 pub(crate) struct FirstRound {
     search: AlignedSearch,
     tried: Tried,
+    /// The alignments it refused only for a one-sided escape.
+    one_sided: OneSided,
 }
 
 impl FirstRound {
@@ -1616,9 +1666,9 @@ impl FirstRound {
     /// them with one-sided escapes allowed, as [`find_aligned_pairs`] would
     /// choose them, ordered by first; the pairs without one-sided escapes are
     /// left out (the first round priced what it could align). Reuses the first
-    /// round's encodings, and aligns again only the pairs it did not try or
-    /// refused for a one-sided escape: the rules differ only there (the
-    /// aligner's path is the same until it meets a one-sided escape), so
+    /// round's encodings and outcomes, and aligns only the pairs it did not
+    /// try: the first round kept what it refused for a one-sided escape
+    /// ([`AlignedSearch::first_round`]), and the rules differ only there, so
     /// every other attempt's outcome is the first round's.
     pub(crate) fn one_sided_pairs(
         &self,
@@ -1641,12 +1691,16 @@ impl FirstRound {
         let mut pairs: Vec<(FuncIndex, Alignment)> = parallel::map(&buckets, 1, |bucket| {
             let mut scratch = AlignScratch::default();
             pair_bucket(bucket, |x, y| {
-                match self.tried.get(&(x.2.min(y.2), x.2.max(y.2))) {
+                let key = (x.2.min(y.2), x.2.max(y.2));
+                match self.tried.get(&key) {
                     Some(Ok(common)) => return Some((*common, None)),
                     Some(Err(r)) if *r != Refusal::ValueEscapes(Escape::IntoLaterStretch) => {
                         return None;
                     }
                     _ => {}
+                }
+                if let Some(a) = self.one_sided.get(&key) {
+                    return Some((a.common, Some(a.clone())));
                 }
                 let a = align_entries(module, x, y, &mut scratch, rules).ok()?;
                 Some((a.common, Some(a).filter(Alignment::has_one_sided_escapes)))
