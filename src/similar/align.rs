@@ -1587,7 +1587,7 @@ impl AlignedSearch {
                 return Ok(alignment);
             }
             if alignment.has_one_sided_escapes() {
-                return Err(alignment);
+                return Err(Box::new(alignment));
             }
             // The cut, aligned again under the same rules, would be refused too.
             if alignment
@@ -1607,7 +1607,7 @@ impl AlignedSearch {
                 let key = (x.2.min(y.2), x.2.max(y.2));
                 let aligned = match align_entries(module, x, y, &mut scratch, lenient) {
                     Ok(alignment) => strict(alignment).map_err(|refused| {
-                        one_sided.push((key, refused));
+                        one_sided.push((key, *refused));
                         Refusal::ValueEscapes(Escape::IntoLaterStretch)
                     }),
                     Err((refusal, _)) => Err(refusal),
