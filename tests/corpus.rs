@@ -725,10 +725,10 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         "
         | program | functions before -> after | groups | members | parameters (for constants and callees) | merges: constants only / shared parameters / callees / callees via vmctx (imported) / aligned | code bytes before -> after | saved | validated / members | mismatches | wrong constants caught |
         |---|---|---|---|---|---|---|---|---|---|---|
-        | brotli | 944 -> 1055 | 111 | 317 | 306 (for 591) | 20 / 41 / 44 / 0 / 23 | 794320 -> 705054 | 11.24% | 317 / 317 | 0 | 201 of 222 (222 ran) |
+        | brotli | 944 -> 1052 | 108 | 310 | 302 (for 587) | 19 / 41 / 42 / 0 / 23 | 794320 -> 705094 | 11.23% | 310 / 310 | 0 | 199 of 220 (220 ran) |
         | mozjpeg | 189 -> 193 | 4 | 9 | 6 (for 13) | 0 / 1 / 1 / 0 / 2 | 362264 -> 359392 | 0.79% | 9 / 9 | 0 | 6 of 9 (9 ran) |
-        | resvg | 1430 -> 1591 | 161 | 415 | 255 (for 562) | 38 / 19 / 35 / 0 / 79 | 3724264 -> 3581779 | 3.83% | 415 / 415 | 0 | 270 of 315 (315 ran) |
-        | sqljs | 1968 -> 2019 | 51 | 135 | 64 (for 81) | 14 / 4 / 20 / 2 / 13 | 1583938 -> 1577049 | 0.43% | 135 / 135 | 0 | 79 of 101 (101 ran) |
+        | resvg | 1430 -> 1585 | 155 | 395 | 246 (for 553) | 35 / 19 / 32 / 0 / 79 | 3724264 -> 3582083 | 3.82% | 395 / 395 | 0 | 255 of 299 (299 ran) |
+        | sqljs | 1968 -> 2007 | 39 | 108 | 48 (for 64) | 10 / 3 / 12 / 1 / 13 | 1583938 -> 1577296 | 0.42% | 108 / 108 | 0 | 65 of 87 (87 ran) |
         ",
     );
 }

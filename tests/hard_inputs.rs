@@ -76,6 +76,15 @@ const EXPECTED: &[Expected] = &[
         file: "i128_similar.clif",
         args: SIMILAR,
         code: 0,
+        stderr_contains: &["similar: 0 groups"],
+        stdout_contains: &["function %f(i128)", "function %g(i128)"],
+    },
+    // Compiling the small group to decide (the model alone rejects it) finds
+    // that the target cannot compile it.
+    Expected {
+        file: "i128_similar.clif",
+        args: &["--similar", "--mode", "all", "--size-pricing", "confirm"],
+        code: 0,
         stderr_contains: &[
             "similar: 0 groups",
             "not merged: %f, %g: the target cannot compile",
@@ -85,6 +94,14 @@ const EXPECTED: &[Expected] = &[
     Expected {
         file: "vector64_x64.clif",
         args: SIMILAR,
+        code: 0,
+        stderr_contains: &["similar: 0 groups"],
+        stdout_contains: &["splat.i8x8"],
+    },
+    // Compiled to decide, the backend's panic is caught and reported.
+    Expected {
+        file: "vector64_x64.clif",
+        args: &["--similar", "--mode", "all", "--size-pricing", "confirm"],
         code: 0,
         stderr_contains: &[
             "similar: 0 groups",

@@ -1247,7 +1247,8 @@ fn apply_merges_similar_functions_the_decisions_leave() {
     let summaries = summarize_all(&dir, &modules);
     ok(plan(&summaries, &dir.join("d"), false));
     let mut options = s_options.to_vec();
-    options.push("--similar");
+    // Small functions: the size model alone leaves them; compiled, they pay.
+    options.extend(["--similar", "--size-pricing", "confirm"]);
     let run = ok(apply(&dir.join("d/s.dec"), &dir.join("s"), &options));
     assert!(
         run.stderr.contains("similar: 1 groups of 2 functions"),

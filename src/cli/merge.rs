@@ -70,12 +70,11 @@ pub enum ReportFormat {
 /// How `--similar` finds code sizes (`--size-pricing`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SizePricing {
-    /// Predicted by the target's size model; only groups of small functions
-    /// the model would not merge are compiled (targets without a model
-    /// compile).
+    /// Predicted by the target's size model, which decides (targets without a
+    /// model compile).
     Model,
-    /// As `model`, and every merge predicted to save less than 5% compiled to
-    /// confirm.
+    /// As `model`, and groups of small functions the model would not merge,
+    /// and every merge predicted to save less than 5%, compiled to decide.
     Confirm,
     /// Every member and every merge tried compiled (exact, slower).
     Compile,
@@ -190,10 +189,10 @@ pub struct Args {
     pub min_saved: u64,
 
     /// With `--similar`: how code sizes are found: `model` predicts them with the
-    /// target's size model and compiles only groups of small functions it would
-    /// not merge; `confirm` also compiles every merge predicted to save less
-    /// than 5%, to confirm it; `compile` compiles every member and every merge
-    /// tried.
+    /// target's size model, which decides; `confirm` also compiles groups of
+    /// small functions the model would not merge, and every merge predicted to
+    /// save less than 5%, to decide; `compile` compiles every member and every
+    /// merge tried.
     #[arg(long, value_enum, default_value = "model", value_name = "PRICING")]
     pub size_pricing: SizePricing,
 }

@@ -4,6 +4,7 @@
 
 use super::error::CliError;
 use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load_showing};
+use super::merge::SizePricing;
 use super::progress::{Meter, Phase};
 use super::report::{check_printable, plan_json};
 use crate::identical::rewrite::OutputEntry;
@@ -136,6 +137,10 @@ pub enum SeparateCommand {
         /// bytes of code (default: the main command's).
         #[arg(long, value_name = "BYTES")]
         min_saved: Option<u64>,
+        /// With `--similar`: how code sizes are found, as the main command's
+        /// `--size-pricing`.
+        #[arg(long, value_enum, default_value = "model", value_name = "PRICING")]
+        size_pricing: SizePricing,
     },
     /// Print a summary or decisions file in readable form.
     #[command(after_help = AFTER_HELP)]
@@ -199,6 +204,7 @@ pub(crate) fn run(command: &SeparateCommand, meter: &Meter) -> Result<(String, S
             similar,
             max_holes,
             min_saved,
+            size_pricing,
         } => {
             let similar = similar.then(|| {
                 let defaults = SimilarOptions::default();
@@ -206,6 +212,7 @@ pub(crate) fn run(command: &SeparateCommand, meter: &Meter) -> Result<(String, S
                     .clone()
                     .with_max_holes(max_holes.unwrap_or(defaults.max_holes))
                     .with_min_saved(min_saved.unwrap_or(defaults.min_saved))
+                    .with_pricing((*size_pricing).into())
             });
             apply_command(decisions, inputs, options, similar.as_ref(), meter)
         }
