@@ -125,7 +125,7 @@ pub struct Args {
     /// address, called with `call_indirect`), and each original becomes an entry
     /// point that calls it with its own values (keeping its name, signature and
     /// address). Functions left that are equal but for a few straight-line stretches
-    /// of instructions (at most one per block) are then merged in pairs: the merged
+    /// of instructions (at most one per block; several with `--align-anchors`) are then merged in pairs: the merged
     /// body runs either member's stretches, chosen by one more parameter (merging by
     /// alignment). Only when the code Cranelift emits for the host gets smaller.
     /// With `--validate`, every entry point is also run against its original.

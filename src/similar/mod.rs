@@ -89,7 +89,8 @@
 //!
 //! Functions no group merged are then paired when they *align* (`align.rs`, on by
 //! default, [`SimilarOptions::align`]): equal but for at most one straight-line
-//! stretch of instructions per block, possibly empty on one side, whose values are
+//! stretch of instructions per block (several, cut at runs of equal instructions,
+//! with [`SimilarOptions::align_anchors`]), possibly empty on one side, whose values are
 //! used after it only where the other function uses its own stretch's values in
 //! the same places (escapes, passed to the join block; wasmtime expands a small constant-length `memory.copy`
 //! inline, so two functions that differ in that length differ by instructions, not
