@@ -13,11 +13,13 @@
 //!    consecutive on both sides.
 //! 3. **Anchors** ([`Aligner::split_middle`]). Each run in turn is matched the
 //!    way the common prefix is (`Aligner::matches`), with the stretch before it
-//!    open so that values the stretch defines may escape into the run. When at
-//!    least [`MIN_ANCHOR`] of its instructions match, they become common code
-//!    and close that stretch; otherwise the run is undone and stays in the
-//!    stretch, since a shorter anchor saves fewer instructions than the
-//!    stretch it adds costs (a branch and two jumps).
+//!    open so that values the stretch defines may escape into the run, up to
+//!    the first instruction that fails. When at least [`MIN_ANCHOR`] match,
+//!    they become common code and close that stretch; otherwise they are undone
+//!    and stay in the stretch, since a shorter anchor saves fewer instructions
+//!    than the stretch it adds costs (a branch and two jumps). The instruction
+//!    that failed stays in the next stretch, and the rest of the run is tried
+//!    the same way.
 //!
 //! # Why a merged pair computes what its members computed
 //!
@@ -159,49 +161,57 @@ impl Aligner<'_> {
         let mut k = 0;
         while k < pairs.len() {
             // Phase 2: the run starting at pair `k`.
-            let (i, j) = (from.0 + pairs[k].0, from.1 + pairs[k].1);
+            let (i0, j0) = (from.0 + pairs[k].0, from.1 + pairs[k].1);
             let mut run = 1;
             while pairs
                 .get(k + run)
-                .is_some_and(|&(x, y)| from.0 + x == i + run && from.1 + y == j + run)
+                .is_some_and(|&(x, y)| from.0 + x == i0 + run && from.1 + y == j0 + run)
             {
                 run += 1;
             }
             k += run;
-            if run < MIN_ANCHOR || anchored.closed == room {
-                continue;
-            }
-            let (ca, cb) = anchored.open_from;
-            let mark = self.scratch.log.len();
-            self.open = Some((
-                inst_a(ca).start..inst_a(i).start,
-                inst_b(cb).start..inst_b(j).start,
-            ));
-            let mut matching = 0;
-            while matching < run && self.matches(inst_a(i + matching), inst_b(j + matching)) {
-                matching += 1;
-            }
-            self.open = None;
-            if matching < MIN_ANCHOR {
-                self.undo(mark);
-                continue;
-            }
-            if i > ca || j > cb {
-                let block = self.fa.layout.inst_block(at_a(i));
-                let block = block.ok_or(Refusal::Structure)?;
-                let first = (ca..i).map(at_a).collect();
-                let second = (cb..j).map(at_b).collect();
-                stretches.push(self.joined_stretch(block, first, at_a(i), second)?);
-                self.spans.push((
+            // Phase 3: anchors in the run, each as long as its instructions
+            // match; one that fails stays in the stretch after the anchor
+            // before it, and the rest of the run is tried again.
+            let mut offset = 0;
+            while offset + MIN_ANCHOR <= run && anchored.closed < room {
+                let (i, j) = (i0 + offset, j0 + offset);
+                let (ca, cb) = anchored.open_from;
+                let mark = self.scratch.log.len();
+                self.open = Some((
                     inst_a(ca).start..inst_a(i).start,
                     inst_b(cb).start..inst_b(j).start,
                 ));
-                self.ends.push(false);
-                anchored.closed += 1;
+                let mut matching = 0;
+                while offset + matching < run
+                    && self.matches(inst_a(i + matching), inst_b(j + matching))
+                {
+                    matching += 1;
+                }
+                self.open = None;
+                // Past the instruction that failed (or the end of the run).
+                offset += matching + 1;
+                if matching < MIN_ANCHOR {
+                    self.undo(mark);
+                    continue;
+                }
+                if i > ca || j > cb {
+                    let block = self.fa.layout.inst_block(at_a(i));
+                    let block = block.ok_or(Refusal::Structure)?;
+                    let first = (ca..i).map(at_a).collect();
+                    let second = (cb..j).map(at_b).collect();
+                    stretches.push(self.joined_stretch(block, first, at_a(i), second)?);
+                    self.spans.push((
+                        inst_a(ca).start..inst_a(i).start,
+                        inst_b(cb).start..inst_b(j).start,
+                    ));
+                    self.ends.push(false);
+                    anchored.closed += 1;
+                }
+                matched.extend((0..matching).map(|x| (at_a(i + x), at_b(j + x))));
+                anchored.common += matching as u32;
+                anchored.open_from = (i + matching, j + matching);
             }
-            matched.extend((0..matching).map(|x| (at_a(i + x), at_b(j + x))));
-            anchored.common += matching as u32;
-            anchored.open_from = (i + matching, j + matching);
         }
         Ok(anchored)
     }
