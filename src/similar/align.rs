@@ -756,15 +756,8 @@ impl<'a> Aligner<'a> {
         let whole = self.checked_attempt(second);
         let progress = self.progress;
         let alignment = match whole {
-            Ok(mut whole) if self.anchors && self.bounds.is_none() && anchors::may_cut(&whole) => {
-                self.split = true;
-                let cut = self.checked_attempt(second);
-                self.split = false;
-                whole.cut = cut
-                    .ok()
-                    .filter(|cut| anchors::duplicated(cut) < anchors::duplicated(&whole))
-                    .map(Box::new);
-                Ok(whole)
+            Ok(whole) if self.anchors && self.bounds.is_none() => {
+                Ok(self.offer_cut(whole, |aligner| aligner.checked_attempt(second)))
             }
             whole => whole,
         };

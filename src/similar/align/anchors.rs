@@ -84,7 +84,7 @@ fn common_subsequence(a: &[u64], b: &[u64]) -> Option<Vec<(usize, usize)>> {
 
 /// Whether `alignment` has a stretch long enough on both sides to hold an
 /// anchor (aligning again with anchors may then duplicate less).
-pub(super) fn may_cut(alignment: &Alignment) -> bool {
+fn may_cut(alignment: &Alignment) -> bool {
     alignment
         .stretches
         .iter()
@@ -94,7 +94,7 @@ pub(super) fn may_cut(alignment: &Alignment) -> bool {
 /// The instructions a merged body of `alignment` holds beyond the first
 /// function's common code: both sides of every stretch, each stretch's branch
 /// and jumps, and a placeholder per one-sided escape.
-pub(super) fn duplicated(alignment: &Alignment) -> usize {
+fn duplicated(alignment: &Alignment) -> usize {
     alignment
         .stretches
         .iter()
@@ -106,6 +106,30 @@ pub(super) fn duplicated(alignment: &Alignment) -> usize {
                 + s.second_only.len()
         })
         .sum()
+}
+
+impl Aligner<'_> {
+    /// `whole` (an alignment this aligner found) with [`Alignment::cut`] set to
+    /// the pair aligned again by `attempt` with stretches cut at anchors, when
+    /// `whole` has a stretch long enough to cut and the cut duplicates fewer
+    /// instructions.
+    pub(super) fn offer_cut(
+        &mut self,
+        mut whole: Alignment,
+        attempt: impl FnOnce(&mut Self) -> Result<Alignment, Refusal>,
+    ) -> Alignment {
+        if !may_cut(&whole) {
+            return whole;
+        }
+        self.split = true;
+        let cut = attempt(self);
+        self.split = false;
+        whole.cut = cut
+            .ok()
+            .filter(|cut| duplicated(cut) < duplicated(&whole))
+            .map(Box::new);
+        whole
+    }
 }
 
 /// What [`Aligner::split_middle`] found in a block's middle.

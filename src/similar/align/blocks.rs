@@ -341,16 +341,11 @@ fn align_profiles(
     // As `Aligner::align` does: cut at anchors too, offered to the planner
     // when it duplicates less.
     match whole {
-        Ok(mut whole) if rules.anchors && anchors::may_cut(&whole) => {
-            aligner.split = true;
+        Ok(whole) if rules.anchors => Ok(aligner.offer_cut(whole, |aligner| {
             let cut = aligner.attempt_paired(second.func, &pairing);
             aligner.undo(0);
-            whole.cut = cut
-                .ok()
-                .filter(|cut| anchors::duplicated(cut) < anchors::duplicated(&whole))
-                .map(Box::new);
-            Ok(whole)
-        }
+            cut
+        })),
         whole => whole,
     }
 }
