@@ -874,15 +874,14 @@ impl<'a> Aligner<'a> {
             // (`anchors.rs`; a bounded block, the group round's widening,
             // keeps one stretch).
             let shaped = suffix;
-            let mark = self.scratch.log.len();
+            let before = self.before_cut(&stretches);
             let Some(mut suffix) = self.match_suffix(&pa, &pb, (prefix, prefix), shaped) else {
                 return Err(self.why_differ(&inst_a(na - 1), &inst_b(nb - 1)));
             };
             let (mut start_a, mut start_b) = (prefix, prefix);
             if self.split && bound.is_none() {
                 let one_stretch = (na + nb - 2 * (prefix + suffix)) as u32 + STRETCH_COST;
-                let before = (mark, stretches.len());
-                self.undo(mark);
+                self.take_back_cut(before, &mut stretches);
                 let anchored = self.split_middle(
                     (&pa, &pb),
                     (prefix, prefix),
@@ -894,7 +893,7 @@ impl<'a> Aligner<'a> {
                 let (oa, ob) = anchored.open_from;
                 let tail = self.match_suffix(&pa, &pb, (oa, ob), shaped);
                 let cut = tail.filter(|_| anchored.closed > 0).map(|tail| {
-                    let closed: usize = stretches[before.1..]
+                    let closed: usize = stretches[stretches.len() - anchored.closed..]
                         .iter()
                         .map(|s| s.first.len() + s.second.len())
                         .sum();
@@ -909,10 +908,7 @@ impl<'a> Aligner<'a> {
                         common += anchored.common;
                     }
                     _ => {
-                        self.undo(before.0);
-                        stretches.truncate(before.1);
-                        self.spans.truncate(before.1);
-                        self.ends.truncate(before.1);
+                        self.take_back_cut(before, &mut stretches);
                         let again = self.match_suffix(&pa, &pb, (prefix, prefix), shaped);
                         debug_assert_eq!(again, Some(suffix));
                     }

@@ -132,6 +132,34 @@ impl Aligner<'_> {
     }
 }
 
+/// Where an attempt stood before a block's middle was cut at anchors: the
+/// alignments it had recorded and the stretches it had found, so that a cut
+/// not kept can be taken back ([`Aligner::take_back_cut`]).
+#[derive(Copy, Clone)]
+pub(super) struct BeforeCut {
+    log: usize,
+    stretches: usize,
+}
+
+impl Aligner<'_> {
+    /// Where the attempt stands, with `stretches` found so far.
+    pub(super) fn before_cut(&self, stretches: &[Stretch]) -> BeforeCut {
+        BeforeCut {
+            log: self.scratch.log.len(),
+            stretches: stretches.len(),
+        }
+    }
+
+    /// Forgets what was aligned and found since `before`: the alignments, and
+    /// the stretches with their spans.
+    pub(super) fn take_back_cut(&mut self, before: BeforeCut, stretches: &mut Vec<Stretch>) {
+        self.undo(before.log);
+        stretches.truncate(before.stretches);
+        self.spans.truncate(before.stretches);
+        self.ends.truncate(before.stretches);
+    }
+}
+
 /// What [`Aligner::split_middle`] found in a block's middle.
 pub(super) struct Anchored {
     /// Instructions of the first function the anchors matched.

@@ -851,7 +851,8 @@ impl Aligner<'_> {
                     }
                     // What the anchors add, taken back if the block is tried
                     // again as ending in a stretch.
-                    let before_anchors = (self.scratch.log.len(), stretches.len(), matched.len());
+                    let (before_anchors, matched_before) =
+                        (self.before_cut(&stretches), matched.len());
                     let anchored = if self.split {
                         self.split_middle(
                             (&pa, &pb),
@@ -898,12 +899,8 @@ impl Aligner<'_> {
                                 self.undo(mark);
                                 self.open = None;
                                 if lenient && !ending {
-                                    let (log, closed, pairs) = before_anchors;
-                                    self.undo(log);
-                                    stretches.truncate(closed);
-                                    self.spans.truncate(closed);
-                                    self.ends.truncate(closed);
-                                    matched.truncate(pairs);
+                                    self.take_back_cut(before_anchors, &mut stretches);
+                                    matched.truncate(matched_before);
                                     ending = true;
                                     continue 'block;
                                 }
