@@ -113,6 +113,81 @@ fn blanked(encoding: &FunctionEncoding) -> GroupKey {
     (tokens, load_offsets)
 }
 
+/// The positions [`blanked`] blanks in one encoding, in stream order, and
+/// those of its load-offset holes: what [`blanked_equal`] compares without
+/// building the blanked stream.
+struct BlankedPositions {
+    blanked: Vec<u32>,
+    load_offsets: Vec<u32>,
+}
+
+impl BlankedPositions {
+    fn of(encoding: &FunctionEncoding) -> Self {
+        // Holes and call sites are each recorded in stream order.
+        let (holes, calls) = (encoding.holes(), encoding.call_sites());
+        let mut blanked = Vec::with_capacity(holes.len() + calls.len());
+        let (mut h, mut c) = (0, 0);
+        while h < holes.len() || c < calls.len() {
+            let hole = holes.get(h).map_or(u32::MAX, |hole| hole.position);
+            let call = calls.get(c).map_or(u32::MAX, |call| call.position);
+            if hole <= call {
+                blanked.push(hole);
+                h += 1;
+            } else {
+                blanked.push(call);
+                c += 1;
+            }
+        }
+        let load_offsets = holes
+            .iter()
+            .filter(|hole| hole.site == HoleSite::CalleeLoadOffset)
+            .map(|hole| hole.position)
+            .collect();
+        Self {
+            blanked,
+            load_offsets,
+        }
+    }
+}
+
+/// Whether `a` and `b` (with their [`BlankedPositions`]) have equal
+/// [`blanked`] keys: equal load-offset positions, and equal tokens at every
+/// position once each stream's blanked positions read 0. Compares the runs
+/// between blanked positions whole.
+fn blanked_equal(
+    a: &FunctionEncoding,
+    a_positions: &BlankedPositions,
+    b: &FunctionEncoding,
+    b_positions: &BlankedPositions,
+) -> bool {
+    let (ta, tb) = (a.tokens(), b.tokens());
+    if ta.len() != tb.len() || a_positions.load_offsets != b_positions.load_offsets {
+        return false;
+    }
+    let (sa, sb) = (&a_positions.blanked, &b_positions.blanked);
+    let end = ta.len() as u32;
+    let (mut i, mut j, mut from) = (0, 0, 0u32);
+    loop {
+        let next_a = sa.get(i).copied().unwrap_or(end);
+        let next_b = sb.get(j).copied().unwrap_or(end);
+        let next = next_a.min(next_b);
+        if ta[from as usize..next as usize] != tb[from as usize..next as usize] {
+            return false;
+        }
+        if next == end {
+            return true;
+        }
+        let (blank_a, blank_b) = (next_a == next, next_b == next);
+        let token = |t: &[u64], blank: bool| if blank { 0 } else { t[next as usize] };
+        if token(ta, blank_a) != token(tb, blank_b) {
+            return false;
+        }
+        i += usize::from(blank_a);
+        j += usize::from(blank_b);
+        from = next + 1;
+    }
+}
+
 /// The groups of similar functions of a module, and what they were found from.
 pub(crate) struct Candidates {
     /// The encodings of the functions that share their constant-blind hash with
@@ -169,21 +244,35 @@ pub(crate) fn find_groups(
         encodings[f] = e;
     }
 
-    // Groups: equal encodings with the constants blanked out.
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
+    // Groups: equal encodings with the constants blanked out. A bucket's
+    // members come in input order; each joins the first run whose first member
+    // it equals (blanked equality is an equivalence), so every run is in input
+    // order, as sorting by key would leave it.
+    let mut runs: Vec<(BlankedPositions, Vec<FuncIndex>)> = Vec::new();
     for bucket in buckets {
-        let mut keyed: Vec<(GroupKey, FuncIndex)> = bucket
-            .iter()
-            .filter_map(|&(_, f)| encodings[f].as_ref().map(|e| (blanked(e), f)))
-            .collect();
-        // The order of `sort`, but equal keys (most of them) are told equal by
-        // one comparison of their bytes instead of element by element.
-        keyed.sort_by(|a, b| if a.0 == b.0 { a.1.cmp(&b.1) } else { a.cmp(b) });
-        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
-            if run.len() > 1 {
-                groups.push(run.iter().map(|e| e.1).collect());
+        runs.clear();
+        for &(_, f) in bucket {
+            let Some(encoding) = encodings[f].as_ref() else {
+                continue;
+            };
+            let positions = BlankedPositions::of(encoding);
+            let run = runs.iter_mut().find(|(first_positions, members)| {
+                let first = encodings[members[0]].as_ref();
+                first.is_some_and(|first| {
+                    blanked_equal(first, first_positions, encoding, &positions)
+                })
+            });
+            match run {
+                Some((_, members)) => members.push(f),
+                None => runs.push((positions, vec![f])),
             }
         }
+        groups.extend(
+            runs.drain(..)
+                .map(|(_, members)| members)
+                .filter(|members| members.len() > 1),
+        );
     }
     groups.sort_by_key(|g| g[0]);
     Candidates { encodings, groups }
@@ -503,10 +592,66 @@ mod tests {
         assert_eq!(g.holes().len(), 2);
         assert_eq!(blanked(&f).0, blanked(&g).0);
         assert_ne!(blanked(&f), blanked(&g));
+        let (pf, pg) = (BlankedPositions::of(&f), BlankedPositions::of(&g));
+        assert!(!blanked_equal(&f, &pf, &g, &pg));
         assert!(
             find_groups(&module, WALK, &KnownFingerprints::new())
                 .groups
                 .is_empty()
         );
+    }
+
+    /// `blanked_equal` says what comparing the built keys says, on every pair
+    /// of functions of the filetests with streams of one length (similar
+    /// functions among them: the similar filetests' members).
+    #[test]
+    fn blanked_equal_agrees_with_the_keys() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests");
+        let mut encodings = Vec::new();
+        for kind in ["merge", "nomerge", "similar"] {
+            let mut paths: Vec<_> = std::fs::read_dir(root.join(kind))
+                .expect("filetests")
+                .map(|e| e.expect("entry").path())
+                .collect();
+            paths.sort();
+            for path in paths {
+                let text = std::fs::read_to_string(&path).expect("reads");
+                let Ok(functions) = cranelift_reader::parse_functions(&text) else {
+                    continue;
+                };
+                let mut module = FunctionSet::new();
+                for f in functions {
+                    if module.push(f, Linkage::Local).is_err() {
+                        break;
+                    }
+                }
+                for (f, def) in module.iter() {
+                    let mut scratch = WalkScratch::default();
+                    if let Ok(e) = encode_function(&def.func, &module, WALK, &mut scratch) {
+                        encodings.push((format!("{}:{f}", path.display()), e));
+                    }
+                }
+            }
+        }
+        let (mut equal, mut compared) = (0, 0);
+        for (i, (name_a, a)) in encodings.iter().enumerate() {
+            let pa = BlankedPositions::of(a);
+            for (name_b, b) in &encodings[i + 1..] {
+                if a.tokens().len() != b.tokens().len() {
+                    continue;
+                }
+                let pb = BlankedPositions::of(b);
+                let keys_equal = blanked(a) == blanked(b);
+                assert_eq!(
+                    blanked_equal(a, &pa, b, &pb),
+                    keys_equal,
+                    "{name_a} and {name_b}"
+                );
+                compared += 1;
+                equal += usize::from(keys_equal);
+            }
+        }
+        // Both answers occur, so the check is not vacuous.
+        assert!(equal > 50 && compared > equal, "{equal} of {compared}");
     }
 }
