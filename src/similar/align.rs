@@ -99,7 +99,6 @@ use cranelift_codegen::ir::{
 use rustc_hash::{FxHashMap, FxHasher};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
-use std::sync::OnceLock;
 
 /// How many partners of similar size each function is tried against in its
 /// bucket. The nearest in size are the likely partners: on the corpus 8 merge
@@ -141,9 +140,11 @@ pub(crate) struct SpannedEncoding {
     /// Each instruction with the position of its header token, in stream order.
     insts: Vec<(u32, Inst)>,
     blocks: Vec<BlockSpan>,
-    /// Its [`shape_hashes`], taken once by the first round that pairs it and kept
-    /// for the next.
-    shapes: OnceLock<Vec<u64>>,
+    /// For each instruction, in stream order, a hash of its *shape*: its tokens
+    /// with value operands left out but their places kept, what
+    /// [`Aligner::same_shape`] compares (equal shapes hash equal). Taken in the
+    /// walk ([`ShapedSink`]).
+    shapes: Vec<u64>,
 }
 
 impl SpannedEncoding {
@@ -161,7 +162,7 @@ impl SpannedEncoding {
             definitions: Vec::with_capacity(func.dfg.num_values()),
             insts: Vec::with_capacity(insts),
             blocks: Vec::with_capacity(func.dfg.num_blocks()),
-            shapes: OnceLock::new(),
+            shapes: Vec::with_capacity(insts),
         }
     }
 }
@@ -199,6 +200,74 @@ impl TokenSink for SpannedEncoding {
     fn push_operand(&mut self, serial: u64) {
         self.tokens.push(serial);
         self.is_operand.push(true);
+    }
+}
+
+/// The sink of the spanned walk: the [`SpannedEncoding`], and the
+/// instructions' shapes ([`SpannedEncoding::shapes`]) taken as its tokens are
+/// written, while they are in cache.
+/// An instruction's tokens run from its header to the next instruction's, or
+/// to its block's `END_OF_BLOCK` token (the walk's last token of every block):
+/// its shape is the hash before that token.
+struct ShapedSink {
+    encoding: SpannedEncoding,
+    /// The shape of the instruction being written, and the same before its
+    /// last token.
+    shape: Option<(FxHasher, FxHasher)>,
+}
+
+impl ShapedSink {
+    /// Writes `token` (an operand's place reads `u64::MAX`) into the shape.
+    fn shape(&mut self, token: u64) {
+        if let Some((shape, before)) = &mut self.shape {
+            *before = shape.clone();
+            shape.write_u64(token);
+        }
+    }
+
+    /// Ends the shape of a block's last instruction, whose last token was its
+    /// block's end.
+    fn end_block(&mut self) {
+        if let Some((_, before)) = self.shape.take() {
+            self.encoding.shapes.push(before.finish());
+        }
+    }
+}
+
+impl TokenSink for ShapedSink {
+    fn push(&mut self, token: u64) {
+        self.encoding.push(token);
+        self.shape(token);
+    }
+
+    fn push_callee(&mut self, index: u64) {
+        self.push(index);
+    }
+
+    fn position(&self) -> u32 {
+        self.encoding.position()
+    }
+
+    fn note_block(&mut self, block: Block) {
+        self.end_block();
+        self.encoding.note_block(block);
+    }
+
+    fn note_inst(&mut self, inst: Inst) {
+        if let Some((shape, _)) = self.shape.take() {
+            self.encoding.shapes.push(shape.finish());
+        }
+        self.shape = Some((FxHasher::default(), FxHasher::default()));
+        self.encoding.note_inst(inst);
+    }
+
+    fn note_definition(&mut self, value: Value) {
+        self.encoding.note_definition(value);
+    }
+
+    fn push_operand(&mut self, serial: u64) {
+        self.encoding.push_operand(serial);
+        self.shape(u64::MAX);
     }
 }
 
@@ -325,15 +394,13 @@ fn encode_spanned(
         addresses_significant: true,
         ..WalkOptions::default()
     };
-    walk(
-        func,
-        module,
-        options,
-        scratch,
-        SpannedEncoding::sized_for(func),
-    )
-    .ok()
-    .map(|(spans, _, _)| spans)
+    let sink = ShapedSink {
+        encoding: SpannedEncoding::sized_for(func),
+        shape: None,
+    };
+    let (mut sink, _, _) = walk(func, module, options, scratch, sink).ok()?;
+    sink.end_block();
+    Some(sink.encoding)
 }
 
 /// One differing stretch: where it is in the first function, and the second
@@ -2117,32 +2184,9 @@ fn pair_bucket(
     pairs
 }
 
-/// `e`'s [`shape_hashes`], taken once.
+/// `e`'s instructions' shapes ([`SpannedEncoding::shapes`]).
 fn shapes_of(e: &SpannedEncoding) -> &[u64] {
-    e.shapes.get_or_init(|| shape_hashes(e))
-}
-
-/// For each instruction of `e`, in stream order, a hash of its shape: its tokens
-/// with value operands left out but their places kept, what
-/// [`Aligner::same_shape`] compares (equal shapes hash equal).
-fn shape_hashes(e: &SpannedEncoding) -> Vec<u64> {
-    let mut hashes = Vec::with_capacity(e.insts.len());
-    for k in 0..e.blocks.len() {
-        let parts = e.block(k);
-        for i in parts.insts.clone() {
-            let mut h = FxHasher::default();
-            for p in e.inst_span(i, &parts) {
-                let p = p as usize;
-                if e.is_operand[p] {
-                    h.write_u64(u64::MAX);
-                } else {
-                    h.write_u64(e.tokens[p]);
-                }
-            }
-            hashes.push(h.finish());
-        }
-    }
-    hashes
+    &e.shapes
 }
 
 /// The instructions two blocks' common prefix and suffix of equal shapes hold,
@@ -2159,7 +2203,7 @@ fn block_bound(a: &[u64], b: &[u64]) -> usize {
 }
 
 /// An upper bound of [`Alignment::common`] for `a` and `b` (with their
-/// [`shape_hashes`]), whichever is first: per block, the instructions of the
+/// shapes), whichever is first: per block, the instructions of the
 /// common prefix and suffix of equal shapes, at most the shorter block's
 /// (an attempt matches a prefix of instructions, each of the same shape, and a
 /// suffix of the same shape). 0 when the blocks do not correspond.
@@ -2215,6 +2259,51 @@ mod tests {
             }
         }
         assert!(one_sided > 0, "some filetest has a one-sided escape");
+    }
+
+    /// For each instruction of `e`, in stream order, a hash of its shape, read
+    /// back from the encoding: what the walk's sink must take.
+    fn shape_hashes(e: &SpannedEncoding) -> Vec<u64> {
+        let mut hashes = Vec::with_capacity(e.insts.len());
+        for k in 0..e.blocks.len() {
+            let parts = e.block(k);
+            for i in parts.insts.clone() {
+                let mut h = FxHasher::default();
+                for p in e.inst_span(i, &parts) {
+                    let p = p as usize;
+                    if e.is_operand[p] {
+                        h.write_u64(u64::MAX);
+                    } else {
+                        h.write_u64(e.tokens[p]);
+                    }
+                }
+                hashes.push(h.finish());
+            }
+        }
+        hashes
+    }
+
+    /// The shapes the walk's sink takes are `shape_hashes` of the encoding it
+    /// wrote, on every function of the similar filetests.
+    #[test]
+    fn walk_shapes_are_the_shape_hashes() {
+        let mut instructions = 0;
+        for (path, module) in crate::similar::similar_filetests("") {
+            for (_, def) in module.iter() {
+                let mut scratch = WalkScratch::default();
+                let Some(encoding) = encode_spanned(&def.func, &module, &mut scratch) else {
+                    continue;
+                };
+                assert_eq!(
+                    encoding.shapes,
+                    shape_hashes(&encoding),
+                    "{}",
+                    path.display()
+                );
+                instructions += encoding.shapes.len();
+            }
+        }
+        assert!(instructions > 1000, "{instructions}");
     }
 
     /// The cursor search finds what the binary search finds, whatever order the

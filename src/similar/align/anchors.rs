@@ -6,7 +6,7 @@
 //! # Phases
 //!
 //! 1. **Common subsequence** ([`common_subsequence`]). The longest common
-//!    subsequence of the two middles' instruction shapes (`shape_hashes`), by
+//!    subsequence of the two middles' instruction shapes (`SpannedEncoding::shapes`), by
 //!    dynamic programming over at most [`MAX_CELLS`] cells; a larger middle
 //!    stays one stretch.
 //! 2. **Runs.** The subsequence's pairs, in order, cut into runs of instructions

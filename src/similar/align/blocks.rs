@@ -64,7 +64,7 @@ use super::anchors::{self, Anchored};
 use super::{
     AlignScratch, Aligner, Alignment, BlockParts, Escape, MAX_STRETCHES, Refusal, Rules,
     STRETCH_COST, SpannedEncoding, Stretch, UNALIGNED, block_bound, can_copy, copyable_terminator,
-    encode_spanned, has_placeholder, probe, shape_hashes, signature_key, written_in,
+    encode_spanned, has_placeholder, probe, shapes_of, signature_key, written_in,
 };
 use crate::identical::encode::walk_in_parallel;
 use crate::ir::{FuncIndex, FunctionSet, parallel};
@@ -123,7 +123,7 @@ impl<'e> Profile<'e> {
             h.finish()
         };
         let signature = hash(&encoding.tokens[..first.start as usize]);
-        let shapes = shape_hashes(encoding);
+        let shapes = shapes_of(encoding).to_vec();
         let mut sorted = shapes.clone();
         sorted.sort_unstable();
         let blocks = (0..encoding.blocks.len())
