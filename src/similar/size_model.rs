@@ -22,6 +22,7 @@ use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, Inst, InstructionData, Opcode, Value};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::OptLevel;
+use std::sync::LazyLock;
 use target_lexicon::Architecture;
 
 /// What a [`SizeModel`] counts in a function: one coefficient each.
@@ -193,14 +194,37 @@ pub(crate) fn inst_feature(func: &Function, inst: Inst) -> Feature {
 
 /// The feature one (scalar) instruction counts for.
 fn kind(data: &InstructionData) -> Feature {
-    use Opcode::*;
-    match data.opcode() {
-        Iconst => match data {
-            InstructionData::UnaryImm { imm, .. } if i32::try_from(imm.bits()).is_ok() => {
+    match *data {
+        InstructionData::UnaryImm {
+            opcode: Opcode::Iconst,
+            imm,
+        } => {
+            if i32::try_from(imm.bits()).is_ok() {
                 Feature::SmallConstants
+            } else {
+                Feature::LargeConstants
             }
-            _ => Feature::LargeConstants,
-        },
+        }
+        _ => OPCODE_KINDS[data.opcode() as usize],
+    }
+}
+
+/// [`opcode_kind`] of every opcode, by its number: one lookup per instruction
+/// instead of a match.
+static OPCODE_KINDS: LazyLock<[Feature; 256]> = LazyLock::new(|| {
+    let mut kinds = [Feature::Other; 256];
+    for &opcode in Opcode::all() {
+        kinds[opcode as usize] = opcode_kind(opcode);
+    }
+    kinds
+});
+
+/// The feature an instruction of opcode `opcode` counts for, but for `iconst`,
+/// whose immediate decides ([`kind`]).
+fn opcode_kind(opcode: Opcode) -> Feature {
+    use Opcode::*;
+    match opcode {
+        Iconst => Feature::LargeConstants,
         F16const | F32const | F64const | F128const | Vconst => Feature::FloatConstants,
         Iadd | Isub | Ineg | Iabs | Band | Bor | Bxor | Bnot | Ishl | Ushr | Sshr | Rotl | Rotr
         | Clz | Cls | Ctz | Popcnt | Bswap | Bitrev | Smin | Smax | Umin | Umax | UaddOverflow
