@@ -52,6 +52,7 @@ use super::align::{Alignment, Stretch};
 use crate::ir::insts_by_number;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::dominator_tree::DominatorTree;
+use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::flowgraph::ControlFlowGraph;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
@@ -165,16 +166,49 @@ fn check_one_sided(
 ) -> Result<(), NotSpliced> {
     let cfg = ControlFlowGraph::with_function(merged);
     let domtree = DominatorTree::with_function(merged, &cfg);
-    for block in merged.layout.blocks() {
+    let (dfg, layout) = (&merged.dfg, &merged.layout);
+    let not_dominated = |value: Value| {
+        NotSpliced(format!(
+            "{value} is used where its definition does not dominate"
+        ))
+    };
+    // The instructions read so far: a result defined in the block of its use
+    // dominates the use when its instruction was read before it.
+    let mut read: SecondaryMap<Inst, bool> = SecondaryMap::with_capacity(dfg.num_insts());
+    for block in layout.blocks() {
         let reachable = domtree.is_reachable(block);
-        for inst in merged.layout.block_insts(block) {
-            for value in merged.dfg.inst_values(inst) {
-                if reachable && !defined_before(merged, &domtree, value, inst) {
-                    return Err(NotSpliced(format!(
-                        "{value} is used where its definition does not dominate"
-                    )));
-                }
-                let Some(&(join, first)) = one_sided.get(&value) else {
+        for inst in layout.block_insts(block) {
+            for value in dfg.inst_values(inst) {
+                // Each definition strictly dominates its uses in reachable code.
+                let join_parameter = match dfg.value_def(value) {
+                    ir::ValueDef::Result(def, _) => {
+                        let dominates = match layout.inst_block(def) {
+                            Some(at) if at == block => read[def],
+                            Some(at) => domtree.block_dominates(at, block),
+                            None => false,
+                        };
+                        if reachable && !dominates {
+                            return Err(not_dominated(value));
+                        }
+                        // One-sided escapes are joins' parameters.
+                        continue;
+                    }
+                    ir::ValueDef::Param(at, _) => {
+                        let dominates =
+                            layout.is_block_inserted(at) && domtree.block_dominates(at, block);
+                        if reachable && !dominates {
+                            return Err(not_dominated(value));
+                        }
+                        value
+                    }
+                    ir::ValueDef::Union(..) => {
+                        if reachable {
+                            return Err(not_dominated(value));
+                        }
+                        continue;
+                    }
+                };
+                let Some(&(join, first)) = one_sided.get(&join_parameter) else {
                     continue;
                 };
                 if arms.get(&block) != Some(&first) {
@@ -188,28 +222,10 @@ fn check_one_sided(
                     )));
                 }
             }
+            read[inst] = true;
         }
     }
     Ok(())
-}
-
-/// Whether `value`'s definition, in the layout, strictly dominates `user`.
-fn defined_before(merged: &Function, domtree: &DominatorTree, value: Value, user: Inst) -> bool {
-    match merged.dfg.value_def(value) {
-        ir::ValueDef::Result(def, _) => {
-            def != user
-                && merged.layout.inst_block(def).is_some()
-                && domtree.dominates(def, user, &merged.layout)
-        }
-        ir::ValueDef::Param(block, _) => {
-            merged.layout.is_block_inserted(block)
-                && merged
-                    .layout
-                    .inst_block(user)
-                    .is_some_and(|at| domtree.block_dominates(block, at))
-        }
-        ir::ValueDef::Union(..) => false,
-    }
 }
 
 /// Makes every use of an escaping value outside the arm that defines it read the
