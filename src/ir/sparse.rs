@@ -38,6 +38,12 @@ impl<T> SparseFunctionMap<T> {
         map
     }
 
+    /// Makes room for `additional` more values, so that setting them does not
+    /// move the ones set before (a value may be large: a whole `Function`).
+    pub fn reserve(&mut self, additional: usize) {
+        self.values.reserve(additional);
+    }
+
     /// The value of `f`, if it has one.
     pub fn get(&self, f: FuncIndex) -> Option<&T> {
         Some(&self.values[self.of[f].expand()?])

@@ -30,6 +30,11 @@ impl EntryPoints {
         self.0.get_mut(f)
     }
 
+    /// Makes room for `additional` more entry points.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.0.reserve(additional);
+    }
+
     /// Makes `entry` the entry point of function `f`.
     pub(crate) fn insert(&mut self, f: FuncIndex, entry: Function) {
         self.0.insert(f, entry);

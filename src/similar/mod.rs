@@ -599,6 +599,9 @@ pub(crate) fn merge_similar_clocked(
     merges.sort_by_key(|m| m.members[0]);
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut names = MergedNames::new(module, authority, named);
+    outcome
+        .entry_points
+        .reserve(merges.iter().map(|m| m.members.len()).sum());
     for mut merge in merges {
         let merged_name = names.next(&module.get(merge.members[0]).func.name);
         // The merged body priced, renamed, when the planner kept it.
