@@ -467,6 +467,21 @@ pub(crate) struct Alignment {
 }
 
 impl Alignment {
+    /// A copy of this way of aligning the pair alone, without the other way
+    /// ([`Self::cut`]): what a merge made of it keeps.
+    pub(crate) fn without_cut(&self) -> Alignment {
+        Alignment {
+            second: self.second,
+            stretches: self.stretches.clone(),
+            values: self.values.clone(),
+            common: self.common,
+            blocks: self.blocks.clone(),
+            unpaired: self.unpaired.clone(),
+            first_unpaired: self.first_unpaired.clone(),
+            cut: None,
+        }
+    }
+
     /// Whether a stretch passes a one-sided escape ([`Stretch::first_only`]).
     pub(crate) fn has_one_sided_escapes(&self) -> bool {
         self.stretches

@@ -361,7 +361,7 @@ impl Planner<'_> {
         model: Option<&SizeModel>,
     ) -> Plan {
         let members = [first, alignment.second];
-        let differing = Differing::aligned(alignment.clone());
+        let differing = Differing::aligned(alignment.without_cut());
         let rejected = |reason: String| Plan {
             rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
             ..Plan::default()
