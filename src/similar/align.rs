@@ -872,7 +872,6 @@ impl<'a> Aligner<'a> {
         // Stretches closed by anchors (`anchors.rs`), apart from one per
         // differing block.
         let mut anchors = 0;
-        let mut matched = Vec::new();
         self.spans.clear();
         self.ends.clear();
         let mut common = 0;
@@ -969,7 +968,7 @@ impl<'a> Aligner<'a> {
                     (prefix, prefix),
                     (na - shaped, nb - shaped),
                     &mut stretches,
-                    &mut matched,
+                    None,
                     anchors::MAX_ANCHORS - anchors,
                 )?;
                 let (oa, ob) = anchored.open_from;

@@ -184,15 +184,16 @@ impl Anchored {
 impl Aligner<'_> {
     /// Phase 3: cuts the middle of a block (instructions `from.0..to.0` of `a`'s
     /// block `pa`, `from.1..to.1` of `b`'s `pb`) at anchors, pushing each stretch
-    /// an anchor closes onto `stretches` (at most `room` of them) and each
-    /// anchor's instruction pairs onto `matched`. Leaves the anchors aligned.
+    /// an anchor closes onto `stretches` (at most `room` of them) and, when
+    /// asked (block pairing checks their stack slots), each anchor's
+    /// instruction pairs onto `matched`. Leaves the anchors aligned.
     pub(super) fn split_middle(
         &mut self,
         (pa, pb): (&BlockParts, &BlockParts),
         from: (usize, usize),
         to: (usize, usize),
         stretches: &mut Vec<Stretch>,
-        matched: &mut Vec<(Inst, Inst)>,
+        mut matched: Option<&mut Vec<(Inst, Inst)>>,
         room: usize,
     ) -> Result<Anchored, Refusal> {
         let (a, b) = (self.a, self.b);
@@ -260,7 +261,9 @@ impl Aligner<'_> {
                     self.ends.push(false);
                     anchored.closed += 1;
                 }
-                matched.extend((0..matching).map(|x| (at_a(i + x), at_b(j + x))));
+                if let Some(matched) = matched.as_deref_mut() {
+                    matched.extend((0..matching).map(|x| (at_a(i + x), at_b(j + x))));
+                }
                 anchored.common += matching as u32;
                 anchored.open_from = (i + matching, j + matching);
             }

@@ -859,7 +859,7 @@ impl Aligner<'_> {
                             (prefix, prefix),
                             (la - suffix, lb - suffix),
                             &mut stretches,
-                            &mut matched,
+                            Some(&mut matched),
                             anchors::MAX_ANCHORS - anchors,
                         )?
                     } else {
