@@ -249,28 +249,25 @@ pub(crate) fn find_groups(
     // members come in input order; each joins the first run whose first member
     // it equals (blanked equality is an equivalence), so every run is in input
     // order, as sorting by key would leave it.
-    let mut runs: Vec<(BlankedPositions, Vec<FuncIndex>)> = Vec::new();
     for bucket in buckets {
-        runs.clear();
+        // Each run: its first member's encoding and blanked positions, and its members.
+        let mut runs: Vec<(&FunctionEncoding, BlankedPositions, Vec<FuncIndex>)> = Vec::new();
         for &(_, f) in bucket {
             let Some(encoding) = encodings[f].as_ref() else {
                 continue;
             };
             let positions = BlankedPositions::of(encoding);
-            let run = runs.iter_mut().find(|(first_positions, members)| {
-                let first = encodings[members[0]].as_ref();
-                first.is_some_and(|first| {
-                    blanked_equal(first, first_positions, encoding, &positions)
-                })
+            let run = runs.iter_mut().find(|(first, first_positions, _)| {
+                blanked_equal(first, first_positions, encoding, &positions)
             });
             match run {
-                Some((_, members)) => members.push(f),
-                None => runs.push((positions, vec![f])),
+                Some((_, _, members)) => members.push(f),
+                None => runs.push((encoding, positions, vec![f])),
             }
         }
         groups.extend(
-            runs.drain(..)
-                .map(|(_, members)| members)
+            runs.into_iter()
+                .map(|(_, _, members)| members)
                 .filter(|members| members.len() > 1),
         );
     }

@@ -180,35 +180,26 @@ fn check_one_sided(
         for inst in layout.block_insts(block) {
             for value in dfg.inst_values(inst) {
                 // Each definition strictly dominates its uses in reachable code.
-                let join_parameter = match dfg.value_def(value) {
-                    ir::ValueDef::Result(def, _) => {
-                        let dominates = match layout.inst_block(def) {
-                            Some(at) if at == block => read[def],
-                            Some(at) => domtree.block_dominates(at, block),
-                            None => false,
-                        };
-                        if reachable && !dominates {
-                            return Err(not_dominated(value));
-                        }
-                        // One-sided escapes are joins' parameters.
-                        continue;
-                    }
+                let def = dfg.value_def(value);
+                let dominates = match def {
+                    ir::ValueDef::Result(def, _) => match layout.inst_block(def) {
+                        Some(at) if at == block => read[def],
+                        Some(at) => domtree.block_dominates(at, block),
+                        None => false,
+                    },
                     ir::ValueDef::Param(at, _) => {
-                        let dominates =
-                            layout.is_block_inserted(at) && domtree.block_dominates(at, block);
-                        if reachable && !dominates {
-                            return Err(not_dominated(value));
-                        }
-                        value
+                        layout.is_block_inserted(at) && domtree.block_dominates(at, block)
                     }
-                    ir::ValueDef::Union(..) => {
-                        if reachable {
-                            return Err(not_dominated(value));
-                        }
-                        continue;
-                    }
+                    ir::ValueDef::Union(..) => false,
                 };
-                let Some(&(join, first)) = one_sided.get(&join_parameter) else {
+                if reachable && !dominates {
+                    return Err(not_dominated(value));
+                }
+                // One-sided escapes are joins' parameters.
+                if !matches!(def, ir::ValueDef::Param(..)) {
+                    continue;
+                }
+                let Some(&(join, first)) = one_sided.get(&value) else {
                     continue;
                 };
                 if arms.get(&block) != Some(&first) {
