@@ -168,6 +168,15 @@ pub struct Args {
     #[arg(long)]
     pub align_blocks: bool,
 
+    /// With `--similar`: last, pair the functions every other kind left alone
+    /// by sequence alignment: two functions of one signature are merged whole,
+    /// whatever their block structures; instructions equal but for the values
+    /// they read are shared, each differing operand chosen by a `select` on the
+    /// selector, and what only one member has runs behind a branch on it. Off
+    /// by default.
+    #[arg(long)]
+    pub align_sequence: bool,
+
     /// With `--similar`: when merging by alignment, also try each pair with its
     /// differing stretches cut at runs of equal instructions inside them
     /// (anchors), so that one block may hold several stretches; the planner
@@ -264,7 +273,8 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             .with_align_cfg(args.align_cfg)
             .with_align_blocks(args.align_blocks)
             .with_align_groups(args.align_groups)
-            .with_align_anchors(args.align_anchors);
+            .with_align_anchors(args.align_anchors)
+            .with_align_sequence(args.align_sequence);
         // Sizes on the input's target and flags (the first file's).
         let isa = loaded.targets.first().and_then(InputTarget::measuring_isa);
         SimilarPass::after(&loaded.functions, &outcome, &options, isa.as_deref())

@@ -5,6 +5,7 @@
 //! one), and how a group is split into subgroups.
 
 use super::align::Alignment;
+use super::sequence::SequenceAlignment;
 use crate::identical::encode::{
     CallSite, FunctionEncoding, Hole, HoleSite, WalkOptions, WalkScratch, encode_function,
     walk_in_parallel,
@@ -380,6 +381,10 @@ pub(crate) struct Differing {
     /// ([`Alignment::same_places`]); the merged body runs the `j`-th one's
     /// stretches where the selector is `j + 2`. Empty for a pair.
     pub(crate) joined: Vec<Alignment>,
+    /// For a pair merged by sequence alignment: how the second member aligns
+    /// with the first, the merged body written whole from both
+    /// (`sequence.rs`).
+    pub(crate) sequence: Option<SequenceAlignment>,
 }
 
 impl Differing {
@@ -404,6 +409,25 @@ impl Differing {
             slots: Vec::new(),
             alignment: Some(alignment),
             joined,
+            sequence: None,
+        }
+    }
+
+    /// What differs between the two members of a pair merged by sequence
+    /// alignment: everything the alignment did not pair, chosen by one
+    /// selector parameter.
+    pub(crate) fn sequence(alignment: SequenceAlignment) -> Self {
+        Self {
+            parameters: vec![HoleParameter {
+                kind: HoleKind::Selector,
+                ty: types::I32,
+                values: vec![0, 1],
+                uses: 1,
+            }],
+            slots: Vec::new(),
+            alignment: None,
+            joined: Vec::new(),
+            sequence: Some(alignment),
         }
     }
 }
@@ -476,6 +500,7 @@ pub(crate) fn differing_parameters(
         slots: differing,
         alignment: None,
         joined: Vec::new(),
+        sequence: None,
     })
 }
 

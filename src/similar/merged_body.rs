@@ -5,6 +5,7 @@
 use super::align::Alignment;
 use super::groups::{Differing, HoleKind, Slot};
 use super::size_model::{Feature, SizeFeatures, inst_feature};
+use super::sequence::build_sequence_body;
 use super::splice::{NotSpliced, splice_stretches};
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
@@ -33,6 +34,9 @@ pub(crate) fn build_merged_body(
     name: UserFuncName,
     differing: &Differing,
 ) -> Result<Function, NotSpliced> {
+    if let Some(sequence) = &differing.sequence {
+        return build_sequence_body(module, first, name, sequence);
+    }
     let mut func = first.clone();
     func.name = name;
     let Some(entry) = func.layout.entry_block() else {
@@ -117,7 +121,8 @@ pub(crate) fn build_merged_body(
 /// a `jump` and a zero constant per placeholder it passes, the second's arm with
 /// copies of the second member's (of `module`) instructions. `None` for a body
 /// without an entry block (left as it is) and for an aligned pair with a
-/// stretch that ends its block (across CFGs): build those. Whether the body can
+/// stretch that ends its block (across CFGs) or merged by sequence alignment:
+/// build those. Whether the body can
 /// be spliced (a one-sided escape's checks, the verifier) is not counted: a
 /// pair priced so is built once the model accepts it. The groups and pairs priced so and merged
 /// are checked against the bodies built by `tests/parallel.rs`, and every
@@ -129,6 +134,9 @@ pub(crate) fn merged_body_features(
     differing: &Differing,
 ) -> Option<SizeFeatures> {
     first.layout.entry_block()?;
+    if differing.sequence.is_some() {
+        return None;
+    }
     let mut features = first_features.clone();
     let params = first.signature.params.len();
     let added = differing.parameters.len();

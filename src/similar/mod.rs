@@ -136,6 +136,7 @@ pub(crate) mod groups;
 mod merged_body;
 mod pass;
 mod plan;
+mod sequence;
 pub(crate) mod size_model;
 mod splice;
 
@@ -226,6 +227,13 @@ pub struct SimilarOptions {
     /// points of code saved for about 2 points of a compile (`docs/similar.md`,
     /// "Several stretches per block").
     pub align_anchors: bool,
+    /// Whether the functions every other round left alone are also paired by
+    /// sequence alignment (`sequence.rs`): functions of one signature merged
+    /// whole, whatever their block structures, their instructions aligned when
+    /// equal but for value operands, each operand that differs chosen by
+    /// `select` on the selector, each run of instructions only one has behind
+    /// a branch on it. Off by default.
+    pub align_sequence: bool,
 }
 
 impl Default for SimilarOptions {
@@ -241,6 +249,7 @@ impl Default for SimilarOptions {
             align_blocks: false,
             align_groups: false,
             align_anchors: false,
+            align_sequence: false,
         }
     }
 }
@@ -309,7 +318,14 @@ impl SimilarOptions {
         self
     }
 
-    /// These options with merging by alignment across differing terminators on
+    /// The same options with merging by sequence alignment on (`true`) or not
+    /// ([`Self::align_sequence`]).
+    pub fn with_align_sequence(mut self, sequence: bool) -> Self {
+        self.align_sequence = sequence;
+        self
+    }
+
+    /// The same options with merging by alignment across differing terminators on
     /// (`true`) or off ([`Self::align_cfg`]).
     pub fn with_align_cfg(mut self, cfg: bool) -> Self {
         self.align_cfg = cfg;
@@ -591,6 +607,24 @@ pub(crate) fn merge_similar_clocked(
                 model.as_ref(),
                 &mut merges,
             );
+        }
+        if options.align_sequence {
+            for &m in merges.iter().flat_map(|m| &m.members) {
+                merged[m] = true;
+            }
+            rest.retain(|&f| !merged[f]);
+            let pairs = clock.time(Phase::AlignPairs, || {
+                sequence::find_sequence_pairs(module, &rest)
+            });
+            let plans = clock.time(Phase::PlanAligned, || {
+                parallel::map(&pairs, 1, |(first, alignment)| {
+                    planner.plan_sequence(*first, alignment, model.as_ref())
+                })
+            });
+            for plan in plans {
+                merges.extend(plan.merges);
+                outcome.rejected.extend(plan.rejected);
+            }
         }
     }
 

@@ -6,6 +6,7 @@ use super::cost::{NotCompiled, size_of, verified_size_of};
 use super::entry_points::entry_point_features;
 use super::groups::{Differing, differing_parameters, split_by_parameter, split_parameter};
 use super::merged_body::{build_merged_body, merged_body_features};
+use super::sequence::SequenceAlignment;
 use super::size_model::{SizeFeatures, SizeModel};
 use super::splice::NotSpliced;
 use super::{Pricing, SimilarOptions, SizeBasis, align, build_merge};
@@ -351,6 +352,57 @@ impl Planner<'_> {
             self.plan_alignment(first, cut, None),
             self.plan_alignment(first, alignment, None),
         )
+    }
+
+    /// The plan for the pair of `first` and `alignment.second` merged by
+    /// sequence alignment: merged whole or not at all. With a `model`, its
+    /// merged body is built and predicted; a pair predicted to save is
+    /// compiled to confirm unless its members are small ([`SMALL_GROUP`]), as
+    /// the model was not fitted on such bodies (selects, arms, values the SSA
+    /// builder carries through block parameters). Without one, by measured
+    /// sizes.
+    pub(super) fn plan_sequence(
+        &self,
+        first: FuncIndex,
+        alignment: &SequenceAlignment,
+        model: Option<&SizeModel>,
+    ) -> Plan {
+        let members = [first, alignment.second];
+        let differing = Differing::sequence(alignment.clone());
+        let rejected = |reason: String| Plan {
+            rejected: vec![(members.to_vec(), format!("sequence: {reason}"))],
+            ..Plan::default()
+        };
+        let merged = |merge: Merge| Plan {
+            saved: merge.size_before - merge.size_after,
+            merges: vec![merge],
+            rejected: Vec::new(),
+        };
+        let compiled = |differing: Differing| match self.measure(
+            &members,
+            differing,
+            Sizer::Measure,
+            &mut MemberSizes::new(),
+        ) {
+            Ok(merge) => merged(merge),
+            Err(reason) => rejected(reason),
+        };
+        let Some(model) = model else {
+            return compiled(differing);
+        };
+        let predicted =
+            match self.sized(&members, differing, Sizer::Model(model), &mut MemberSizes::new()) {
+                Ok(predicted) => predicted,
+                Err(reason) => return rejected(reason),
+            };
+        let (before, after) = (predicted.size_before, predicted.size_after);
+        if !self.saves_enough(before, after) {
+            return rejected(format!("predicted not smaller ({before} -> {after})"));
+        }
+        if before > SMALL_GROUP {
+            return compiled(predicted.differing);
+        }
+        merged(predicted)
     }
 
     /// [`Self::plan_aligned`] for one way of aligning the pair.
