@@ -742,6 +742,7 @@ impl Writer<'_> {
                 MergedBlock::Second(b) => self.blocks[1][b] = Some(block),
             }
         }
+        self.coalesce(builder, alignment);
         let seal_after = self.seal_after(builder, alignment);
         for (index, merged_block) in alignment.blocks.iter().enumerate() {
             let (block_f, block_g) = match *merged_block {
@@ -845,6 +846,87 @@ impl Writer<'_> {
             builder.seal_block(block);
         }
         seal_after
+    }
+
+    /// Makes one variable of each pair of *one-sided* values (defined by an
+    /// instruction or block only one member has, so only that member's path
+    /// defines them) that an aligned instruction reads at the same operand,
+    /// each value in at most one pair (SalSSA's phi coalescing). Run as member
+    /// *k*, only *k*'s definition of such a variable executes, so it holds
+    /// *k*'s value wherever *k* reads it, and the aligned instruction reads it
+    /// without a `select`; the other member's path, where the value was
+    /// undefined, passes its own instead of a zero.
+    fn coalesce(&mut self, builder: &mut FunctionBuilder<'_>, alignment: &SequenceAlignment) {
+        let mut one_sided = [
+            SecondaryMap::<Value, bool>::new(),
+            SecondaryMap::<Value, bool>::new(),
+        ];
+        let mark = |one_sided: &mut SecondaryMap<Value, bool>, func: &Function, inst: Inst| {
+            for &r in func.dfg.inst_results(inst) {
+                one_sided[r] = true;
+            }
+        };
+        for merged_block in &alignment.blocks {
+            match *merged_block {
+                MergedBlock::Paired {
+                    first,
+                    second,
+                    ref steps,
+                } => {
+                    let (fa, fb) = (self.members[0], self.members[1]);
+                    let (insts_f, insts_g) = (body_insts(fa, first), body_insts(fb, second));
+                    for step in steps {
+                        match *step {
+                            Step::First(i) => mark(&mut one_sided[0], fa, insts_f[i]),
+                            Step::Second(j) => mark(&mut one_sided[1], fb, insts_g[j]),
+                            Step::Both(..) => {}
+                        }
+                    }
+                }
+                MergedBlock::First(b) | MergedBlock::Second(b) => {
+                    let member = usize::from(matches!(merged_block, MergedBlock::Second(_)));
+                    let func = self.members[member];
+                    for &p in func.dfg.block_params(b) {
+                        one_sided[member][p] = true;
+                    }
+                    for inst in func.layout.block_insts(b) {
+                        mark(&mut one_sided[member], func, inst);
+                    }
+                }
+            }
+        }
+        let mut taken = [
+            SecondaryMap::<Value, bool>::new(),
+            SecondaryMap::<Value, bool>::new(),
+        ];
+        for merged_block in &alignment.blocks {
+            let MergedBlock::Paired {
+                first,
+                second,
+                ref steps,
+            } = *merged_block
+            else {
+                continue;
+            };
+            let (fa, fb) = (self.members[0], self.members[1]);
+            let (insts_f, insts_g) = (body_insts(fa, first), body_insts(fb, second));
+            for step in steps {
+                let Step::Both(i, j) = *step else { continue };
+                for (x, y) in fa.dfg.inst_values(insts_f[i]).zip(fb.dfg.inst_values(insts_g[j])) {
+                    let (x, y) = (fa.dfg.resolve_aliases(x), fb.dfg.resolve_aliases(y));
+                    if one_sided[0][x]
+                        && one_sided[1][y]
+                        && !taken[0][x]
+                        && !taken[1][y]
+                        && fa.dfg.value_type(x) == fb.dfg.value_type(y)
+                    {
+                        taken[0][x] = true;
+                        taken[1][y] = true;
+                        self.share(builder, x, y);
+                    }
+                }
+            }
+        }
     }
 
     /// Makes `a` (of the first member) and `b` (of the second) one variable.
@@ -1222,5 +1304,24 @@ mod tests {
         }
         eprintln!("built {built}, refused {refused}");
         assert!(built > 0 && built > refused);
+    }
+}
+#[cfg(test)]
+mod debug_dump {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn dump_pair() {
+        let path = std::env::var("PAIR").unwrap();
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut module = FunctionSet::new();
+        for func in cranelift_reader::parse_functions(&text).unwrap() {
+            module.push(func, crate::ir::Linkage::Local).unwrap();
+        }
+        let fs: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
+        let a = align_sequences(&module.get(fs[0]).func, &module.get(fs[1]).func, fs[1]).unwrap();
+        for b in &a.blocks { eprintln!("{b:?}"); }
+        let m = build_sequence_body(&module, &module.get(fs[0]).func, UserFuncName::testcase("m"), &a).unwrap();
+        println!("{}", m.display());
     }
 }
