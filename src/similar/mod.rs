@@ -613,12 +613,11 @@ pub(crate) fn merge_similar_clocked(
                 merged[m] = true;
             }
             rest.retain(|&f| !merged[f]);
-            let pairs = clock.time(Phase::AlignPairs, || {
-                sequence::find_sequence_pairs(module, &rest)
-            });
+            // Each pair is priced to choose among a function's partners.
             let plans = clock.time(Phase::PlanAligned, || {
-                parallel::map(&pairs, 1, |(first, alignment)| {
-                    planner.plan_sequence(*first, alignment, model.as_ref())
+                sequence::find_sequence_pairs(module, &rest, |first, alignment| {
+                    let plan = planner.plan_sequence(first, alignment, model.as_ref());
+                    ((!plan.merges.is_empty()).then_some(plan.saved), plan)
                 })
             });
             for plan in plans {

@@ -64,7 +64,7 @@ use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
     self, AbiParam, Block, BlockCall, ExtFuncData, ExternalName, FuncRef, Function, Inst,
-    InstBuilder, InstBuilderBase, InstructionData, SigRef, StackSlot, Type, UserFuncName, Value, ValueList,
+    InstBuilder, InstBuilderBase, InstructionData, Opcode, SigRef, StackSlot, Type, UserFuncName, Value, ValueList,
     types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
@@ -375,7 +375,12 @@ impl Keyed {
                 };
                 let data = importer.import(inst)?;
                 let mut hasher = FxHasher::default();
-                data.hash(&mut hasher, &merged.dfg.value_lists);
+                // Constants of one type align whatever their values
+                // (`Writer::copy_both` chooses the value by `select`).
+                match data.opcode() {
+                    opcode if is_constant(opcode) => opcode.hash(&mut hasher),
+                    _ => data.hash(&mut hasher, &merged.dfg.value_lists),
+                }
                 source.dfg.ctrl_typevar(inst).hash(&mut hasher);
                 for v in source.dfg.inst_values(inst) {
                     source.dfg.value_type(v).hash(&mut hasher);
@@ -1103,7 +1108,27 @@ impl Writer<'_> {
         let data_a = self.import(builder, Member::First, a, false)?;
         let data_b = self.import(builder, Member::Second, b, false)?;
         let (ctrl_a, ctrl_b) = (fa.dfg.ctrl_typevar(a), fb.dfg.ctrl_typevar(b));
-        if ctrl_a != ctrl_b || !data_a.eq(&data_b, &builder.func.dfg.value_lists) {
+        let pool = &builder.func.dfg.value_lists;
+        if ctrl_a == ctrl_b
+            && is_constant(data_a.opcode())
+            && data_a.opcode() == data_b.opcode()
+            && !data_a.eq(&data_b, pool)
+        {
+            // Two constants of one type: both, and a `select`.
+            let (inst_a, _) = builder.ins().build(data_a, ctrl_a);
+            let (inst_b, _) = builder.ins().build(data_b, ctrl_b);
+            let (x, y) = (
+                builder.func.dfg.first_result(inst_a),
+                builder.func.dfg.first_result(inst_b),
+            );
+            let chosen = builder.ins().select(self.selector, y, x);
+            let var = self.variable(builder, Member::First, fa.dfg.first_result(a));
+            builder.def_var(var, chosen);
+            let var = self.variable(builder, Member::Second, fb.dfg.first_result(b));
+            builder.def_var(var, chosen);
+            return Ok(());
+        }
+        if ctrl_a != ctrl_b || !data_a.eq(&data_b, pool) {
             return Err(NotSpliced("sequence: aligned instructions differ".into()));
         }
         let (va, vb): (Vec<Value>, Vec<Value>) =
@@ -1167,6 +1192,11 @@ impl Writer<'_> {
     }
 }
 
+/// Whether `opcode` makes a constant from its immediate alone.
+fn is_constant(opcode: Opcode) -> bool {
+    matches!(opcode, Opcode::Iconst | Opcode::F32const | Opcode::F64const)
+}
+
 /// The instructions of `block` but its terminator, in layout order.
 fn body_insts(func: &Function, block: Block) -> Vec<Inst> {
     let mut insts: Vec<Inst> = func.layout.block_insts(block).collect();
@@ -1181,17 +1211,20 @@ struct Profile {
     shapes: Vec<u64>,
 }
 
-/// Phase 1 and the alignments: pairs of `functions` (of `module`, with a
-/// second member each) to merge by sequence alignment, each function in at
-/// most one. Readers of machine state and functions without a body are left
-/// out. In each bucket of one signature, largest first, a function not yet
-/// taken is aligned with the [`ATTEMPTS`] best of the next [`WINDOW`] by
-/// shape overlap, and takes the one it has the most instructions in common
-/// with. The first member of a pair is the one first in the module.
-pub(crate) fn find_sequence_pairs(
+/// Phase 1 and the alignments: pairs of `functions` (of `module`) merged by
+/// sequence alignment, each function in at most one, as `price` plans them.
+/// Readers of machine state and functions without a body are left out. In
+/// each bucket of one signature, largest first, a function not yet taken is
+/// aligned with the [`ATTEMPTS`] best of the next [`WINDOW`] by shape overlap
+/// (the first member of a pair is the one first in the module), each pair is
+/// priced, and it takes the partner whose plan saves the most (`price`
+/// returns what a plan saves, if anything). A function no partner pays for
+/// gives the plan of its first attempt (a refusal, with its reason).
+pub(crate) fn find_sequence_pairs<P: Send>(
     module: &FunctionSet,
     functions: &[FuncIndex],
-) -> Vec<(FuncIndex, SequenceAlignment)> {
+    price: impl Fn(FuncIndex, &SequenceAlignment) -> (Option<u64>, P) + Sync,
+) -> Vec<P> {
     let mut buckets: FxHashMap<&ir::Signature, Vec<Profile>> = FxHashMap::default();
     for &f in functions {
         let func = &*module.get(f).func;
@@ -1223,16 +1256,20 @@ pub(crate) fn find_sequence_pairs(
         bucket.sort_by_key(|p| (std::cmp::Reverse(p.shapes.len()), p.func));
     }
     buckets.sort_by_key(|bucket| bucket[0].func);
-    let pairs = parallel::map(&buckets, 1, |bucket| pair_bucket(module, bucket));
-    let mut pairs: Vec<(FuncIndex, SequenceAlignment)> = pairs.into_iter().flatten().collect();
-    pairs.sort_by_key(|(first, _)| *first);
-    pairs
+    parallel::map(&buckets, 1, |bucket| pair_bucket(module, bucket, &price))
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
-/// The pairs of one bucket of [`find_sequence_pairs`], sorted largest first.
-fn pair_bucket(module: &FunctionSet, bucket: &[Profile]) -> Vec<(FuncIndex, SequenceAlignment)> {
+/// The plans of one bucket of [`find_sequence_pairs`], sorted largest first.
+fn pair_bucket<P>(
+    module: &FunctionSet,
+    bucket: &[Profile],
+    price: &impl Fn(FuncIndex, &SequenceAlignment) -> (Option<u64>, P),
+) -> Vec<P> {
     let mut taken = vec![false; bucket.len()];
-    let mut pairs = Vec::new();
+    let mut plans = Vec::new();
     for i in 0..bucket.len() {
         if taken[i] {
             continue;
@@ -1244,25 +1281,38 @@ fn pair_bucket(module: &FunctionSet, bucket: &[Profile]) -> Vec<(FuncIndex, Sequ
             .filter(|&(overlap, _)| overlap * 100 >= MIN_OVERLAP_PERCENT * size)
             .collect();
         candidates.sort_by_key(|&(overlap, j)| (std::cmp::Reverse(overlap), j));
-        let best = candidates
-            .iter()
-            .take(ATTEMPTS)
-            .filter_map(|&(_, j)| {
-                let (a, b) = (bucket[i].func, bucket[j].func);
-                let (first, second) = if a < b { (a, b) } else { (b, a) };
-                let alignment =
-                    align_sequences(&module.get(first).func, &module.get(second).func, second)
-                        .ok()?;
-                Some((alignment.aligned, j, first, alignment))
-            })
-            .max_by_key(|&(aligned, j, _, _)| (aligned, std::cmp::Reverse(j)));
-        if let Some((_, j, first, alignment)) = best {
-            taken[i] = true;
-            taken[j] = true;
-            pairs.push((first, alignment));
+        let mut best: Option<(u64, usize, P)> = None;
+        let mut refused = None;
+        for &(_, j) in candidates.iter().take(ATTEMPTS) {
+            let (a, b) = (bucket[i].func, bucket[j].func);
+            let (first, second) = if a < b { (a, b) } else { (b, a) };
+            let Ok(alignment) =
+                align_sequences(&module.get(first).func, &module.get(second).func, second)
+            else {
+                continue;
+            };
+            match price(first, &alignment) {
+                (Some(saved), plan) => {
+                    if best.as_ref().is_none_or(|&(most, _, _)| saved > most) {
+                        best = Some((saved, j, plan));
+                    }
+                }
+                (None, plan) => {
+                    refused.get_or_insert(plan);
+                }
+            }
+        }
+        match (best, refused) {
+            (Some((_, j, plan)), _) => {
+                taken[i] = true;
+                taken[j] = true;
+                plans.push(plan);
+            }
+            (None, Some(plan)) => plans.push(plan),
+            (None, None) => {}
         }
     }
-    pairs
+    plans
 }
 
 #[cfg(test)]
