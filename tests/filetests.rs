@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 74, 219],
+        [69, 76, 80, 225],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -261,7 +261,8 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
             .with_align_cfg(args.iter().any(|a| a == "--align-cfg"))
             .with_align_blocks(args.iter().any(|a| a == "--align-blocks"))
             .with_align_groups(args.iter().any(|a| a == "--align-groups"))
-            .with_align_anchors(args.iter().any(|a| a == "--align-anchors"));
+            .with_align_anchors(args.iter().any(|a| a == "--align-anchors"))
+            .with_align_sequence(args.iter().any(|a| a == "--align-sequence"));
         let similar = SimilarPass::after(
             &module,
             &outcome,
@@ -371,6 +372,12 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         name_taken_by_import.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_import_testcase.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         reads_stack_pointer_no_entry_point.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        sequence_nothing_in_common.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        sequence_operand_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        sequence_side_effect_order.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        sequence_stack_slots_differ.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        sequence_trap_code_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
+        sequence_value_used_after_join.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         shared_parameters.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         shared_parameters_partial_agreement.clif: 1 groups, 3 members, 3 validated by 222 runs, 0 unvalidated
         shared_parameters_types_differ.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated

@@ -105,9 +105,6 @@ pub(crate) struct SequenceAlignment {
     pub(crate) second: FuncIndex,
     /// The merged body's blocks, in layout order.
     blocks: Vec<MergedBlock>,
-    /// How many instructions (terminators apart) the two members have in
-    /// common.
-    pub(crate) aligned: usize,
 }
 
 /// A block of the merged body.
@@ -409,7 +406,6 @@ pub(crate) fn align_sequences(
     let keyed_first = Keyed::new(&mut scratch, &mut imports, first)?;
     let keyed_second = Keyed::new(&mut scratch, &mut imports, second)?;
     let blocks = pair_blocks(first, second, &keyed_first, &keyed_second)?;
-    let mut aligned = 0;
     let merged = blocks
         .into_iter()
         .map(|pairing| match pairing {
@@ -417,10 +413,6 @@ pub(crate) fn align_sequences(
                 let (bf, kf, _) = &keyed_first.blocks[i];
                 let (bg, kg, _) = &keyed_second.blocks[j];
                 let steps = align_insts(kf, kg);
-                aligned += steps
-                    .iter()
-                    .filter(|s| matches!(s, Step::Both(..)))
-                    .count();
                 MergedBlock::Paired {
                     first: *bf,
                     second: *bg,
@@ -434,7 +426,6 @@ pub(crate) fn align_sequences(
     Ok(SequenceAlignment {
         second: second_index,
         blocks: merged,
-        aligned,
     })
 }
 
@@ -633,6 +624,7 @@ pub(crate) fn build_sequence_body(
         pointer_width: target_lexicon::PointerWidth::U64,
         page_size_align_log2: 12,
     });
+    merged.dfg.resolve_all_aliases();
     let flags = settings::Flags::new(settings::builder());
     cranelift_codegen::verify_function(&merged, &flags).map_err(|errors| {
         NotSpliced(format!(
@@ -1354,24 +1346,5 @@ mod tests {
         }
         eprintln!("built {built}, refused {refused}");
         assert!(built > 0 && built > refused);
-    }
-}
-#[cfg(test)]
-mod debug_dump {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn dump_pair() {
-        let path = std::env::var("PAIR").unwrap();
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut module = FunctionSet::new();
-        for func in cranelift_reader::parse_functions(&text).unwrap() {
-            module.push(func, crate::ir::Linkage::Local).unwrap();
-        }
-        let fs: Vec<FuncIndex> = module.iter().map(|(f, _)| f).collect();
-        let a = align_sequences(&module.get(fs[0]).func, &module.get(fs[1]).func, fs[1]).unwrap();
-        for b in &a.blocks { eprintln!("{b:?}"); }
-        let m = build_sequence_body(&module, &module.get(fs[0]).func, UserFuncName::testcase("m"), &a).unwrap();
-        println!("{}", m.display());
     }
 }
