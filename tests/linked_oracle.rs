@@ -343,8 +343,8 @@ static ALIGNED_GROUPS: AtomicUsize = AtomicUsize::new(0);
 fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize>) -> Merged {
     let result = catch(|| {
         let outcome = merge_functions(set, &MergeOptions::default().with_mode(mode));
-        // Across CFGs, by block pairing, in groups and cut at anchors too (all
-        // off by default):
+        // Across CFGs, by block pairing, in groups, cut at anchors and by
+        // sequence alignment too (all off by default):
         // each runs after the default alignment rounds and keeps their pairs, so
         // this checks every kind natively.
         let similar = SimilarPass::after(
@@ -354,7 +354,8 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
                 .with_align_cfg(true)
                 .with_align_blocks(true)
                 .with_align_groups(true)
-                .with_align_anchors(true),
+                .with_align_anchors(true)
+                .with_align_sequence(true),
             clif_merge::testing::host_isa().as_deref(),
         );
         let mut object: Object = similar
