@@ -9,7 +9,7 @@
 //! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
-//! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] PROGRAM...
+//! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] [--align-blocks] [--align-anchors] [--align-sequence] PROGRAM...
 //! cargo bench --bench merge_bench -- similar-census [--align-cfg] PROGRAM...
 //! cargo bench --bench merge_bench -- similar-sequence PROGRAM...
 //! ```
@@ -99,6 +99,9 @@ struct Options {
     /// `similar-phases --align-anchors`: the merge also cuts stretches at anchors
     /// (`SimilarOptions::align_anchors`).
     align_anchors: bool,
+    /// `similar-phases --align-sequence`: the merge also merges by sequence
+    /// alignment (`SimilarOptions::align_sequence`).
+    align_sequence: bool,
     label: Option<String>,
 }
 
@@ -120,6 +123,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         no_one_sided: false,
         align_blocks: false,
         align_anchors: false,
+        align_sequence: false,
         label: None,
     };
     let mut it = args.iter();
@@ -139,6 +143,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--no-one-sided" => o.no_one_sided = true,
             "--align-blocks" => o.align_blocks = true,
             "--align-anchors" => o.align_anchors = true,
+            "--align-sequence" => o.align_sequence = true,
             "--threads" => o.threads.push(value("--threads")?.parse()?),
             "--repeat" => o.repeat = value("--repeat")?.parse()?,
             "--functions" => o.functions = value("--functions")?.parse()?,
@@ -190,7 +195,8 @@ fn run() -> anyhow::Result<()> {
             &SimilarOptions::default()
                 .with_align_one_sided(!options.no_one_sided)
                 .with_align_blocks(options.align_blocks)
-                .with_align_anchors(options.align_anchors),
+                .with_align_anchors(options.align_anchors)
+                .with_align_sequence(options.align_sequence),
         ),
         "module" => {
             let (module, _) = load_inputs(&options.inputs)?;

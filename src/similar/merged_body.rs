@@ -4,8 +4,8 @@
 
 use super::align::Alignment;
 use super::groups::{Differing, HoleKind, Slot};
-use super::size_model::{Feature, SizeFeatures, inst_feature};
 use super::sequence::build_sequence_body;
+use super::size_model::{Feature, SizeFeatures, inst_feature};
 use super::splice::{NotSpliced, splice_stretches};
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority};
 use cranelift_codegen::cursor::{Cursor, FuncCursor};

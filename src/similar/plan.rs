@@ -390,11 +390,15 @@ impl Planner<'_> {
         let Some(model) = model else {
             return compiled(differing);
         };
-        let predicted =
-            match self.sized(&members, differing, Sizer::Model(model), &mut MemberSizes::new()) {
-                Ok(predicted) => predicted,
-                Err(reason) => return rejected(reason),
-            };
+        let predicted = match self.sized(
+            &members,
+            differing,
+            Sizer::Model(model),
+            &mut MemberSizes::new(),
+        ) {
+            Ok(predicted) => predicted,
+            Err(reason) => return rejected(reason),
+        };
         let (before, after) = (predicted.size_before, predicted.size_after);
         if !self.saves_enough(before, after) {
             return rejected(format!("predicted not smaller ({before} -> {after})"));

@@ -64,8 +64,8 @@ use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
     self, AbiParam, Block, BlockCall, ExtFuncData, ExternalName, FuncRef, Function, Inst,
-    InstBuilder, InstBuilderBase, InstructionData, Opcode, SigRef, StackSlot, Type, UserFuncName, Value, ValueList,
-    types,
+    InstBuilder, InstBuilderBase, InstructionData, Opcode, SigRef, StackSlot, Type, UserFuncName,
+    Value, ValueList, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::packed_option::ReservedValue;
@@ -106,6 +106,42 @@ pub(crate) struct SequenceAlignment {
     /// The merged body's blocks, in layout order.
     blocks: Vec<MergedBlock>,
 }
+
+impl SequenceAlignment {
+    /// Whether the pair might pay, counted in instructions before building
+    /// it (HyFM's first tier): the instructions the two share must outweigh
+    /// a branch and two jumps per run of instructions only one has, an
+    /// unpaired block's jump, and the entry points' calls. Optimistic: the
+    /// `select`s and the values carried through block parameters are not
+    /// counted.
+    fn promising(&self) -> bool {
+        let (mut shared, mut overhead) = (0usize, 2 * ENTRY_POINT);
+        for block in &self.blocks {
+            match block {
+                MergedBlock::Paired { steps, .. } => {
+                    let mut in_run = false;
+                    for step in steps {
+                        let one_sided = !matches!(step, Step::Both(..));
+                        if one_sided && !in_run {
+                            overhead += RUN;
+                        }
+                        in_run = one_sided;
+                        shared += usize::from(!one_sided);
+                    }
+                }
+                MergedBlock::First(_) | MergedBlock::Second(_) => overhead += 1,
+            }
+        }
+        shared > overhead
+    }
+}
+
+/// What a run of instructions only one member has adds, in instructions: a
+/// branch on the selector and the arms' jumps.
+const RUN: usize = 3;
+
+/// What an entry point takes, in instructions (a constant and a call).
+const ENTRY_POINT: usize = 3;
 
 /// A block of the merged body.
 #[derive(Clone, Debug)]
@@ -578,8 +614,7 @@ fn align_insts(a: &[(Inst, u64)], b: &[(Inst, u64)]) -> Vec<Step> {
                 steps.push(Step::Both(prefix + i, prefix + j));
                 i += 1;
                 j += 1;
-            } else if j == m || (i < n && table[(i + 1) * width + j] >= table[i * width + j + 1])
-            {
+            } else if j == m || (i < n && table[(i + 1) * width + j] >= table[i * width + j + 1]) {
                 steps.push(Step::First(prefix + i));
                 i += 1;
             } else {
@@ -644,7 +679,10 @@ fn merged_slots(
     if !first.dynamic_stack_slots.is_empty() || !second.dynamic_stack_slots.is_empty() {
         return Err(NotSpliced("sequence: a dynamic stack slot".into()));
     }
-    let count = first.sized_stack_slots.len().max(second.sized_stack_slots.len());
+    let count = first
+        .sized_stack_slots
+        .len()
+        .max(second.sized_stack_slots.len());
     for n in 0..count {
         let slot = StackSlot::new(n);
         let (a, b) = (
@@ -909,7 +947,11 @@ impl Writer<'_> {
             let (insts_f, insts_g) = (body_insts(fa, first), body_insts(fb, second));
             for step in steps {
                 let Step::Both(i, j) = *step else { continue };
-                for (x, y) in fa.dfg.inst_values(insts_f[i]).zip(fb.dfg.inst_values(insts_g[j])) {
+                for (x, y) in fa
+                    .dfg
+                    .inst_values(insts_f[i])
+                    .zip(fb.dfg.inst_values(insts_g[j]))
+                {
                     let (x, y) = (fa.dfg.resolve_aliases(x), fb.dfg.resolve_aliases(y));
                     if one_sided[0][x]
                         && one_sided[1][y]
@@ -1006,10 +1048,17 @@ impl Writer<'_> {
             let join = builder.create_block();
             let arm_f = (!only_f.is_empty()).then(|| builder.create_block());
             let arm_g = (!only_g.is_empty()).then(|| builder.create_block());
-            builder
-                .ins()
-                .brif(self.selector, arm_g.unwrap_or(join), &[], arm_f.unwrap_or(join), &[]);
-            for (member, arm, insts) in [(Member::First, arm_f, &only_f), (Member::Second, arm_g, &only_g)] {
+            builder.ins().brif(
+                self.selector,
+                arm_g.unwrap_or(join),
+                &[],
+                arm_f.unwrap_or(join),
+                &[],
+            );
+            for (member, arm, insts) in [
+                (Member::First, arm_f, &only_f),
+                (Member::Second, arm_g, &only_g),
+            ] {
                 let Some(arm) = arm else { continue };
                 builder.seal_block(arm);
                 builder.switch_to_block(arm);
@@ -1080,10 +1129,13 @@ impl Writer<'_> {
                 builder.use_var(var)
             })
             .collect();
-        self.emit(builder, data, func.dfg.ctrl_typevar(inst), operands, [
-            (member, inst),
-            (member, inst),
-        ])
+        self.emit(
+            builder,
+            data,
+            func.dfg.ctrl_typevar(inst),
+            operands,
+            [(member, inst), (member, inst)],
+        )
     }
 
     /// Copies the aligned instructions `a` (of the first member) and `b` (of
@@ -1123,8 +1175,10 @@ impl Writer<'_> {
         if ctrl_a != ctrl_b || !data_a.eq(&data_b, pool) {
             return Err(NotSpliced("sequence: aligned instructions differ".into()));
         }
-        let (va, vb): (Vec<Value>, Vec<Value>) =
-            (fa.dfg.inst_values(a).collect(), fb.dfg.inst_values(b).collect());
+        let (va, vb): (Vec<Value>, Vec<Value>) = (
+            fa.dfg.inst_values(a).collect(),
+            fb.dfg.inst_values(b).collect(),
+        );
         if va.len() != vb.len() {
             return Err(NotSpliced("sequence: aligned instructions differ".into()));
         }
@@ -1150,7 +1204,13 @@ impl Writer<'_> {
                 builder.ins().select(self.selector, vy, vx)
             });
         }
-        self.emit(builder, data_a, ctrl_a, operands, [(Member::First, a), (Member::Second, b)])
+        self.emit(
+            builder,
+            data_a,
+            ctrl_a,
+            operands,
+            [(Member::First, a), (Member::Second, b)],
+        )
     }
 
     /// Inserts `data` with `operands`, its results defining the variables of
@@ -1278,9 +1338,9 @@ fn pair_bucket<P>(
         for &(_, j) in candidates.iter().take(ATTEMPTS) {
             let (a, b) = (bucket[i].func, bucket[j].func);
             let (first, second) = if a < b { (a, b) } else { (b, a) };
-            let Ok(alignment) =
-                align_sequences(&module.get(first).func, &module.get(second).func, second)
-            else {
+            let aligned =
+                align_sequences(&module.get(first).func, &module.get(second).func, second);
+            let Some(alignment) = aligned.ok().filter(SequenceAlignment::promising) else {
                 continue;
             };
             match price(first, &alignment) {
