@@ -104,6 +104,12 @@
 //! is compiled only when predicted to grow by at most 5% (`ALIGNED_GROWTH`), and a
 //! close call on a pair larger than 8 KiB (`ALIGNED_CONFIRM`) is not merged.
 //!
+//! Off by default, a round after every other merges pairs of one signature
+//! whole by *sequence alignment* ([`SimilarOptions::align_sequence`],
+//! `sequence.rs`): blocks paired, instructions aligned when equal but for
+//! their value operands, each operand that differs chosen by `select` on the
+//! selector, the merged body written by `cranelift-frontend`'s SSA builder.
+//!
 //! A last round, off by default, grows merged pairs into groups of three or more
 //! ([`SimilarOptions::align_groups`]): a function left alone, or another merged
 //! pair, that aligns with a pair's first member joins it when the group saves
@@ -120,7 +126,8 @@
 //!    constants differ, which share a parameter, how a group splits.
 //! 2. `plan`: each group planned (in parallel): the group whole or split, priced
 //!    by `size_model` (predicted code size) or `cost` (compiled code size).
-//! 3. `align`: pairs of the functions left that align, each planned the same way.
+//! 3. `align`: pairs of the functions left that align, each planned the same way;
+//!    `sequence`: pairs merged whole by sequence alignment, last.
 //! 4. `merged_body` (the parameterized copy and its name, with `splice` for the
 //!    stretches of an aligned pair) and `entry_points` (the members' new bodies),
 //!    for every merge made.

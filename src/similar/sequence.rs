@@ -375,11 +375,14 @@ fn without_can_move(data: ir::MemFlagsData) -> Option<ir::MemFlagsData> {
     (pinned.with_can_move() == data && !pinned.can_move()).then_some(pinned)
 }
 
+/// One block of [`Keyed`]: the block, its instructions but the terminator
+/// with their keys, and its terminator.
+type KeyedBlock = (Block, Vec<(Inst, u64)>, Inst);
+
 /// One member's instructions, imported with their keys.
 struct Keyed {
-    /// Per block in layout order: the block, its instructions but the
-    /// terminator (imported, with their keys), and its terminator.
-    blocks: Vec<(Block, Vec<(Inst, u64)>, Inst)>,
+    /// Per block in layout order.
+    blocks: Vec<KeyedBlock>,
 }
 
 impl Keyed {
@@ -535,15 +538,15 @@ fn pair_blocks(
     let (mut i, mut j) = (rows, cols);
     while i > 0 || j > 0 {
         let here = table[i * width + j];
-        if i > 0 && j > 0 {
-            if let Some(s) = score(i, j) {
-                if here == table[(i - 1) * width + j - 1] + s {
-                    steps.push(Pairing::Both(i, j));
-                    i -= 1;
-                    j -= 1;
-                    continue;
-                }
-            }
+        let diagonal = (i > 0 && j > 0)
+            .then(|| score(i, j))
+            .flatten()
+            .is_some_and(|s| here == table[(i - 1) * width + j - 1] + s);
+        if diagonal {
+            steps.push(Pairing::Both(i, j));
+            i -= 1;
+            j -= 1;
+            continue;
         }
         if i > 0 && here == table[(i - 1) * width + j] {
             steps.push(Pairing::First(i));
