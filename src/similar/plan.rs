@@ -208,6 +208,25 @@ pub(super) struct Plan {
     pub(super) rejected: Vec<(Vec<FuncIndex>, String)>,
 }
 
+impl Plan {
+    /// The plan that makes `merge`.
+    fn merging(merge: Merge) -> Self {
+        Self {
+            saved: merge.size_before - merge.size_after,
+            merges: vec![merge],
+            rejected: Vec::new(),
+        }
+    }
+
+    /// The plan that leaves `members` alone, for `reason`.
+    fn refusing(members: &[FuncIndex], reason: String) -> Self {
+        Self {
+            rejected: vec![(members.to_vec(), reason)],
+            ..Self::default()
+        }
+    }
+}
+
 /// One step of growing an aligned group ([`Planner::plan_grown`]).
 #[derive(Copy, Clone)]
 struct Growth<'a> {
@@ -354,6 +373,20 @@ impl Planner<'_> {
         )
     }
 
+    /// The plan for the pair `members` merged whole with `differing`, by
+    /// measured sizes; `rejected` makes the refusal from its reason.
+    fn compiled_pair(
+        &self,
+        members: &[FuncIndex],
+        differing: Differing,
+        rejected: &dyn Fn(String) -> Plan,
+    ) -> Plan {
+        match self.measure(members, differing, Sizer::Measure, &mut MemberSizes::new()) {
+            Ok(merge) => Plan::merging(merge),
+            Err(reason) => rejected(reason),
+        }
+    }
+
     /// The plan for the pair of `first` and `alignment.second` merged by
     /// sequence alignment: merged whole or not at all. With a `model`, its
     /// merged body is built and predicted; a pair predicted to save is
@@ -369,24 +402,9 @@ impl Planner<'_> {
     ) -> Plan {
         let members = [first, alignment.second];
         let differing = Differing::sequence(alignment.clone());
-        let rejected = |reason: String| Plan {
-            rejected: vec![(members.to_vec(), format!("sequence: {reason}"))],
-            ..Plan::default()
-        };
-        let merged = |merge: Merge| Plan {
-            saved: merge.size_before - merge.size_after,
-            merges: vec![merge],
-            rejected: Vec::new(),
-        };
-        let compiled = |differing: Differing| match self.measure(
-            &members,
-            differing,
-            Sizer::Measure,
-            &mut MemberSizes::new(),
-        ) {
-            Ok(merge) => merged(merge),
-            Err(reason) => rejected(reason),
-        };
+        let rejected = |reason: String| Plan::refusing(&members, format!("sequence: {reason}"));
+        let merged = Plan::merging;
+        let compiled = |differing: Differing| self.compiled_pair(&members, differing, &rejected);
         let Some(model) = model else {
             return compiled(differing);
         };
@@ -418,24 +436,9 @@ impl Planner<'_> {
     ) -> Plan {
         let members = [first, alignment.second];
         let differing = Differing::aligned(alignment.without_cut());
-        let rejected = |reason: String| Plan {
-            rejected: vec![(members.to_vec(), format!("aligned: {reason}"))],
-            ..Plan::default()
-        };
-        let merged = |merge: Merge| Plan {
-            saved: merge.size_before - merge.size_after,
-            merges: vec![merge],
-            rejected: Vec::new(),
-        };
-        let compiled = |differing: Differing| match self.measure(
-            &members,
-            differing,
-            Sizer::Measure,
-            &mut MemberSizes::new(),
-        ) {
-            Ok(merge) => merged(merge),
-            Err(reason) => rejected(reason),
-        };
+        let rejected = |reason: String| Plan::refusing(&members, format!("aligned: {reason}"));
+        let merged = Plan::merging;
+        let compiled = |differing: Differing| self.compiled_pair(&members, differing, &rejected);
         let Some(model) = model else {
             return compiled(differing);
         };

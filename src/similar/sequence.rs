@@ -58,6 +58,7 @@
 //! when only one member has it: its flag is cleared, as its address may be the
 //! other member's placeholder. Cranelift's verifier checks every merged body.
 
+use super::align::blocks::overlap;
 use super::splice::NotSpliced;
 use crate::ir::{FuncIndex, FunctionSet, parallel, reads_machine_state};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
@@ -517,7 +518,7 @@ fn pair_blocks(
     // one more than the keys the two share, so that blocks of the same
     // parameter types pair rather than stay apart.
     let score = |i: usize, j: usize| -> Option<u64> {
-        (types_f[i] == types_g[j]).then(|| 1 + multiset_overlap(&sf[i], &sg[j]) as u64)
+        (types_f[i] == types_g[j]).then(|| 1 + overlap(&sf[i], &sg[j]) as u64)
     };
     if score(0, 0).is_none() {
         return Err(NotSpliced("sequence: entry blocks differ".into()));
@@ -559,23 +560,6 @@ fn pair_blocks(
     steps.push(Pairing::Both(0, 0));
     steps.reverse();
     Ok(steps)
-}
-
-/// How many elements two sorted multisets share.
-fn multiset_overlap(a: &[u64], b: &[u64]) -> usize {
-    let (mut i, mut j, mut shared) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                shared += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    shared
 }
 
 /// The instructions of two paired blocks aligned by the longest common
@@ -1034,20 +1018,14 @@ impl Writer<'_> {
                 .position(|s| matches!(s, Step::Both(..)))
                 .map_or(steps.len(), |p| k + p);
             let run = &steps[k..end];
-            let only_f: Vec<Inst> = run
-                .iter()
-                .filter_map(|s| match *s {
-                    Step::First(i) => Some(insts_f[i]),
-                    _ => None,
-                })
-                .collect();
-            let only_g: Vec<Inst> = run
-                .iter()
-                .filter_map(|s| match *s {
-                    Step::Second(j) => Some(insts_g[j]),
-                    _ => None,
-                })
-                .collect();
+            let (mut only_f, mut only_g) = (Vec::new(), Vec::new());
+            for step in run {
+                match *step {
+                    Step::First(i) => only_f.push(insts_f[i]),
+                    Step::Second(j) => only_g.push(insts_g[j]),
+                    Step::Both(..) => {}
+                }
+            }
             let join = builder.create_block();
             let arm_f = (!only_f.is_empty()).then(|| builder.create_block());
             let arm_g = (!only_g.is_empty()).then(|| builder.create_block());
@@ -1332,7 +1310,7 @@ fn pair_bucket<P>(
         let size = bucket[i].shapes.len();
         let mut candidates: Vec<(usize, usize)> = (i + 1..bucket.len().min(i + 1 + WINDOW))
             .filter(|&j| !taken[j] && bucket[j].shapes.len() * 2 >= size)
-            .map(|j| (multiset_overlap(&bucket[i].shapes, &bucket[j].shapes), j))
+            .map(|j| (overlap(&bucket[i].shapes, &bucket[j].shapes), j))
             .filter(|&(overlap, _)| overlap * 100 >= MIN_OVERLAP_PERCENT * size)
             .collect();
         candidates.sort_by_key(|&(overlap, j)| (std::cmp::Reverse(overlap), j));

@@ -151,7 +151,7 @@ impl<'e> Profile<'e> {
 }
 
 /// How many shapes the two sorted multisets share.
-fn overlap(a: &[u64], b: &[u64]) -> usize {
+pub(crate) fn overlap(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
