@@ -72,7 +72,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::packed_option::ReservedValue;
 use cranelift_codegen::settings;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use std::hash::{Hash, Hasher};
 
 /// How many functions after a function in its size-sorted bucket are compared
@@ -648,6 +648,19 @@ pub(crate) fn build_sequence_body(
     });
     merged.dfg.resolve_all_aliases();
     let flags = settings::Flags::new(settings::builder());
+    // The SSA builder leaves block parameters that always receive one value
+    // around a loop (a cycle of parameters); Cranelift removes them when it
+    // compiles, so they are removed here too, before the model prices the body.
+    let mut context = cranelift_codegen::Context::for_function(merged);
+    context.compute_cfg();
+    context.compute_domtree();
+    context.remove_constant_phis(&flags).map_err(|error| {
+        NotSpliced(format!(
+            "sequence: the merged body does not verify: {error}"
+        ))
+    })?;
+    context.func.dfg.resolve_all_aliases();
+    let merged = context.func;
     cranelift_codegen::verify_function(&merged, &flags).map_err(|errors| {
         NotSpliced(format!(
             "sequence: the merged body does not verify: {errors}"
@@ -899,9 +912,15 @@ impl Writer<'_> {
                     let (insts_f, insts_g) = (body_insts(fa, first), body_insts(fb, second));
                     for step in steps {
                         match *step {
-                            Step::First(i) => mark(&mut one_sided[0], fa, insts_f[i]),
-                            Step::Second(j) => mark(&mut one_sided[1], fb, insts_g[j]),
-                            Step::Both(..) => {}
+                            // A pure instruction may run on both paths
+                            // (`Writer::paired`): its results are not one-sided.
+                            Step::First(i) if !is_pure(fa, insts_f[i]) => {
+                                mark(&mut one_sided[0], fa, insts_f[i])
+                            }
+                            Step::Second(j) if !is_pure(fb, insts_g[j]) => {
+                                mark(&mut one_sided[1], fb, insts_g[j])
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -1018,13 +1037,38 @@ impl Writer<'_> {
                 .position(|s| matches!(s, Step::Both(..)))
                 .map_or(steps.len(), |p| k + p);
             let run = &steps[k..end];
+            // A pure instruction (no side effect, no trap, no memory access)
+            // whose operands are not defined in an arm of this run runs
+            // unconditionally, before the arms: on the other member's path
+            // it computes a value nothing reads, and it needs no arm and
+            // its value no join parameter.
             let (mut only_f, mut only_g) = (Vec::new(), Vec::new());
+            let mut armed: [FxHashSet<Value>; 2] = Default::default();
             for step in run {
-                match *step {
-                    Step::First(i) => only_f.push(insts_f[i]),
-                    Step::Second(j) => only_g.push(insts_g[j]),
-                    Step::Both(..) => {}
+                let (member, inst) = match *step {
+                    Step::First(i) => (Member::First, insts_f[i]),
+                    Step::Second(j) => (Member::Second, insts_g[j]),
+                    Step::Both(..) => continue,
+                };
+                let func = self.members[member as usize];
+                let armed_here = &mut armed[member as usize];
+                let reads_arm = func
+                    .dfg
+                    .inst_values(inst)
+                    .any(|v| armed_here.contains(&func.dfg.resolve_aliases(v)));
+                if is_pure(func, inst) && !reads_arm {
+                    self.copy(builder, member, inst, true)?;
+                    continue;
                 }
+                armed_here.extend(func.dfg.inst_results(inst).iter().copied());
+                match member {
+                    Member::First => only_f.push(inst),
+                    Member::Second => only_g.push(inst),
+                }
+            }
+            if only_f.is_empty() && only_g.is_empty() {
+                k = end;
+                continue;
             }
             let join = builder.create_block();
             let arm_f = (!only_f.is_empty()).then(|| builder.create_block());
@@ -1223,6 +1267,22 @@ impl Writer<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether `inst` of `func` may run where its function would not: one result,
+/// no side effect, no trap, no memory access, no call (Cranelift's own test
+/// for instructions it may move, less the loads).
+fn is_pure(func: &Function, inst: Inst) -> bool {
+    let opcode = func.dfg.insts[inst].opcode();
+    func.dfg.inst_results(inst).len() == 1
+        && !(opcode.is_call()
+            || opcode.is_branch()
+            || opcode.is_terminator()
+            || opcode.is_return()
+            || opcode.can_trap()
+            || opcode.other_side_effects()
+            || opcode.can_store()
+            || opcode.can_load())
 }
 
 /// Whether `opcode` makes a constant from its immediate alone.
