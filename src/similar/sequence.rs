@@ -1413,6 +1413,30 @@ mod tests {
     use super::*;
     use crate::similar::similar_filetests;
 
+    /// `without_can_move` clears `can_move` and keeps every other flag, the
+    /// trap code and the alias region.
+    #[test]
+    fn can_move_is_cleared_alone() {
+        let mut regions = ir::AliasRegionSet::new();
+        let region = regions.insert(ir::AliasRegionData {
+            user_id: 7,
+            description: "a region".into(),
+        });
+        for names in [
+            &["notrap", "aligned", "readonly", "can_move"][..],
+            &["aligned", "can_move", "big"][..],
+            &["heap_oob", "can_move"][..],
+        ] {
+            let mut data = ir::MemFlagsData::new().with_alias_region(Some(region));
+            for name in names {
+                assert_eq!(data.set_by_name(name), Ok(true), "{name}");
+            }
+            let pinned = without_can_move(data).expect("clears");
+            assert!(!pinned.can_move());
+            assert_eq!(pinned.with_can_move(), data);
+        }
+    }
+
     /// Every pair of functions of one signature in the similar filetests is
     /// aligned and its merged body built: the body verifies (checked by the
     /// builder) or the pair is refused with a reason; most are built.
