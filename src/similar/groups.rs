@@ -383,7 +383,7 @@ pub(crate) struct Differing {
     pub(crate) joined: Vec<Alignment>,
     /// For a pair merged by sequence alignment: how the second member aligns
     /// with the first, the merged body written whole from both
-    /// (`sequence.rs`).
+    /// (`sequence/`).
     pub(crate) sequence: Option<SequenceAlignment>,
 }
 

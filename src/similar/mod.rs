@@ -106,7 +106,7 @@
 //!
 //! Off by default, a round after every other merges pairs of one signature
 //! whole by *sequence alignment* ([`SimilarOptions::align_sequence`],
-//! `sequence.rs`): blocks paired, instructions aligned when equal but for
+//! `sequence/`): blocks paired, instructions aligned when equal but for
 //! their value operands, each operand that differs chosen by `select` on the
 //! selector, the merged body written by `cranelift-frontend`'s SSA builder.
 //!
@@ -235,7 +235,7 @@ pub struct SimilarOptions {
     /// "Several stretches per block").
     pub align_anchors: bool,
     /// Whether the functions every other round left alone are also paired by
-    /// sequence alignment (`sequence.rs`): functions of one signature merged
+    /// sequence alignment (`sequence/`): functions of one signature merged
     /// whole, whatever their block structures, their instructions aligned when
     /// equal but for value operands, each operand that differs chosen by
     /// `select` on the selector, each run of instructions only one has behind
