@@ -545,6 +545,84 @@ fn with_wrong_constant(func: &Function) -> Option<Function> {
     Some(func)
 }
 
+/// Merging by sequence alignment (`SimilarOptions::align_sequence`, off by
+/// default) on every corpus program: it only adds pairs to the default merge
+/// (every default group is merged as without it); with it, every function
+/// verifies and the program, every function compiled for the host, takes fewer
+/// code bytes than with the default merge; and every entry point runs alike
+/// in the sandboxed interpreter (zero mismatches).
+#[test]
+fn corpus_sequence_merges_shrink_code_and_validate() {
+    let test = "corpus_sequence_merges_shrink_code_and_validate";
+    let Some(programs) = corpus_programs("sequence") else {
+        return;
+    };
+    let Some(isa) = host_isa() else {
+        skip::skip_or_fail(test, "no Cranelift backend for this host");
+        return;
+    };
+    let flags = Flags::new(settings::builder());
+    let mut added_pairs = 0;
+    for (name, _, module) in &programs {
+        let default = merge_similar_for(module, &SimilarOptions::default(), Some(&*isa));
+        let options = SimilarOptions::default().with_align_sequence(true);
+        let outcome = merge_similar_for(module, &options, Some(&*isa));
+        let program = |outcome: &SimilarOutcome| -> Vec<Function> {
+            module
+                .iter()
+                .map(|(f, d)| outcome.entry_points.get(f).unwrap_or(&d.func).clone())
+                .chain(outcome.merged_bodies.iter().cloned())
+                .collect()
+        };
+        let after = program(&outcome);
+        for func in &after {
+            if let Err(e) = verify_function(func, &flags) {
+                panic!("{name}: {} fails the verifier: {e}", func.name);
+            }
+        }
+        let merged: Vec<&Vec<FuncIndex>> = outcome.groups.iter().map(|g| &g.members).collect();
+        for group in &default.groups {
+            assert!(
+                merged.contains(&&group.members),
+                "{name}: the default group {:?} is not merged with sequence alignment on",
+                group.members
+            );
+        }
+        let known: Vec<&Vec<FuncIndex>> = default.groups.iter().map(|g| &g.members).collect();
+        let added: Vec<usize> = (0..outcome.groups.len())
+            .filter(|&i| !known.contains(&&outcome.groups[i].members))
+            .collect();
+        added_pairs += added.len();
+        let bytes_default =
+            program_code_bytes(&*isa, &program(&default).iter().collect::<Vec<_>>());
+        let bytes_after = program_code_bytes(&*isa, &after.iter().collect::<Vec<_>>());
+        if !added.is_empty() {
+            assert!(
+                bytes_after < bytes_default,
+                "{name}: {bytes_default} -> {bytes_after} code bytes"
+            );
+        }
+        // The whole merge is validated: a pair's members call functions that
+        // other groups made entry points, which run as merged.
+        let validation = validate_similar(module, &outcome).expect("the validator crashed");
+        assert!(
+            validation.mismatches.is_empty(),
+            "{name}: the merge with sequence alignment fails translation validation: {:?}",
+            validation.mismatches
+        );
+        println!(
+            "{name}: {} pairs added; {bytes_default} -> {bytes_after} code bytes; {} validated, {} unvalidated, 0 mismatches",
+            added.len(),
+            validation.validated,
+            validation.unvalidated.len(),
+        );
+    }
+    assert!(
+        added_pairs > 0,
+        "{test}: nothing merged by sequence alignment"
+    );
+}
+
 /// Issue 8's evidence on every corpus program: the similar-function merge (alone,
 /// on the unmerged program) with every function compiled for the host before and
 /// after; every entry point run against its original in the sandboxed interpreter
