@@ -68,9 +68,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(reparsed.len(), bodies);
 
         // The similar-function merge on top (sizes by instruction count, so no
-        // compiling): entry points and merged bodies must print, parse and verify.
-        let similar =
-            SimilarPass::after(&module, &outcome, &SimilarOptions::default(), None);
+        // compiling), merging by sequence alignment too (off by default, last:
+        // the default merges stay as they are): entry points and merged bodies
+        // must print, parse and verify.
+        let options = SimilarOptions::default().with_align_sequence(true);
+        let similar = SimilarPass::after(&module, &outcome, &options, None);
         let printed = clif_text(&module, &outcome, Some(&similar), "");
         let reparsed = cranelift_reader::parse_functions(&printed)
             .unwrap_or_else(|e| panic!("similar-merged output does not parse: {e}\n{printed}"));
