@@ -14,7 +14,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::packed_option::ReservedValue;
 use cranelift_codegen::settings;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Which member.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -291,22 +291,31 @@ impl Writer<'_> {
         seal_after
     }
 
-    /// Makes one variable of each pair of *one-sided* values (defined by an
-    /// instruction or block only one member has, so only that member's path
-    /// defines them) that an aligned instruction reads at the same operand,
-    /// each value in at most one pair (SalSSA's phi coalescing). Run as member
-    /// *k*, only *k*'s definition of such a variable executes, so it holds
-    /// *k*'s value wherever *k* reads it, and the aligned instruction reads it
-    /// without a `select`; the other member's path, where the value was
-    /// undefined, passes its own instead of a zero.
+    /// Makes one variable of pairs of *one-sided* values (defined by an
+    /// instruction or block only one member has, not moved out of an arm, so
+    /// only that member's path defines them), each value in at most one pair
+    /// (SalSSA's phi coalescing): first those an aligned instruction reads at
+    /// the same operand (it then reads them without a `select`), then, per
+    /// merged block, those of one type both members read there (both are live
+    /// where the members' paths join before it, and one block parameter
+    /// carries both). Run as member *k*, only *k*'s definition of such a
+    /// variable executes, so it holds *k*'s value wherever *k* reads it; the
+    /// other member's path, where the value was undefined, passes its own
+    /// instead of a zero.
     fn coalesce(&mut self, builder: &mut FunctionBuilder<'_>, alignment: &SequenceAlignment) {
         let mut one_sided = [
             SecondaryMap::<Value, bool>::new(),
             SecondaryMap::<Value, bool>::new(),
         ];
-        let mark = |one_sided: &mut SecondaryMap<Value, bool>, func: &Function, inst: Inst| {
+        // Each member's one-sided values, in the merged body's order.
+        let mut order: [Vec<Value>; 2] = Default::default();
+        let mark = |one_sided: &mut SecondaryMap<Value, bool>,
+                    order: &mut Vec<Value>,
+                    func: &Function,
+                    inst: Inst| {
             for &r in func.dfg.inst_results(inst) {
                 one_sided[r] = true;
+                order.push(r);
             }
         };
         for merged_block in &alignment.blocks {
@@ -323,10 +332,10 @@ impl Writer<'_> {
                             // A pure instruction may run on both paths
                             // (`Writer::paired`): its results are not one-sided.
                             Step::First(i) if !is_pure(fa, insts_f[i]) => {
-                                mark(&mut one_sided[0], fa, insts_f[i])
+                                mark(&mut one_sided[0], &mut order[0], fa, insts_f[i])
                             }
                             Step::Second(j) if !is_pure(fb, insts_g[j]) => {
-                                mark(&mut one_sided[1], fb, insts_g[j])
+                                mark(&mut one_sided[1], &mut order[1], fb, insts_g[j])
                             }
                             _ => {}
                         }
@@ -337,9 +346,10 @@ impl Writer<'_> {
                     let func = self.members[member];
                     for &p in func.dfg.block_params(b) {
                         one_sided[member][p] = true;
+                        order[member].push(p);
                     }
                     for inst in func.layout.block_insts(b) {
-                        mark(&mut one_sided[member], func, inst);
+                        mark(&mut one_sided[member], &mut order[member], func, inst);
                     }
                 }
             }
@@ -376,6 +386,69 @@ impl Writer<'_> {
                         taken[0][x] = true;
                         taken[1][y] = true;
                         self.share(builder, x, y);
+                    }
+                }
+            }
+        }
+        // The rest pairwise where both are read in one merged block (so both
+        // are live where the two members' paths join before it, and one
+        // block parameter can carry both), of one type, in the merged body's
+        // order.
+        let mut index_of = [
+            SecondaryMap::<Block, Option<usize>>::new(),
+            SecondaryMap::<Block, Option<usize>>::new(),
+        ];
+        for (index, merged_block) in alignment.blocks.iter().enumerate() {
+            match *merged_block {
+                MergedBlock::Paired { first, second, .. } => {
+                    index_of[0][first] = Some(index);
+                    index_of[1][second] = Some(index);
+                }
+                MergedBlock::First(b) => index_of[0][b] = Some(index),
+                MergedBlock::Second(b) => index_of[1][b] = Some(index),
+            }
+        }
+        let mut read_in: [Vec<Vec<Value>>; 2] = [
+            vec![Vec::new(); alignment.blocks.len()],
+            vec![Vec::new(); alignment.blocks.len()],
+        ];
+        for member in 0..2 {
+            let func = self.members[member];
+            for block in func.layout.blocks() {
+                let Some(index) = index_of[member][block] else {
+                    continue;
+                };
+                for inst in func.layout.block_insts(block) {
+                    for v in func.dfg.inst_values(inst) {
+                        let v = func.dfg.resolve_aliases(v);
+                        if one_sided[member][v] && !taken[member][v] {
+                            read_in[member][index].push(v);
+                        }
+                    }
+                }
+            }
+        }
+        let [read_in_first, read_in_second] = &read_in;
+        for (read_f, read_g) in read_in_first.iter().zip(read_in_second) {
+            let mut rest: FxHashMap<Type, Vec<Value>> = FxHashMap::default();
+            for &y in read_g.iter().rev() {
+                if !taken[1][y] {
+                    rest.entry(self.members[1].dfg.value_type(y))
+                        .or_default()
+                        .push(y);
+                }
+            }
+            for &x in read_f {
+                if taken[0][x] {
+                    continue;
+                }
+                let ty = self.members[0].dfg.value_type(x);
+                while let Some(y) = rest.get_mut(&ty).and_then(Vec::pop) {
+                    if !taken[1][y] {
+                        taken[0][x] = true;
+                        taken[1][y] = true;
+                        self.share(builder, x, y);
+                        break;
                     }
                 }
             }
