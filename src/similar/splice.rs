@@ -239,6 +239,18 @@ fn replace_escapes(merged: &mut Function, escaped: &FxHashMap<Value, (Value, Blo
     }
 }
 
+/// `table` with each branch mapped by `map`; `None` for a table without a
+/// default (which a verified function does not have).
+pub(crate) fn mapped_jump_table(
+    table: &ir::JumpTableData,
+    mut map: impl FnMut(BlockCall) -> BlockCall,
+) -> Option<ir::JumpTableData> {
+    let mut branches = table.all_branches().iter().map(|&call| map(call));
+    let default = branches.next()?;
+    let rest: Vec<BlockCall> = branches.collect();
+    Some(ir::JumpTableData::new(default, &rest))
+}
+
 /// Copies instructions of the second function into the merged body.
 struct Copier<'a> {
     merged: &'a mut Function,
@@ -573,19 +585,13 @@ impl InstructionMapper for Copier<'_> {
         // A copied `br_table` gets a table of its own, each target mapped as a
         // branch's is.
         let table = self.second.dfg.jump_tables[jump_table].clone();
-        let mut branches = table
-            .all_branches()
-            .iter()
-            .map(|&call| self.map_block_call(call));
-        let Some(default) = branches.next() else {
-            self.refuse("a jump table without a default");
-            return jump_table;
-        };
-        let rest: Vec<BlockCall> = branches.collect();
-        self.merged
-            .dfg
-            .jump_tables
-            .push(ir::JumpTableData::new(default, &rest))
+        match mapped_jump_table(&table, |call| self.map_block_call(call)) {
+            Some(mapped) => self.merged.dfg.jump_tables.push(mapped),
+            None => {
+                self.refuse("a jump table without a default");
+                jump_table
+            }
+        }
     }
 
     fn map_exception_table(&mut self, exception_table: ir::ExceptionTable) -> ir::ExceptionTable {

@@ -4,7 +4,7 @@
 //! instructions equal but for their values compare equal), stack slots by
 //! number, blocks once paired, values left out.
 
-use crate::similar::splice::NotSpliced;
+use crate::similar::splice::{NotSpliced, mapped_jump_table};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
@@ -77,19 +77,13 @@ impl InstructionMapper for Importer<'_> {
 
     fn map_jump_table(&mut self, jump_table: ir::JumpTable) -> ir::JumpTable {
         let table = self.source.dfg.jump_tables[jump_table].clone();
-        let mut branches = table
-            .all_branches()
-            .iter()
-            .map(|&call| self.map_block_call(call));
-        let Some(default) = branches.next() else {
-            self.refuse("a jump table without a default");
-            return jump_table;
-        };
-        let rest: Vec<BlockCall> = branches.collect();
-        self.merged
-            .dfg
-            .jump_tables
-            .push(ir::JumpTableData::new(default, &rest))
+        match mapped_jump_table(&table, |call| self.map_block_call(call)) {
+            Some(mapped) => self.merged.dfg.jump_tables.push(mapped),
+            None => {
+                self.refuse("a jump table without a default");
+                jump_table
+            }
+        }
     }
 
     fn map_exception_table(&mut self, exception_table: ir::ExceptionTable) -> ir::ExceptionTable {

@@ -44,6 +44,8 @@ pub(crate) fn build_sequence_body(
         members: [first, second],
         imports: Imports::default(),
         blocks: [SecondaryMap::new(), SecondaryMap::new()],
+        indices: [SecondaryMap::new(), SecondaryMap::new()],
+        merged_blocks: Vec::with_capacity(alignment.blocks.len()),
         variables: [SecondaryMap::new(), SecondaryMap::new()],
         selector: Value::reserved_value(),
     };
@@ -121,6 +123,11 @@ struct Writer<'a> {
     imports: Imports,
     /// Each member's blocks and the merged body's.
     blocks: [SecondaryMap<Block, Option<Block>>; 2],
+    /// Each member's blocks and the index of their merged block in the
+    /// alignment.
+    indices: [SecondaryMap<Block, Option<usize>>; 2],
+    /// The merged body's block at each index of the alignment.
+    merged_blocks: Vec<Block>,
     /// Each member's values and their variables.
     variables: [SecondaryMap<Value, Option<Variable>>; 2],
     selector: Value,
@@ -158,6 +165,8 @@ impl Writer<'_> {
                 } => {
                     self.blocks[0][first] = Some(block);
                     self.blocks[1][second] = Some(block);
+                    self.indices[0][first] = Some(index);
+                    self.indices[1][second] = Some(index);
                     let (pf, pg) = (
                         self.members[0].dfg.block_params(first),
                         self.members[1].dfg.block_params(second),
@@ -181,9 +190,16 @@ impl Writer<'_> {
                         }
                     }
                 }
-                MergedBlock::First(b) => self.blocks[0][b] = Some(block),
-                MergedBlock::Second(b) => self.blocks[1][b] = Some(block),
+                MergedBlock::First(b) => {
+                    self.blocks[0][b] = Some(block);
+                    self.indices[0][b] = Some(index);
+                }
+                MergedBlock::Second(b) => {
+                    self.blocks[1][b] = Some(block);
+                    self.indices[1][b] = Some(index);
+                }
             }
+            self.merged_blocks.push(block);
         }
         self.coalesce(builder, alignment);
         let seal_after = self.seal_after(builder, alignment);
@@ -242,20 +258,6 @@ impl Writer<'_> {
         builder: &mut FunctionBuilder<'_>,
         alignment: &SequenceAlignment,
     ) -> Vec<Vec<Block>> {
-        let mut index_of = SecondaryMap::<Block, Option<usize>>::new();
-        let mut merged_blocks = Vec::with_capacity(alignment.blocks.len());
-        for (index, merged_block) in alignment.blocks.iter().enumerate() {
-            let block = match *merged_block {
-                MergedBlock::Paired { first, .. } | MergedBlock::First(first) => {
-                    self.blocks[0][first]
-                }
-                MergedBlock::Second(second) => self.blocks[1][second],
-            };
-            if let Some(block) = block {
-                index_of[block] = Some(index);
-                merged_blocks.push(block);
-            }
-        }
         let mut last_branch: Vec<Option<usize>> = vec![None; alignment.blocks.len()];
         for (index, merged_block) in alignment.blocks.iter().enumerate() {
             let sources = match *merged_block {
@@ -272,18 +274,15 @@ impl Writer<'_> {
                 for call in dfg.insts[terminator]
                     .branch_destination(&dfg.jump_tables, &dfg.exception_tables)
                 {
-                    let target = self.blocks[member][call.block(&dfg.value_lists)];
-                    if let Some(t) = target.and_then(|t| index_of[t]) {
+                    if let Some(t) = self.indices[member][call.block(&dfg.value_lists)] {
                         last_branch[t] = Some(last_branch[t].map_or(index, |l| l.max(index)));
                     }
                 }
             }
         }
         let mut seal_after = vec![Vec::new(); alignment.blocks.len() + 1];
-        for (t, last) in last_branch.into_iter().enumerate() {
-            if let Some(&block) = merged_blocks.get(t) {
-                seal_after[last.map_or(0, |l| l + 1)].push(block);
-            }
+        for (&block, last) in self.merged_blocks.iter().zip(last_branch) {
+            seal_after[last.map_or(0, |l| l + 1)].push(block);
         }
         for &block in &seal_after[0] {
             builder.seal_block(block);
@@ -307,15 +306,9 @@ impl Writer<'_> {
             SecondaryMap::<Value, bool>::new(),
             SecondaryMap::<Value, bool>::new(),
         ];
-        // Each member's one-sided values, in the merged body's order.
-        let mut order: [Vec<Value>; 2] = Default::default();
-        let mark = |one_sided: &mut SecondaryMap<Value, bool>,
-                    order: &mut Vec<Value>,
-                    func: &Function,
-                    inst: Inst| {
+        let mark = |one_sided: &mut SecondaryMap<Value, bool>, func: &Function, inst: Inst| {
             for &r in func.dfg.inst_results(inst) {
                 one_sided[r] = true;
-                order.push(r);
             }
         };
         for merged_block in &alignment.blocks {
@@ -332,10 +325,10 @@ impl Writer<'_> {
                             // A pure instruction may run on both paths
                             // (`Writer::paired`): its results are not one-sided.
                             Step::First(i) if !is_pure(fa, insts_f[i]) => {
-                                mark(&mut one_sided[0], &mut order[0], fa, insts_f[i])
+                                mark(&mut one_sided[0], fa, insts_f[i])
                             }
                             Step::Second(j) if !is_pure(fb, insts_g[j]) => {
-                                mark(&mut one_sided[1], &mut order[1], fb, insts_g[j])
+                                mark(&mut one_sided[1], fb, insts_g[j])
                             }
                             _ => {}
                         }
@@ -346,10 +339,9 @@ impl Writer<'_> {
                     let func = self.members[member];
                     for &p in func.dfg.block_params(b) {
                         one_sided[member][p] = true;
-                        order[member].push(p);
                     }
                     for inst in func.layout.block_insts(b) {
-                        mark(&mut one_sided[member], &mut order[member], func, inst);
+                        mark(&mut one_sided[member], func, inst);
                     }
                 }
             }
@@ -394,20 +386,6 @@ impl Writer<'_> {
         // are live where the two members' paths join before it, and one
         // block parameter can carry both), of one type, in the merged body's
         // order.
-        let mut index_of = [
-            SecondaryMap::<Block, Option<usize>>::new(),
-            SecondaryMap::<Block, Option<usize>>::new(),
-        ];
-        for (index, merged_block) in alignment.blocks.iter().enumerate() {
-            match *merged_block {
-                MergedBlock::Paired { first, second, .. } => {
-                    index_of[0][first] = Some(index);
-                    index_of[1][second] = Some(index);
-                }
-                MergedBlock::First(b) => index_of[0][b] = Some(index),
-                MergedBlock::Second(b) => index_of[1][b] = Some(index),
-            }
-        }
         let mut read_in: [Vec<Vec<Value>>; 2] = [
             vec![Vec::new(); alignment.blocks.len()],
             vec![Vec::new(); alignment.blocks.len()],
@@ -415,7 +393,7 @@ impl Writer<'_> {
         for member in 0..2 {
             let func = self.members[member];
             for block in func.layout.blocks() {
-                let Some(index) = index_of[member][block] else {
+                let Some(index) = self.indices[member][block] else {
                     continue;
                 };
                 for inst in func.layout.block_insts(block) {
