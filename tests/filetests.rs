@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 81, 226],
+        [69, 76, 82, 227],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -318,6 +318,7 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         aligned_blocks_unpaired_value_loop.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_blocks_unpaired_value_second.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_blocks_unpaired_value_vector.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        aligned_can_move_in_arm.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_cfg_br_table.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         aligned_cfg_dominance_lost.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         aligned_cfg_return_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated

@@ -4,6 +4,7 @@
 
 use super::align::Alignment;
 use super::groups::{Differing, HoleKind, Slot};
+use super::pinned::pin_one_sided;
 use super::sequence::build_sequence_body;
 use super::size_model::{Feature, SizeFeatures, inst_feature};
 use super::splice::{NotSpliced, splice_stretches};
@@ -106,6 +107,7 @@ pub(crate) fn build_merged_body(
             .map(|a| (&*module.get(a.second).func, a))
             .collect();
         splice_stretches(&mut func, selector, second, alignment, &joined)?;
+        pin_one_sided(&mut func, selector, 2 + joined.len())?;
     }
     Ok(func)
 }

@@ -142,6 +142,7 @@ pub(crate) mod entry_points;
 pub(crate) mod groups;
 mod merged_body;
 mod pass;
+mod pinned;
 mod plan;
 mod sequence;
 pub(crate) mod size_model;

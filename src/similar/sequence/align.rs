@@ -46,7 +46,6 @@ impl Keyed {
                     source,
                     imports: &mut *imports,
                     blocks: None,
-                    pinned: false,
                     refused: None,
                 };
                 let data = importer.import(inst)?;

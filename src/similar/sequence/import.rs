@@ -37,9 +37,6 @@ pub(super) struct Importer<'a> {
     pub(super) source: &'a Function,
     pub(super) imports: &'a mut Imports,
     pub(super) blocks: Option<&'a SecondaryMap<Block, Option<Block>>>,
-    /// Whether `can_move` is cleared from memory flags (an instruction only
-    /// this member runs).
-    pub(super) pinned: bool,
     pub(super) refused: Option<&'static str>,
 }
 
@@ -186,12 +183,6 @@ impl InstructionMapper for Importer<'_> {
             }
             data.set_alias_region(Some(mapped));
         }
-        if self.pinned && data.can_move() {
-            match without_can_move(data) {
-                Some(pinned) => data = pinned,
-                None => self.refuse("memory flags whose can_move cannot be cleared"),
-            }
-        }
         match self.merged.dfg.mem_flags.insert(data) {
             Ok(mapped) => mapped,
             Err(_) => {
@@ -202,49 +193,7 @@ impl InstructionMapper for Importer<'_> {
     }
 }
 
-/// `data` without `can_move`: its flags set again by name but that one,
-/// checked to differ from `data` in nothing else.
-pub(super) fn without_can_move(data: ir::MemFlagsData) -> Option<ir::MemFlagsData> {
-    let mut pinned = ir::MemFlagsData::new().with_alias_region(data.alias_region());
-    let text = data.with_alias_region(None).to_string();
-    for name in text.split_whitespace().filter(|&n| n != "can_move") {
-        if !pinned.set_by_name(name).ok()? {
-            return None;
-        }
-    }
-    (pinned.with_can_move() == data && !pinned.can_move()).then_some(pinned)
-}
-
 /// Whether `opcode` makes a constant from its immediate alone.
 pub(super) fn is_constant(opcode: Opcode) -> bool {
     matches!(opcode, Opcode::Iconst | Opcode::F32const | Opcode::F64const)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `without_can_move` clears `can_move` and keeps every other flag, the
-    /// trap code and the alias region.
-    #[test]
-    fn can_move_is_cleared_alone() {
-        let mut regions = ir::AliasRegionSet::new();
-        let region = regions.insert(ir::AliasRegionData {
-            user_id: 7,
-            description: "a region".into(),
-        });
-        for names in [
-            &["notrap", "aligned", "readonly", "can_move"][..],
-            &["aligned", "can_move", "big"][..],
-            &["heap_oob", "can_move"][..],
-        ] {
-            let mut data = ir::MemFlagsData::new().with_alias_region(Some(region));
-            for name in names {
-                assert_eq!(data.set_by_name(name), Ok(true), "{name}");
-            }
-            let pinned = without_can_move(data).expect("clears");
-            assert!(!pinned.can_move());
-            assert_eq!(pinned.with_can_move(), data);
-        }
-    }
 }

@@ -4,6 +4,7 @@
 use super::alignment::{MergedBlock, SequenceAlignment, Step};
 use super::import::{Importer, Imports, is_constant};
 use crate::ir::FunctionSet;
+use crate::similar::pinned::pin_one_sided;
 use crate::similar::splice::NotSpliced;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
@@ -50,6 +51,7 @@ pub(crate) fn build_sequence_body(
         selector: Value::reserved_value(),
     };
     writer.build(&mut builder, alignment)?;
+    let selector = writer.selector;
     builder.seal_all_blocks();
     builder.finalize(TargetFrontendConfig {
         default_call_conv: first.signature.call_conv,
@@ -57,6 +59,7 @@ pub(crate) fn build_sequence_body(
         page_size_align_log2: 12,
     });
     merged.dfg.resolve_all_aliases();
+    pin_one_sided(&mut merged, selector, 2)?;
     let flags = settings::Flags::new(settings::builder());
     // The SSA builder leaves block parameters that always receive one value
     // around a loop (a cycle of parameters); Cranelift removes them when it
@@ -465,7 +468,7 @@ impl Writer<'_> {
     ) -> Result<(), NotSpliced> {
         let func = self.members[member as usize];
         for inst in func.layout.block_insts(block) {
-            self.copy(builder, member, inst, true)?;
+            self.copy(builder, member, inst)?;
         }
         Ok(())
     }
@@ -516,7 +519,7 @@ impl Writer<'_> {
                     .inst_values(inst)
                     .any(|v| armed_here.contains(&func.dfg.resolve_aliases(v)));
                 if is_pure(func, inst) && !reads_arm {
-                    self.copy(builder, member, inst, true)?;
+                    self.copy(builder, member, inst)?;
                     continue;
                 }
                 armed_here.extend(func.dfg.inst_results(inst).iter().copied());
@@ -547,7 +550,7 @@ impl Writer<'_> {
                 builder.seal_block(arm);
                 builder.switch_to_block(arm);
                 for &inst in insts {
-                    self.copy(builder, member, inst, true)?;
+                    self.copy(builder, member, inst)?;
                 }
                 builder.ins().jump(join, &[]);
             }
@@ -570,26 +573,24 @@ impl Writer<'_> {
         builder.seal_block(arm_f);
         builder.seal_block(arm_g);
         builder.switch_to_block(arm_f);
-        self.copy(builder, Member::First, term_f, true)?;
+        self.copy(builder, Member::First, term_f)?;
         builder.switch_to_block(arm_g);
-        self.copy(builder, Member::Second, term_g, true)?;
+        self.copy(builder, Member::Second, term_g)?;
         Ok(())
     }
 
-    /// Imports `inst` of `member` (`pinned`: only that member runs it).
+    /// Imports `inst` of `member`.
     fn import(
         &mut self,
         builder: &mut FunctionBuilder<'_>,
         member: Member,
         inst: Inst,
-        pinned: bool,
     ) -> Result<InstructionData, NotSpliced> {
         let mut importer = Importer {
             merged: &mut *builder.func,
             source: self.members[member as usize],
             imports: &mut self.imports,
             blocks: Some(&self.blocks[member as usize]),
-            pinned,
             refused: None,
         };
         importer.import(inst)
@@ -601,10 +602,9 @@ impl Writer<'_> {
         builder: &mut FunctionBuilder<'_>,
         member: Member,
         inst: Inst,
-        pinned: bool,
     ) -> Result<(), NotSpliced> {
         let func = self.members[member as usize];
-        let data = self.import(builder, member, inst, pinned)?;
+        let data = self.import(builder, member, inst)?;
         let operands: Vec<Value> = func.dfg.inst_values(inst).collect();
         let operands: Vec<Value> = operands
             .into_iter()
@@ -633,8 +633,8 @@ impl Writer<'_> {
         b: Inst,
     ) -> Result<(), NotSpliced> {
         let (fa, fb) = (self.members[0], self.members[1]);
-        let data_a = self.import(builder, Member::First, a, false)?;
-        let data_b = self.import(builder, Member::Second, b, false)?;
+        let data_a = self.import(builder, Member::First, a)?;
+        let data_b = self.import(builder, Member::Second, b)?;
         let (ctrl_a, ctrl_b) = (fa.dfg.ctrl_typevar(a), fb.dfg.ctrl_typevar(b));
         let pool = &builder.func.dfg.value_lists;
         if ctrl_a == ctrl_b

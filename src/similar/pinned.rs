@@ -1,0 +1,154 @@
+//! Memory accesses that run for some members of a merge only keep their place.
+//!
+//! A load flagged `can_move` promises that it may run anywhere in its function
+//! where its operands are available (Cranelift's egraph hoists such loads, out
+//! of loops among others). In a merged body with a selector parameter, a block
+//! that runs for some members only (an arm, an unpaired block) holds one
+//! member's loads, whose operands are, run as another member, that member's
+//! values: the promise was made for the first member's values only. So every
+//! memory access in such a block loses `can_move` (the rest of its flags is
+//! kept), and Cranelift leaves it where it is.
+//!
+//! Which blocks run for which members is read from the merged body itself: the
+//! selector is a parameter, constant for a call, so run as member `k`, a `brif`
+//! on the selector goes only to its first target when `k` is nonzero and only
+//! to its second when `k` is zero, and a `br_table` on it only to entry `k`
+//! (the default past the table). A block reached for some members but not all
+//! is *one-sided*.
+
+use super::splice::NotSpliced;
+use cranelift_codegen::entity::SecondaryMap;
+use cranelift_codegen::ir::{self, Block, Function, InstructionData, Value};
+
+/// Clears `can_move` from every memory access of `merged` in a block that runs
+/// for some but not all of the `members` selector values (`0..members`) of
+/// `selector`; an error when some flags cannot be rewritten.
+pub(crate) fn pin_one_sided(
+    merged: &mut Function,
+    selector: Value,
+    members: usize,
+) -> Result<(), NotSpliced> {
+    let Some(entry) = merged.layout.entry_block() else {
+        return Ok(());
+    };
+    let selector = merged.dfg.resolve_aliases(selector);
+    let mut runs_for = SecondaryMap::<Block, usize>::new();
+    for member in 0..members {
+        let mut seen = SecondaryMap::<Block, bool>::new();
+        let mut stack = vec![entry];
+        seen[entry] = true;
+        while let Some(block) = stack.pop() {
+            runs_for[block] += 1;
+            for target in successors_for(merged, block, selector, member) {
+                if !seen[target] {
+                    seen[target] = true;
+                    stack.push(target);
+                }
+            }
+        }
+    }
+    let one_sided: Vec<Block> = merged
+        .layout
+        .blocks()
+        .filter(|&b| runs_for[b] > 0 && runs_for[b] < members)
+        .collect();
+    for block in one_sided {
+        let insts: Vec<ir::Inst> = merged.layout.block_insts(block).collect();
+        for inst in insts {
+            let Some(flags) = merged.dfg.insts[inst].memflags() else {
+                continue;
+            };
+            let data = merged.dfg.mem_flags[flags];
+            if !data.can_move() {
+                continue;
+            }
+            let pinned = without_can_move(data).ok_or_else(|| {
+                NotSpliced("memory flags whose can_move cannot be cleared".into())
+            })?;
+            let pinned = merged
+                .dfg
+                .mem_flags
+                .insert(pinned)
+                .map_err(|_| NotSpliced("more memory flags than a function can hold".into()))?;
+            if let Some(slot) = merged.dfg.insts[inst].memflags_mut() {
+                *slot = pinned;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The blocks `block` of `func` may branch to when run as `member`.
+fn successors_for(func: &Function, block: Block, selector: Value, member: usize) -> Vec<Block> {
+    let Some(terminator) = func.layout.last_inst(block) else {
+        return Vec::new();
+    };
+    let dfg = &func.dfg;
+    let pool = &dfg.value_lists;
+    match dfg.insts[terminator] {
+        InstructionData::Brif {
+            arg,
+            blocks: [then, otherwise],
+            ..
+        } if dfg.resolve_aliases(arg) == selector => {
+            let taken = if member != 0 { then } else { otherwise };
+            vec![taken.block(pool)]
+        }
+        InstructionData::BranchTable { arg, table, .. } if dfg.resolve_aliases(arg) == selector => {
+            let table = &dfg.jump_tables[table];
+            let taken = table
+                .as_slice()
+                .get(member)
+                .copied()
+                .unwrap_or_else(|| table.default_block());
+            vec![taken.block(pool)]
+        }
+        ref data => data
+            .branch_destination(&dfg.jump_tables, &dfg.exception_tables)
+            .iter()
+            .map(|call| call.block(pool))
+            .collect(),
+    }
+}
+
+/// `data` without `can_move`: its flags set again by name but that one,
+/// checked to differ from `data` in nothing else.
+pub(crate) fn without_can_move(data: ir::MemFlagsData) -> Option<ir::MemFlagsData> {
+    let mut pinned = ir::MemFlagsData::new().with_alias_region(data.alias_region());
+    let text = data.with_alias_region(None).to_string();
+    for name in text.split_whitespace().filter(|&n| n != "can_move") {
+        if !pinned.set_by_name(name).ok()? {
+            return None;
+        }
+    }
+    (pinned.with_can_move() == data && !pinned.can_move()).then_some(pinned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `without_can_move` clears `can_move` and keeps every other flag, the
+    /// trap code and the alias region.
+    #[test]
+    fn can_move_is_cleared_alone() {
+        let mut regions = ir::AliasRegionSet::new();
+        let region = regions.insert(ir::AliasRegionData {
+            user_id: 7,
+            description: "a region".into(),
+        });
+        for names in [
+            &["notrap", "aligned", "readonly", "can_move"][..],
+            &["aligned", "can_move", "big"][..],
+            &["heap_oob", "can_move"][..],
+        ] {
+            let mut data = ir::MemFlagsData::new().with_alias_region(Some(region));
+            for name in names {
+                assert_eq!(data.set_by_name(name), Ok(true), "{name}");
+            }
+            let pinned = without_can_move(data).expect("clears");
+            assert!(!pinned.can_move());
+            assert_eq!(pinned.with_can_move(), data);
+        }
+    }
+}
