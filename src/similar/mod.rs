@@ -129,8 +129,9 @@
 //! 3. `align`: pairs of the functions left that align, each planned the same way;
 //!    `sequence`: pairs merged whole by sequence alignment, last.
 //! 4. `merged_body` (the parameterized copy and its name, with `splice` for the
-//!    stretches of an aligned pair) and `entry_points` (the members' new bodies),
-//!    for every merge made.
+//!    stretches of an aligned pair, and `pinned`: memory accesses in blocks
+//!    that run for some members only lose `can_move`) and `entry_points` (the
+//!    members' new bodies), for every merge made.
 //!
 //! This file holds the options and the outcome and runs the four phases
 //! (`merge_similar_reserving`); `pass` runs them on the identical merge's output
