@@ -12,9 +12,10 @@
 //! Which blocks run for which members is read from the merged body itself: the
 //! selector is a parameter, constant for a call, so run as member `k`, a `brif`
 //! on the selector goes only to its first target when `k` is nonzero and only
-//! to its second when `k` is zero, and a `br_table` on it only to entry `k`
-//! (the default past the table). A block reached for some members but not all
-//! is *one-sided*.
+//! to its second when `k` is zero, a `brif` on the selector compared for
+//! equality with a constant (a group's dispatch) only where the comparison
+//! sends `k`, and a `br_table` on it only to entry `k` (the default past the
+//! table). A block reached for some members but not all is *one-sided*.
 
 use super::splice::NotSpliced;
 use cranelift_codegen::entity::SecondaryMap;
@@ -90,8 +91,11 @@ fn successors_for(func: &Function, block: Block, selector: Value, member: usize)
             arg,
             blocks: [then, otherwise],
             ..
-        } if dfg.resolve_aliases(arg) == selector => {
-            let taken = if member != 0 { then } else { otherwise };
+        } if selector_test(func, arg, selector, member).is_some() => {
+            let taken = match selector_test(func, arg, selector, member) {
+                Some(true) => then,
+                _ => otherwise,
+            };
             vec![taken.block(pool)]
         }
         InstructionData::BranchTable { arg, table, .. } if dfg.resolve_aliases(arg) == selector => {
@@ -108,6 +112,49 @@ fn successors_for(func: &Function, block: Block, selector: Value, member: usize)
             .iter()
             .map(|call| call.block(pool))
             .collect(),
+    }
+}
+
+/// Whether `condition` is nonzero when run as `member`, if it depends on the
+/// selector alone: the selector itself, or the selector compared for equality
+/// with a constant (the dispatch of a group of three or more).
+fn selector_test(
+    func: &Function,
+    condition: Value,
+    selector: Value,
+    member: usize,
+) -> Option<bool> {
+    let dfg = &func.dfg;
+    let condition = dfg.resolve_aliases(condition);
+    if condition == selector {
+        return Some(member != 0);
+    }
+    let inst = dfg.value_def(condition).inst()?;
+    let constant = |v: Value| -> Option<i64> {
+        match dfg.insts[dfg.value_def(dfg.resolve_aliases(v)).inst()?] {
+            InstructionData::UnaryImm {
+                opcode: ir::Opcode::Iconst,
+                imm,
+            } => Some(imm.bits()),
+            _ => None,
+        }
+    };
+    let (cond, compared) = match dfg.insts[inst] {
+        InstructionData::IntCompare { cond, args, .. } => {
+            let [a, b] = args.map(|v| dfg.resolve_aliases(v));
+            match (a == selector, b == selector) {
+                (true, false) => (cond, constant(b)?),
+                (false, true) => (cond, constant(a)?),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let equal = i64::try_from(member).ok()? == compared;
+    match cond {
+        ir::condcodes::IntCC::Equal => Some(equal),
+        ir::condcodes::IntCC::NotEqual => Some(!equal),
+        _ => None,
     }
 }
 
