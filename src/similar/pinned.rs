@@ -175,6 +175,85 @@ pub(crate) fn without_can_move(data: ir::MemFlagsData) -> Option<ir::MemFlagsDat
 mod tests {
     use super::*;
 
+    /// In a three-member dispatch (`brif` on the selector, then the selector
+    /// compared with 1), each arm's `can_move` load is pinned, and the loads
+    /// every member runs (before the dispatch, after the join) keep the flag.
+    #[test]
+    fn arms_of_a_dispatch_are_pinned_and_shared_code_is_not() {
+        let text = "function %m(i64, i32) -> i32 {
+        block0(v0: i64, v1: i32):
+            v2 = load.i32 notrap aligned readonly can_move v0
+            brif v1, block2, block1
+        block1:
+            v3 = load.i32 notrap aligned readonly can_move v0+4
+            jump block4(v3)
+        block2:
+            v4 = iconst.i32 1
+            v5 = icmp eq v1, v4
+            brif v5, block3, block5
+        block3:
+            v6 = load.i32 notrap aligned readonly can_move v0+8
+            jump block4(v6)
+        block5:
+            v7 = load.i32 notrap aligned readonly can_move v0+12
+            jump block4(v7)
+        block4(v8: i32):
+            v9 = load.i32 notrap aligned readonly can_move v0+16
+            v10 = iadd v8, v9
+            v11 = iadd v10, v2
+            return v11
+        }";
+        let mut func = cranelift_reader::parse_functions(text)
+            .expect("parses")
+            .remove(0);
+        let selector = func
+            .dfg
+            .block_params(func.layout.entry_block().expect("entry"))[1];
+        pin_one_sided(&mut func, selector, 3).expect("pins");
+        let can_move = |block: u32| -> Vec<bool> {
+            func.layout
+                .block_insts(Block::from_u32(block))
+                .filter_map(|inst| func.dfg.insts[inst].memflags())
+                .map(|flags| func.dfg.mem_flags[flags].can_move())
+                .collect()
+        };
+        assert_eq!(can_move(0), [true]);
+        assert_eq!(can_move(1), [false]);
+        assert_eq!(can_move(3), [false]);
+        assert_eq!(can_move(5), [false]);
+        assert_eq!(can_move(4), [true]);
+
+        // Two members told apart by a comparison alone: each side is one
+        // member's.
+        let text = "function %m(i64, i32) -> i32 {
+        block0(v0: i64, v1: i32):
+            v2 = iconst.i32 1
+            v3 = icmp ne v2, v1
+            brif v3, block1, block2
+        block1:
+            v4 = load.i32 notrap aligned readonly can_move v0
+            return v4
+        block2:
+            v5 = load.i32 notrap aligned readonly can_move v0+4
+            return v5
+        }";
+        let mut func = cranelift_reader::parse_functions(text)
+            .expect("parses")
+            .remove(0);
+        let selector = func
+            .dfg
+            .block_params(func.layout.entry_block().expect("entry"))[1];
+        pin_one_sided(&mut func, selector, 2).expect("pins");
+        for block in [1, 2] {
+            let pinned = func
+                .layout
+                .block_insts(Block::from_u32(block))
+                .filter_map(|inst| func.dfg.insts[inst].memflags())
+                .all(|flags| !func.dfg.mem_flags[flags].can_move());
+            assert!(pinned, "block{block}");
+        }
+    }
+
     /// `without_can_move` clears `can_move` and keeps every other flag, the
     /// trap code and the alias region.
     #[test]
