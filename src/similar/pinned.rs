@@ -33,45 +33,57 @@ pub(crate) fn pin_one_sided(
         return Ok(());
     };
     let selector = merged.dfg.resolve_aliases(selector);
+    // How many members run each block: one walk per member, `seen` holding
+    // the last member whose walk reached the block (plus one).
     let mut runs_for = SecondaryMap::<Block, usize>::new();
+    let mut seen = SecondaryMap::<Block, usize>::new();
+    let mut stack = Vec::new();
     for member in 0..members {
-        let mut seen = SecondaryMap::<Block, bool>::new();
-        let mut stack = vec![entry];
-        seen[entry] = true;
+        stack.push(entry);
+        seen[entry] = member + 1;
         while let Some(block) = stack.pop() {
             runs_for[block] += 1;
-            for target in successors_for(merged, block, selector, member) {
-                if !seen[target] {
-                    seen[target] = true;
+            for_successors(merged, block, selector, member, |target| {
+                if seen[target] != member + 1 {
+                    seen[target] = member + 1;
                     stack.push(target);
                 }
-            }
+            });
         }
     }
-    let one_sided: Vec<Block> = merged
-        .layout
-        .blocks()
-        .filter(|&b| runs_for[b] > 0 && runs_for[b] < members)
-        .collect();
-    for block in one_sided {
-        let insts: Vec<ir::Inst> = merged.layout.block_insts(block).collect();
-        for inst in insts {
-            let Some(flags) = merged.dfg.insts[inst].memflags() else {
+    // Each distinct set of flags is pinned once.
+    let mut pinned_flags: Vec<(ir::MemFlags, ir::MemFlags)> = Vec::new();
+    let mut block = merged.layout.entry_block();
+    while let Some(b) = block {
+        block = merged.layout.next_block(b);
+        if runs_for[b] == 0 || runs_for[b] == members {
+            continue;
+        }
+        let mut inst = merged.layout.first_inst(b);
+        while let Some(i) = inst {
+            inst = merged.layout.next_inst(i);
+            let Some(flags) = merged.dfg.insts[i].memflags() else {
                 continue;
             };
-            let data = merged.dfg.mem_flags[flags];
-            if !data.can_move() {
-                continue;
-            }
-            let pinned = without_can_move(data).ok_or_else(|| {
-                NotSpliced("memory flags whose can_move cannot be cleared".into())
-            })?;
-            let pinned = merged
-                .dfg
-                .mem_flags
-                .insert(pinned)
-                .map_err(|_| NotSpliced("more memory flags than a function can hold".into()))?;
-            if let Some(slot) = merged.dfg.insts[inst].memflags_mut() {
+            let pinned = match pinned_flags.iter().find(|&&(from, _)| from == flags) {
+                Some(&(_, to)) => to,
+                None => {
+                    let data = merged.dfg.mem_flags[flags];
+                    let to = if data.can_move() {
+                        let pinned = without_can_move(data).ok_or_else(|| {
+                            NotSpliced("memory flags whose can_move cannot be cleared".into())
+                        })?;
+                        merged.dfg.mem_flags.insert(pinned).map_err(|_| {
+                            NotSpliced("more memory flags than a function can hold".into())
+                        })?
+                    } else {
+                        flags
+                    };
+                    pinned_flags.push((flags, to));
+                    to
+                }
+            };
+            if let Some(slot) = merged.dfg.insts[i].memflags_mut() {
                 *slot = pinned;
             }
         }
@@ -79,10 +91,17 @@ pub(crate) fn pin_one_sided(
     Ok(())
 }
 
-/// The blocks `block` of `func` may branch to when run as `member`.
-fn successors_for(func: &Function, block: Block, selector: Value, member: usize) -> Vec<Block> {
+/// Calls `visit` with each block `block` of `func` may branch to when run as
+/// `member`.
+fn for_successors(
+    func: &Function,
+    block: Block,
+    selector: Value,
+    member: usize,
+    mut visit: impl FnMut(Block),
+) {
     let Some(terminator) = func.layout.last_inst(block) else {
-        return Vec::new();
+        return;
     };
     let dfg = &func.dfg;
     let pool = &dfg.value_lists;
@@ -91,13 +110,14 @@ fn successors_for(func: &Function, block: Block, selector: Value, member: usize)
             arg,
             blocks: [then, otherwise],
             ..
-        } if selector_test(func, arg, selector, member).is_some() => {
-            let taken = match selector_test(func, arg, selector, member) {
-                Some(true) => then,
-                _ => otherwise,
-            };
-            vec![taken.block(pool)]
-        }
+        } => match selector_test(func, arg, selector, member) {
+            Some(true) => visit(then.block(pool)),
+            Some(false) => visit(otherwise.block(pool)),
+            None => {
+                visit(then.block(pool));
+                visit(otherwise.block(pool));
+            }
+        },
         InstructionData::BranchTable { arg, table, .. } if dfg.resolve_aliases(arg) == selector => {
             let table = &dfg.jump_tables[table];
             let taken = table
@@ -105,13 +125,13 @@ fn successors_for(func: &Function, block: Block, selector: Value, member: usize)
                 .get(member)
                 .copied()
                 .unwrap_or_else(|| table.default_block());
-            vec![taken.block(pool)]
+            visit(taken.block(pool));
         }
-        ref data => data
-            .branch_destination(&dfg.jump_tables, &dfg.exception_tables)
-            .iter()
-            .map(|call| call.block(pool))
-            .collect(),
+        ref data => {
+            for call in data.branch_destination(&dfg.jump_tables, &dfg.exception_tables) {
+                visit(call.block(pool));
+            }
+        }
     }
 }
 
