@@ -239,6 +239,22 @@ fn replace_escapes(merged: &mut Function, escaped: &FxHashMap<Value, (Value, Blo
     }
 }
 
+/// `name`, a callee's name in `source`, as a name of `merged` (a user name
+/// declared in `merged` again).
+pub(crate) fn imported_name(
+    source: &Function,
+    merged: &mut Function,
+    name: &ExternalName,
+) -> ExternalName {
+    match name {
+        ExternalName::User(r) => {
+            let user = source.params.user_named_funcs()[*r].clone();
+            ExternalName::User(merged.declare_imported_user_function(user))
+        }
+        other => other.clone(),
+    }
+}
+
 /// `table` with each branch mapped by `map`; `None` for a table without a
 /// default (which a verified function does not have).
 pub(crate) fn mapped_jump_table(
@@ -628,13 +644,7 @@ impl InstructionMapper for Copier<'_> {
             return mapped;
         }
         let data = &self.second.dfg.ext_funcs[func_ref];
-        let name = match &data.name {
-            ExternalName::User(r) => {
-                let user = self.second.params.user_named_funcs()[*r].clone();
-                ExternalName::User(self.merged.declare_imported_user_function(user))
-            }
-            other => other.clone(),
-        };
+        let name = imported_name(self.second, self.merged, &data.name);
         let signature = self.map_sig_ref(data.signature);
         let mapped = self.merged.import_function(ExtFuncData {
             name,

@@ -15,9 +15,9 @@ use std::hash::{Hash, Hasher};
 /// suffix.
 const MAX_CELLS: usize = 1 << 22;
 
-/// One block of [`Keyed`]: the block, its instructions but the terminator
-/// with their keys, and its terminator.
-type KeyedBlock = (Block, Vec<(Inst, u64)>, Inst);
+/// One block of [`Keyed`]: the block and its instructions but the terminator,
+/// with their keys.
+type KeyedBlock = (Block, Vec<(Inst, u64)>);
 
 /// One member's instructions, imported with their keys.
 struct Keyed {
@@ -62,7 +62,7 @@ impl Keyed {
                 }
                 insts.push((inst, hasher.finish()));
             }
-            blocks.push((block, insts, terminator));
+            blocks.push((block, insts));
         }
         Ok(Self { blocks })
     }
@@ -88,8 +88,8 @@ pub(crate) fn align_sequences(
         .into_iter()
         .map(|pairing| match pairing {
             Pairing::Both(i, j) => {
-                let (bf, kf, _) = &keyed_first.blocks[i];
-                let (bg, kg, _) = &keyed_second.blocks[j];
+                let (bf, kf) = &keyed_first.blocks[i];
+                let (bg, kg) = &keyed_second.blocks[j];
                 let steps = align_insts(kf, kg);
                 MergedBlock::Paired {
                     first: *bf,
@@ -144,7 +144,7 @@ fn pair_blocks(
         keyed
             .blocks
             .iter()
-            .map(|(_, insts, _)| {
+            .map(|(_, insts)| {
                 let mut keys: Vec<u64> = insts.iter().map(|&(_, k)| k).collect();
                 keys.sort_unstable();
                 keys

@@ -4,7 +4,7 @@
 //! instructions equal but for their values compare equal), stack slots by
 //! number, blocks once paired, values left out.
 
-use crate::similar::splice::{NotSpliced, mapped_jump_table};
+use crate::similar::splice::{NotSpliced, imported_name, mapped_jump_table};
 use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::instructions::InstructionMapper;
 use cranelift_codegen::ir::{
@@ -113,13 +113,7 @@ impl InstructionMapper for Importer<'_> {
 
     fn map_func_ref(&mut self, func_ref: FuncRef) -> FuncRef {
         let data = &self.source.dfg.ext_funcs[func_ref];
-        let name = match &data.name {
-            ExternalName::User(r) => {
-                let user = self.source.params.user_named_funcs()[*r].clone();
-                ExternalName::User(self.merged.declare_imported_user_function(user))
-            }
-            other => other.clone(),
-        };
+        let name = imported_name(self.source, self.merged, &data.name);
         let (colocated, patchable) = (data.colocated, data.patchable);
         let signature = self.map_sig_ref(data.signature);
         let key = (name, signature, colocated, patchable);
