@@ -2,11 +2,11 @@
 //! honestly what it could not run.
 
 use clif_merge::Linkage;
-use clif_merge::similar::{SimilarOptions, SimilarPass};
+use clif_merge::similar::{SimilarOptions, SimilarOutcome, SimilarPass};
 use clif_merge::testing::apply;
 use clif_merge::validate::{
-    Progress, ValidationReport, validate, validate_similar, validate_similar_with_progress,
-    validate_with_progress,
+    Progress, SimilarValidationError, ValidationReport, validate, validate_similar,
+    validate_similar_with_progress, validate_with_progress,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use clif_merge::{MergeAction, MergeDecision, MergePlan};
@@ -470,6 +470,48 @@ fn callee_loads_at_negative_vmctx_offsets_validate() {
         stderr.contains("similar: validated: 3 pairs, 0 unvalidated, 0 mismatches"),
         "{stderr}"
     );
+}
+
+/// An outcome that is not a similar merge of the module is refused, not run: an
+/// entry point left without its group calls a merged body the validation may not
+/// have, and a member without an entry point would be checked against itself.
+/// Whole groups left out, with their merged bodies and entry points, are a merge.
+#[test]
+fn outcomes_that_are_not_a_merge_are_refused() {
+    let similar = similar_merge_of_negative_vmctx_callees();
+    let members = similar.outcome.groups[0].members.clone();
+    let refusal = |outcome: &SimilarOutcome| match validate_similar(&similar.module, outcome) {
+        Err(SimilarValidationError::Inconsistent(why)) => why,
+        other => panic!("not refused: {other:?}"),
+    };
+
+    let mut without_group = similar.outcome.clone();
+    without_group.groups.clear();
+    without_group.merged_bodies.clear();
+    assert!(
+        refusal(&without_group).ends_with("has an entry point but is a member of no group"),
+        "{}",
+        refusal(&without_group)
+    );
+    without_group.entry_points.retain(|_| false);
+    let report = validate_similar(&similar.module, &without_group).expect("a merge");
+    assert_eq!(report.validated, 0, "{}", report.summary());
+
+    let mut without_body = similar.outcome.clone();
+    without_body.merged_bodies.clear();
+    assert_eq!(refusal(&without_body), "1 groups but 0 merged bodies");
+
+    let mut without_entry = similar.outcome.clone();
+    without_entry.entry_points.retain(|f| f != members[1]);
+    let name = &similar.module.get(members[1]).func.name;
+    assert_eq!(
+        refusal(&without_entry),
+        format!("member {name} has no entry point")
+    );
+
+    let mut twice = similar.outcome.clone();
+    twice.groups[0].members.push(members[0]);
+    assert!(refusal(&twice).ends_with("is a member of two groups"));
 }
 
 /// Entry points that pass their offsets zero-extended (`-48` as `0xffff_ffd0`, what

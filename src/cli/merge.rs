@@ -311,7 +311,10 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
         if let Some(similar) = &similar {
             meter.phase(Phase::ValidatingSimilar);
             let report = validate_similar_with_progress(&similar.module, &similar.outcome, meter)
-                .map_err(crashed)?;
+                .map_err(|error| CliError {
+                code: 3,
+                message: format!("internal error: {error}"),
+            })?;
             if !report.mismatches.is_empty() {
                 return Err(CliError {
                     code: 1,

@@ -46,6 +46,17 @@ impl EntryPoints {
         self.0.iter()
     }
 
+    /// Keeps the entry points of the functions `keep` accepts and drops the
+    /// others' (whose bodies are then their own again): what leaving groups out
+    /// of an outcome takes.
+    pub fn retain(&mut self, mut keep: impl FnMut(FuncIndex) -> bool) {
+        let mut kept = SparseFunctionMap::default();
+        for (f, entry) in self.0.iter().filter(|&(f, _)| keep(f)) {
+            kept.insert(f, entry.clone());
+        }
+        self.0 = kept;
+    }
+
     /// How many functions became entry points.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -417,7 +417,7 @@ impl SimilarGroup {
 }
 
 /// The result of the similar-function merge.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SimilarOutcome {
     /// The merged groups, ordered by first member.
     pub groups: Vec<SimilarGroup>,

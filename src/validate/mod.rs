@@ -20,6 +20,7 @@ pub use inputs::RANDOM_INPUTS;
 pub use progress::{NoProgress, Progress};
 pub use sandbox::{Ending, RunOutcome};
 pub use translation::{
-    Mismatch, UnvalidatedReason, ValidationReport, ValidatorCrash, validate, validate_program,
-    validate_similar, validate_similar_with_progress, validate_with_progress,
+    Mismatch, SimilarValidationError, UnvalidatedReason, ValidationReport, ValidatorCrash,
+    check_similar_outcome, validate, validate_program, validate_similar,
+    validate_similar_with_progress, validate_with_progress,
 };

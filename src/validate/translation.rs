@@ -292,7 +292,9 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// original module, against its entry point (which calls the merged body) run in
 /// the merged module. `module` is the module the similar merge ran on
 /// ([`SimilarPass::module`](crate::similar::SimilarPass::module)). Runs on a thread
-/// with a large stack, like [`validate`].
+/// with a large stack, like [`validate`]. An outcome that is not a similar merge
+/// of `module`, whole or with whole groups left out, is refused
+/// ([`check_similar_outcome`]).
 ///
 /// ```
 /// use clif_merge::similar::{SimilarOptions, SimilarPass};
@@ -334,8 +336,80 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 pub fn validate_similar(
     module: &FunctionSet,
     outcome: &SimilarOutcome,
-) -> Result<ValidationReport, ValidatorCrash> {
+) -> Result<ValidationReport, SimilarValidationError> {
     validate_similar_with_progress(module, outcome, &NoProgress)
+}
+
+/// Why [`validate_similar`] gave no report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimilarValidationError {
+    /// The outcome is not a similar merge of the module, whole or with whole
+    /// groups left out ([`check_similar_outcome`]): run as it is, a member's
+    /// callee could call a merged body that is not there, which would show as a
+    /// mismatch the merge did not cause.
+    Inconsistent(String),
+    /// The validator itself crashed.
+    Crashed(ValidatorCrash),
+}
+
+impl fmt::Display for SimilarValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimilarValidationError::Inconsistent(why) => {
+                write!(f, "the similar outcome cannot be validated: {why}")
+            }
+            SimilarValidationError::Crashed(crash) => crash.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SimilarValidationError {}
+
+/// Checks that `outcome` is what the similar merge of `module` made, or that
+/// with whole groups left out (each with its merged body and its members' entry
+/// points): every group has the merged body of its name at its own position,
+/// every member is a function of `module` in one group only and has an entry
+/// point, and every entry point is a member's.
+pub fn check_similar_outcome(module: &FunctionSet, outcome: &SimilarOutcome) -> Result<(), String> {
+    if outcome.groups.len() != outcome.merged_bodies.len() {
+        return Err(format!(
+            "{} groups but {} merged bodies",
+            outcome.groups.len(),
+            outcome.merged_bodies.len()
+        ));
+    }
+    let mut grouped = HashSet::new();
+    for (group, merged) in outcome.groups.iter().zip(&outcome.merged_bodies) {
+        if group.merged_name != merged.name {
+            return Err(format!(
+                "the group of merged body {} holds the body of {}",
+                group.merged_name, merged.name
+            ));
+        }
+        for &member in &group.members {
+            if member.index() >= module.len() {
+                return Err(format!("{member} is not a function of the module"));
+            }
+            let name = &module.get(member).func.name;
+            if !grouped.insert(member) {
+                return Err(format!("{name} is a member of two groups"));
+            }
+            if outcome.entry_points.get(member).is_none() {
+                return Err(format!("member {name} has no entry point"));
+            }
+        }
+    }
+    match outcome
+        .entry_points
+        .iter()
+        .find(|(f, _)| !grouped.contains(f))
+    {
+        Some((_, entry)) => Err(format!(
+            "{} has an entry point but is a member of no group",
+            entry.name
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Like [`validate_similar`], telling `progress` how many members there are and
@@ -344,7 +418,8 @@ pub fn validate_similar_with_progress(
     module: &FunctionSet,
     outcome: &SimilarOutcome,
     progress: &dyn Progress,
-) -> Result<ValidationReport, ValidatorCrash> {
+) -> Result<ValidationReport, SimilarValidationError> {
+    check_similar_outcome(module, outcome).map_err(SimilarValidationError::Inconsistent)?;
     on_big_stack("the validation of the similar merge", || {
         let originals = runnable(module.iter().map(|(_, d)| &*d.func));
         let merged = runnable(
@@ -366,6 +441,7 @@ pub fn validate_similar_with_progress(
         });
         validate_pairs(&originals, &merged, pairs, progress)
     })
+    .map_err(SimilarValidationError::Crashed)
 }
 
 /// Checks a whole-program transformation (separate compilation's stage 3 applied
