@@ -80,7 +80,7 @@ fn filetests() {
             count("similar"),
             files.len()
         ],
-        [69, 76, 82, 227],
+        [69, 76, 83, 228],
         "filetests in merge/, nomerge/, similar/, and in all"
     );
     let mut failures = Vec::new();
@@ -373,6 +373,7 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
         name_taken_by_import.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         name_taken_by_import_testcase.clif: 1 groups, 2 members, 2 validated by 148 runs, 0 unvalidated
         reads_stack_pointer_no_entry_point.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
+        sequence_branches_align.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         sequence_nothing_in_common.clif: 0 groups, 0 members, 0 validated by 0 runs, 0 unvalidated
         sequence_one_sided_values_coalesced.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated
         sequence_operand_differs.clif: 1 groups, 2 members, 2 validated by 158 runs, 0 unvalidated

@@ -8,8 +8,8 @@ use crate::similar::pinned::pin_one_sided;
 use crate::similar::splice::NotSpliced;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
 use cranelift_codegen::ir::{
-    AbiParam, Block, Function, Inst, InstBuilder, InstBuilderBase, InstructionData, StackSlot,
-    Type, UserFuncName, Value, types,
+    AbiParam, Block, BlockCall, DataFlowGraph, Function, Inst, InstBuilder, InstBuilderBase,
+    InstructionData, StackSlot, Type, UserFuncName, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::packed_option::ReservedValue;
@@ -80,6 +80,62 @@ pub(crate) fn build_sequence_body(
         ))
     })?;
     Ok(merged)
+}
+
+/// Whether two imported instructions are equal but for their value operands
+/// (which the importer leaves as placeholders): `InstructionData::eq`, but
+/// branches compare their destinations (the merged blocks, the number of
+/// arguments, a table's entries in order) rather than the handles of the lists
+/// and tables that hold them, which each import makes anew.
+fn equal_but_values(a: &InstructionData, b: &InstructionData, dfg: &DataFlowGraph) -> bool {
+    let pool = &dfg.value_lists;
+    let same =
+        |x: &BlockCall, y: &BlockCall| x.block(pool) == y.block(pool) && x.len(pool) == y.len(pool);
+    match (a, b) {
+        (
+            InstructionData::Jump {
+                opcode: opcode_a,
+                destination: to_a,
+            },
+            InstructionData::Jump {
+                opcode: opcode_b,
+                destination: to_b,
+            },
+        ) => opcode_a == opcode_b && same(to_a, to_b),
+        (
+            InstructionData::Brif {
+                opcode: opcode_a,
+                blocks: to_a,
+                ..
+            },
+            InstructionData::Brif {
+                opcode: opcode_b,
+                blocks: to_b,
+                ..
+            },
+        ) => opcode_a == opcode_b && to_a.iter().zip(to_b).all(|(x, y)| same(x, y)),
+        (
+            InstructionData::BranchTable {
+                opcode: opcode_a,
+                table: table_a,
+                ..
+            },
+            InstructionData::BranchTable {
+                opcode: opcode_b,
+                table: table_b,
+                ..
+            },
+        ) => {
+            let (to_a, to_b) = (
+                dfg.jump_tables[*table_a].all_branches(),
+                dfg.jump_tables[*table_b].all_branches(),
+            );
+            opcode_a == opcode_b
+                && to_a.len() == to_b.len()
+                && to_a.iter().zip(to_b).all(|(x, y)| same(x, y))
+        }
+        _ => a.eq(b, pool),
+    }
 }
 
 /// The merged body's stack slots: slot `n` as large and as aligned as both
@@ -656,7 +712,7 @@ impl Writer<'_> {
             builder.def_var(var, chosen);
             return Ok(());
         }
-        if ctrl_a != ctrl_b || !data_a.eq(&data_b, pool) {
+        if ctrl_a != ctrl_b || !equal_but_values(&data_a, &data_b, &builder.func.dfg) {
             return Err(NotSpliced("sequence: aligned instructions differ".into()));
         }
         let (va, vb): (Vec<Value>, Vec<Value>) = (
