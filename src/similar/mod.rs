@@ -647,20 +647,14 @@ pub(crate) fn merge_similar_clocked(
     for mut merge in merges {
         let merged_name = names.next(&module.get(merge.members[0]).func.name);
         // The merged body priced, renamed, when the planner kept it.
-        let built = match merge.merged_body.take() {
-            Some(mut merged) => {
-                merged.name = merged_name.clone();
-                let entry_points = build_entry_points(
-                    module,
-                    &merge.members,
-                    &merge.differing.parameters,
-                    &merged,
-                    frame_pointers,
-                );
-                Ok((merged, entry_points))
-            }
-            None => build_merge(module, &merge, merged_name.clone(), frame_pointers),
-        };
+        let priced_body = merge.merged_body.take();
+        let built = build_merge(
+            module,
+            &merge,
+            priced_body,
+            merged_name.clone(),
+            frame_pointers,
+        );
         let (merged, entry_points) = match built {
             Ok(built) => built,
             Err(reason) => {
@@ -1044,15 +1038,25 @@ fn pairing_census(
 }
 
 /// The merged body (named `name`) and the entry points (in member order) of a
-/// group.
+/// group: `priced_body` renamed when the planner built it for `merge` already,
+/// else built now.
 fn build_merge(
     module: &FunctionSet,
     merge: &Merge,
+    priced_body: Option<Function>,
     name: UserFuncName,
     frame_pointers: bool,
 ) -> Result<(Function, Vec<Function>), NotSpliced> {
-    let first = &module.get(merge.members[0]).func;
-    let merged = build_merged_body(module, first, name, &merge.differing)?;
+    let merged = match priced_body {
+        Some(mut merged) => {
+            merged.name = name;
+            merged
+        }
+        None => {
+            let first = &module.get(merge.members[0]).func;
+            build_merged_body(module, first, name, &merge.differing)?
+        }
+    };
     let entry_points = build_entry_points(
         module,
         &merge.members,

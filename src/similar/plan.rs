@@ -379,9 +379,11 @@ impl Planner<'_> {
         &self,
         members: &[FuncIndex],
         differing: Differing,
+        priced_body: Option<Function>,
         rejected: &dyn Fn(String) -> Plan,
     ) -> Plan {
-        match self.measure(members, differing, Sizer::Measure, &mut MemberSizes::new()) {
+        let sizes = &mut MemberSizes::new();
+        match self.measure(members, differing, priced_body, Sizer::Measure, sizes) {
             Ok(merge) => Plan::merging(merge),
             Err(reason) => rejected(reason),
         }
@@ -404,13 +406,16 @@ impl Planner<'_> {
         let differing = Differing::sequence(alignment.clone());
         let rejected = |reason: String| Plan::refusing(&members, format!("sequence: {reason}"));
         let merged = Plan::merging;
-        let compiled = |differing: Differing| self.compiled_pair(&members, differing, &rejected);
+        let compiled = |differing: Differing, priced_body: Option<Function>| {
+            self.compiled_pair(&members, differing, priced_body, &rejected)
+        };
         let Some(model) = model else {
-            return compiled(differing);
+            return compiled(differing, None);
         };
         let predicted = match self.sized(
             &members,
             differing,
+            None,
             Sizer::Model(model),
             &mut MemberSizes::new(),
         ) {
@@ -422,7 +427,7 @@ impl Planner<'_> {
             return rejected(format!("predicted not smaller ({before} -> {after})"));
         }
         if before > SMALL_GROUP {
-            return compiled(predicted.differing);
+            return compiled(predicted.differing, predicted.merged_body);
         }
         merged(predicted)
     }
@@ -438,12 +443,15 @@ impl Planner<'_> {
         let differing = Differing::aligned(alignment.without_cut());
         let rejected = |reason: String| Plan::refusing(&members, format!("aligned: {reason}"));
         let merged = Plan::merging;
-        let compiled = |differing: Differing| self.compiled_pair(&members, differing, &rejected);
+        let compiled = |differing: Differing, priced_body: Option<Function>| {
+            self.compiled_pair(&members, differing, priced_body, &rejected)
+        };
         let Some(model) = model else {
-            return compiled(differing);
+            return compiled(differing, None);
         };
         let mut sizes = MemberSizes::new();
-        let predicted = match self.sized(&members, differing, Sizer::Model(model), &mut sizes) {
+        let model_sized = Sizer::Model(model);
+        let predicted = match self.sized(&members, differing, None, model_sized, &mut sizes) {
             Ok(predicted) => predicted,
             Err(reason) => return rejected(reason),
         };
@@ -455,7 +463,7 @@ impl Planner<'_> {
             // values) are shapes the model was not fitted on: compiled to confirm
             // unless small, where its error is a few bytes.
             if alignment.is_across_cfgs() && before > SMALL_GROUP {
-                return compiled(predicted.differing);
+                return compiled(predicted.differing, predicted.merged_body);
             }
             if !self.is_close(saved, smaller.unwrap_or(before)) {
                 return match self.with_merged_body(predicted) {
@@ -468,7 +476,7 @@ impl Planner<'_> {
                     "predicted to save only {saved} of {before} bytes, too large to confirm"
                 ));
             }
-            return compiled(predicted.differing);
+            return compiled(predicted.differing, predicted.merged_body);
         }
         let growth = after as f64 / before.max(1) as f64;
         if growth > self.aligned_growth() || before > SMALL_GROUP {
@@ -477,7 +485,7 @@ impl Planner<'_> {
                 (growth - 1.0) * 100.0
             ));
         }
-        compiled(predicted.differing)
+        compiled(predicted.differing, predicted.merged_body)
     }
 
     /// The merged aligned pair `pair` grown into a group by `offers`: each a
@@ -597,7 +605,7 @@ impl Planner<'_> {
                     None => 0,
                 };
             return self
-                .measure(members, differing, Sizer::Measure, measured_sizes)
+                .measure(members, differing, None, Sizer::Measure, measured_sizes)
                 .ok()
                 .filter(|m| saved(m) > baseline);
         };
@@ -609,7 +617,13 @@ impl Planner<'_> {
                 None => 0,
             };
         let predicted = self
-            .sized(members, differing, Sizer::Model(model), predicted_sizes)
+            .sized(
+                members,
+                differing,
+                None,
+                Sizer::Model(model),
+                predicted_sizes,
+            )
             .ok()?;
         let joining_size: u64 = joining.iter().map(|&f| self.predict(model, f)).sum();
         if self.saves_enough(predicted.size_before, predicted.size_after)
@@ -649,9 +663,16 @@ impl Planner<'_> {
                     None => self.saved_by(r, Sizer::Measure, measured_sizes)?,
                 };
             }
-            self.measure(members, predicted.differing, Sizer::Measure, measured_sizes)
-                .ok()
-                .filter(|m| saved(m) > baseline)
+            let priced_body = predicted.merged_body;
+            self.measure(
+                members,
+                predicted.differing,
+                priced_body,
+                Sizer::Measure,
+                measured_sizes,
+            )
+            .ok()
+            .filter(|m| saved(m) > baseline)
         })();
         *refuted += usize::from(compiled.is_none());
         compiled
@@ -661,7 +682,7 @@ impl Planner<'_> {
     /// built or compiled.
     fn saved_by(&self, merge: &Merge, sizer: Sizer<'_>, sizes: &mut MemberSizes) -> Option<u64> {
         let merge = self
-            .sized(&merge.members, merge.differing.clone(), sizer, sizes)
+            .sized(&merge.members, merge.differing.clone(), None, sizer, sizes)
             .ok()?;
         Some(merge.size_before.saturating_sub(merge.size_after))
     }
@@ -729,7 +750,14 @@ impl Planner<'_> {
                 plan.merges.push(merge);
                 continue;
             }
-            match self.measure(&merge.members, merge.differing, Sizer::Measure, &mut sizes) {
+            let priced_body = merge.merged_body;
+            match self.measure(
+                &merge.members,
+                merge.differing,
+                priced_body,
+                Sizer::Measure,
+                &mut sizes,
+            ) {
                 Ok(merge) => {
                     plan.saved += merge.size_before - merge.size_after;
                     plan.merges.push(merge);
@@ -774,7 +802,7 @@ impl Planner<'_> {
                 differing.parameters.len()
             ))
         } else {
-            self.measure(members, differing, sizer, sizes)
+            self.measure(members, differing, None, sizer, sizes)
         };
         match whole {
             Ok(merge) if merge.size_before - merge.size_after >= split.saved => Plan {
@@ -835,10 +863,11 @@ impl Planner<'_> {
         &self,
         members: &[FuncIndex],
         differing: Differing,
+        priced_body: Option<Function>,
         sizer: Sizer<'_>,
         sizes: &mut MemberSizes,
     ) -> Result<Merge, String> {
-        let merge = self.sized(members, differing, sizer, sizes)?;
+        let merge = self.sized(members, differing, priced_body, sizer, sizes)?;
         let (size_before, size_after) = (merge.size_before, merge.size_after);
         if !self.saves_enough(size_before, size_after) {
             let min_saved = self.options.min_saved.max(1);
@@ -868,6 +897,7 @@ impl Planner<'_> {
         &self,
         members: &[FuncIndex],
         differing: Differing,
+        priced_body: Option<Function>,
         sizer: Sizer<'_>,
         sizes: &mut MemberSizes,
     ) -> Result<Merge, String> {
@@ -941,7 +971,7 @@ impl Planner<'_> {
             Sizer::Measure => {
                 let (size, merged) = self.clock.time(Phase::Compile, || {
                     let (merged, entry_points) =
-                        build_merge(self.module, &merge, name, frame_pointers)
+                        build_merge(self.module, &merge, priced_body, name, frame_pointers)
                             .map_err(|NotSpliced(reason)| reason)?;
                     let mut size = 0;
                     for func in std::iter::once(&merged).chain(&entry_points) {
