@@ -374,7 +374,8 @@ impl Planner<'_> {
     }
 
     /// The plan for the pair `members` merged whole with `differing`, by
-    /// measured sizes; `rejected` makes the refusal from its reason.
+    /// measured sizes (reusing `priced_body`, as [`Self::sized`]); `rejected`
+    /// makes the refusal from its reason.
     fn compiled_pair(
         &self,
         members: &[FuncIndex],
@@ -450,8 +451,8 @@ impl Planner<'_> {
             return compiled(differing, None);
         };
         let mut sizes = MemberSizes::new();
-        let model_sized = Sizer::Model(model);
-        let predicted = match self.sized(&members, differing, None, model_sized, &mut sizes) {
+        let predicted = match self.sized(&members, differing, None, Sizer::Model(model), &mut sizes)
+        {
             Ok(predicted) => predicted,
             Err(reason) => return rejected(reason),
         };
@@ -857,8 +858,8 @@ impl Planner<'_> {
     }
 
     /// The group `members` merged whole with the parameters `differing`, sized by
-    /// `sizer`; an error (the reason) when it does not save at least `min_saved` or
-    /// the target cannot compile it.
+    /// `sizer` (reusing `priced_body`, as [`Self::sized`]); an error (the reason)
+    /// when it does not save at least `min_saved` or the target cannot compile it.
     fn measure(
         &self,
         members: &[FuncIndex],
@@ -892,7 +893,9 @@ impl Planner<'_> {
     /// The group `members` merged whole with the parameters `differing`, its
     /// members and its merge (merged body and entry points) sized by `sizer`,
     /// whatever it saves; an error (the reason) when it cannot be built or the
-    /// target cannot compile it.
+    /// target cannot compile it. `priced_body`: the merged body already built for
+    /// `differing` (to be priced by the model), compiled instead of building it
+    /// again.
     fn sized(
         &self,
         members: &[FuncIndex],
