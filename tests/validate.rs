@@ -488,10 +488,10 @@ fn outcomes_that_are_not_a_merge_are_refused() {
     let mut without_group = similar.outcome.clone();
     without_group.groups.clear();
     without_group.merged_bodies.clear();
+    let why = refusal(&without_group);
     assert!(
-        refusal(&without_group).ends_with("has an entry point but is a member of no group"),
-        "{}",
-        refusal(&without_group)
+        why.ends_with("has an entry point but is a member of no group"),
+        "{why}"
     );
     without_group.entry_points.retain(|_| false);
     let report = validate_similar(&similar.module, &without_group).expect("a merge");
