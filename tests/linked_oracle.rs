@@ -25,8 +25,9 @@
 //!    `transform::apply_decisions` per module, in `MergeMode::Safe` and
 //!    `MergeMode::All`. The C `main` calls every visible function on ten inputs,
 //!    calls through the addresses CLIF hands out, and prints which addresses compare
-//!    equal (`addr` lines: compared in safe mode only, where addresses are
-//!    significant).
+//!    equal (`addr` lines: all compared in safe mode, where addresses are
+//!    significant; in mode all only those where the unmerged build found two
+//!    addresses equal, for one function keeps one address in every mode).
 //! 2. `separate_test_modules_link_and_run_alike`: the modules `tests/separate.rs`
 //!    builds through the same pipeline: the benchmark generator's module (seed 1,
 //!    300 functions) split by `summary::split_module` into 2, 4 and 8 parts, and
@@ -71,17 +72,22 @@
 //!    both merge modes; the unmerged build defines the same through a plain
 //!    `ObjectModule`. The C `main` is the one of test 1, which also calls through
 //!    the addresses the exported data objects hold, passes every address to the
-//!    functions that compare it (`addr-is` lines, compared in safe mode only) or call
-//!    it (`via` lines), and calls the machine-code jumps. An `Err` from the wrapper
-//!    is a refusal, unless Cranelift (its verifier included) rejected what the
-//!    wrapper gave it: that, a panic, a link failure or another output is a failure.
+//!    functions that compare it (`addr-is` lines, compared as the `addr` lines
+//!    are) or call it (`via` lines), and calls the machine-code jumps. Half the
+//!    programs also hold a function copied into two modules whose address each
+//!    module takes at two sites (`add_twins_across_modules`). An `Err` from the
+//!    wrapper is a refusal, unless Cranelift (its verifier included) rejected what
+//!    the wrapper gave it: that, a panic, a link failure or another output is a
+//!    failure.
+//! 5. `one_function_keeps_one_address_across_modules`: that shape alone
+//!    (`oracle_programs::twins_across_modules_program`), 24 programs through the
+//!    separate pipeline of test 1 and the wrapper of test 4.
 //!
-//! An alias is lowered as a forwarding function with the alias's name that calls
-//! (or, for `tail`, tail-calls) the kept function: the simplest faithful lowering
-//! with `cranelift-module`, whose object files cannot give one body two names. Its
-//! address differs from the kept function's, which is never observable: in mode all
-//! addresses are not compared, and in safe mode clif-merge makes an alias only where
-//! the kept function's address matters to no one. `apply_decisions` returns the
+//! An alias of tests 1 and 3 becomes a real alias, as `MergingModule::finish_object`
+//! writes one: the object's `ObjectModule` declares it, and its symbol is pointed at
+//! the kept function's code once the object is finished (one address, two names).
+//! Test 2 lowers it as a forwarding function with the alias's name that calls (or,
+//! for `tail`, tail-calls) the kept function; it compares no address. `apply_decisions` returns the
 //! aliases of a module's own merge beside its functions.
 //!
 //! Environment: `ORACLE_SEED=N` runs only seed N of the generated programs and
@@ -116,12 +122,14 @@ use cranelift_codegen::ir::{Function, Signature};
 use cranelift_codegen::verify_function;
 use cranelift_module::{Linkage, ModuleError};
 use oracle_native::{
-    CSignature, DefineError, HarnessCall, ObjectSpec, Run, Scratch, compile_c, compile_object,
-    compile_object_spec, define_object, forwarding_function, generic_harness, host_isa,
-    link_and_run, object_module, referenced_functions, referenced_symbols, require_cc, symbol_of,
+    AliasSpec, CSignature, DefineError, HarnessCall, ObjectSpec, Run, Scratch, compile_c,
+    compile_object, compile_object_spec, define_object, forwarding_function, generic_harness,
+    host_isa, link_and_run, object_module, referenced_functions, referenced_symbols, require_cc,
+    symbol_of,
 };
 use oracle_programs::{
     Body, BytesCode, Program, generate_address_program, generate_program, generate_similar_module,
+    twins_across_modules_program,
 };
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -133,6 +141,9 @@ use std::time::{Duration, Instant};
 /// Functions of one object file, with their linkage.
 type Object = Vec<(Function, Linkage)>;
 
+/// Aliases of one object file: (symbol, symbol of the kept function).
+type Aliases = Vec<(String, String)>;
+
 /// A way of merging a program's modules (name, functions) in a mode.
 type Merge<'a> = &'a dyn Fn(&[(String, FunctionSet)], MergeMode) -> Merged;
 
@@ -141,8 +152,10 @@ const MODES: [MergeMode; 2] = [MergeMode::Safe, MergeMode::All];
 /// What clif-merge made of a program.
 enum Merged {
     /// The objects to build, how many functions clif-merge changed or removed, how
-    /// many groups of similar functions it merged, and what it decided (text).
-    Built(Vec<Object>, usize, usize, String),
+    /// many groups of similar functions it merged, what it decided (text), and per
+    /// object its aliases (symbol, symbol of the kept function), each in the object
+    /// as a forwarding function ([`build_and_run`] can make it a real alias).
+    Built(Vec<Object>, usize, usize, String, Vec<Aliases>),
     /// It refused (an error, not a panic): not a miscompile.
     Refused(String),
     /// It panicked or produced a function the verifier rejects.
@@ -260,6 +273,7 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
     let mut objects = Vec::new();
     let mut changed = 0;
     let mut decided = String::new();
+    let mut forwarders = Vec::new();
     for d in &plan.decisions {
         for x in &d.decisions {
             decided.push_str(&format!(
@@ -290,6 +304,7 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
             }
         };
         let mut object = as_object(&out.functions);
+        let mut aliases = Aliases::new();
         let defined: HashSet<String> = object.iter().map(|(f, _)| symbol_of(&f.name)).collect();
         let signatures: HashMap<String, Signature> = object
             .iter()
@@ -312,6 +327,7 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
                 forwarding_function(alias.name.clone(), signature, &alias.of),
                 alias.linkage.into(),
             ));
+            aliases.push((symbol_of(&alias.name), symbol_of(&alias.of)));
         }
         let before: Vec<String> = set
             .iter()
@@ -326,8 +342,9 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
             return Merged::Broken(format!("apply_decisions({name}) output: {e}"));
         }
         objects.push(object);
+        forwarders.push(aliases);
     }
-    Merged::Built(objects, changed, 0, decided)
+    Merged::Built(objects, changed, 0, decided, forwarders)
 }
 
 /// Aligned groups of three or more members (`SimilarOptions::align_groups`) the
@@ -338,7 +355,7 @@ static ALIGNED_GROUPS: AtomicUsize = AtomicUsize::new(0);
 /// (`merge_functions`), then the similar merge on its output (`SimilarPass::after`).
 /// Every function printed becomes a function of the object (merged bodies local,
 /// entry points and others with their linkage); an alias becomes a forwarding
-/// function. Counts the aligned groups of three or more it makes in `groups`,
+/// function, named in the result's aliases. Counts the aligned groups of three or more it makes in `groups`,
 /// if given.
 fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize>) -> Merged {
     let result = catch(|| {
@@ -371,6 +388,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
                 (func.clone(), linkage)
             })
             .collect();
+        let mut forwarders = Vec::new();
         for entry in &outcome.output {
             if let OutputEntry::Removed {
                 function,
@@ -384,6 +402,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
                     forwarding_function(alias.func.name.clone(), &kept.signature, &kept.name),
                     alias.linkage.into(),
                 ));
+                forwarders.push((symbol_of(&alias.func.name), symbol_of(&kept.name)));
             }
         }
         let mut decided = String::new();
@@ -424,23 +443,34 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
                 .iter()
                 .map(|g| g.members.len())
                 .sum::<usize>();
-        (object, changed, similar.outcome.groups.len(), decided)
+        (
+            object,
+            changed,
+            similar.outcome.groups.len(),
+            decided,
+            forwarders,
+        )
     });
     match result {
         Err(panic) => Merged::Broken(format!("merge_functions/SimilarPass panicked: {panic}")),
-        Ok((object, changed, groups, decided)) => match verify(&object) {
+        Ok((object, changed, groups, decided, forwarders)) => match verify(&object) {
             Err(e) => Merged::Broken(format!("similar merge output: {e}")),
-            Ok(()) => Merged::Built(vec![object], changed, groups, decided),
+            Ok(()) => Merged::Built(vec![object], changed, groups, decided, vec![forwarders]),
         },
     }
 }
 
 /// Compiles `objects` and links them with `extra` object files (the C side) in
-/// `dir`; runs the executable. `Err` on anything before the run.
+/// `dir`; runs the executable. `Err` on anything before the run. A function of
+/// `objects[i]` named as an alias in `aliases[i]` (absent: none) becomes a real
+/// alias, as `MergingModule::finish_object` makes one: its symbol names the kept
+/// function's code (one address, as the alias has in any linker).
+#[allow(clippy::too_many_arguments)]
 fn build_and_run(
     dir: &Scratch,
     tag: &str,
     objects: &[Object],
+    aliases: &[Aliases],
     rename: &dyn Fn(&str) -> String,
     extra: &[PathBuf],
     reverse: bool,
@@ -449,7 +479,21 @@ fn build_and_run(
     let mut paths: Vec<PathBuf> = extra.to_vec();
     let mut compiled = Vec::new();
     for (i, object) in objects.iter().enumerate() {
-        let bytes = catch(|| compile_object(object, rename))
+        let mut spec = ObjectSpec::default();
+        for (func, linkage) in object {
+            let symbol = symbol_of(&func.name);
+            let mut of_object = aliases.get(i).into_iter().flatten();
+            match of_object.find(|(alias, _)| *alias == symbol) {
+                Some((_, of)) => spec.aliases.push(AliasSpec {
+                    symbol,
+                    linkage: *linkage,
+                    signature: func.signature.clone(),
+                    of: of.clone(),
+                }),
+                None => spec.functions.push((func.clone(), *linkage)),
+            }
+        }
+        let bytes = catch(|| compile_object_spec(&spec, rename))
             .map_err(|panic| format!("Cranelift panicked compiling object {i}: {panic}"))?
             .map_err(|e| format!("object {i} does not compile: {e}"))?;
         compiled.push(dir.write(&format!("{tag}-{i}.o"), &bytes));
@@ -461,21 +505,34 @@ fn build_and_run(
     link_and_run(dir, tag, &paths, timeout)
 }
 
-/// The lines of `out` that are compared: without the `addr` lines when addresses
-/// are not significant.
-fn significant(out: &str, addresses: bool) -> Vec<&str> {
+/// Whether `line` is an address line (`addr`, `addr-is`, `addr-cmp`) saying that
+/// two addresses are equal.
+fn addresses_equal(line: &str) -> bool {
+    line.starts_with("addr") && (line.ends_with(": 1") || line.ends_with("= 1"))
+}
+
+/// The lines of `out` that are compared, line by line with the unmerged build's
+/// output `base`: every line when addresses are significant; otherwise an `addr`
+/// line only where `base` found the two addresses equal (different functions may
+/// come to share an address when addresses are not significant, but one function
+/// keeps one address).
+fn significant<'o>(out: &'o str, base: &str, addresses: bool) -> Vec<&'o str> {
+    let mut base = base.lines();
     out.lines()
-        .filter(|l| addresses || !l.starts_with("addr"))
+        .filter(|l| {
+            let in_base = base.next();
+            addresses || !l.starts_with("addr") || in_base.is_some_and(addresses_equal)
+        })
         .collect()
 }
 
 /// How the merged program's `run` differs from the unmerged one's `base` (the
-/// address lines only if `addresses`): a one-line summary and the details, or
+/// address lines as [`significant`] says): a one-line summary and the details, or
 /// `None` when they agree.
 fn difference(base: &Run, run: &Run, addresses: bool) -> Option<(String, String)> {
     let (a, b) = (
-        significant(&base.stdout, addresses),
-        significant(&run.stdout, addresses),
+        significant(&base.stdout, &base.stdout, addresses),
+        significant(&run.stdout, &base.stdout, addresses),
     );
     if a == b && base.status == run.status {
         return None;
@@ -618,6 +675,7 @@ fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
         &dir,
         "unmerged",
         &originals,
+        &[],
         &rename,
         std::slice::from_ref(&c_object),
         false,
@@ -660,7 +718,7 @@ fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
                 mode_name(mode)
             ),
         };
-        let (merged, decided) = match merge(&shown, mode) {
+        let (merged, decided, forwarders) = match merge(&shown, mode) {
             Merged::Refused(why) => {
                 checked.refused.push(why);
                 continue;
@@ -669,21 +727,26 @@ fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
                 checked.failures.push(fail(why, "", ""));
                 continue;
             }
-            Merged::Built(objects, changed, groups, decided) => {
+            Merged::Built(objects, changed, groups, decided, forwarders) => {
                 checked.changed += changed;
                 checked.groups += groups;
-                (objects, decided)
+                (objects, decided, forwarders)
             }
         };
         // The opaque module is linked as it is.
         let mut objects = Vec::new();
+        let mut aliases = Vec::new();
         let mut object_names = Vec::new();
-        let mut merged_iter = merged.into_iter();
+        let mut merged_iter = merged.into_iter().zip(forwarders);
         for m in 0..program.modules {
             if program.opaque == Some(m) {
                 objects.push(originals[m].clone());
+                aliases.push(Aliases::new());
             } else {
-                objects.push(merged_iter.next().expect("one object per shown module"));
+                let (object, its_aliases) =
+                    merged_iter.next().expect("one object per shown module");
+                objects.push(object);
+                aliases.push(its_aliases);
             }
             object_names.push(names[m].clone());
         }
@@ -696,6 +759,7 @@ fn check_generated(program: &Program, kind: &str, merge: Merge<'_>) -> Checked {
             &dir,
             &format!("merged-{}", mode_name(mode)),
             &objects,
+            &aliases,
             &rename,
             std::slice::from_ref(&c_object),
             false,
@@ -929,6 +993,7 @@ fn check_existing(program: &Existing, merge: Merge<'_>, tally: &Tally) -> Vec<Fa
             &dir,
             tag,
             objects,
+            &[],
             &rename,
             std::slice::from_ref(main),
             reverse,
@@ -1033,7 +1098,7 @@ fn check_existing(program: &Existing, merge: Merge<'_>, tally: &Tally) -> Vec<Fa
                 });
                 continue;
             }
-            Merged::Built(objects, changed, groups, decided) => {
+            Merged::Built(objects, changed, groups, decided, _) => {
                 Tally::add(&tally.changed, changed);
                 Tally::add(&tally.groups, groups);
                 (objects, decided)
@@ -1730,6 +1795,50 @@ fn generated_programs_link_and_run_alike_through_merging_module() {
     }
 }
 
+/// One function keeps one address across modules in every mode: two modules each
+/// have a copy of one function, local or hidden, take its address at two sites
+/// (two getters and a comparison), and the getters of one kind are equal across
+/// the modules. Merging them while each copy keeps its own address (a thunk: an
+/// object file cannot alias another object's symbol) made `is_b(get_b())` false
+/// in mode all. Every getter kind, through `MergingModule` in every configuration
+/// and, where no getter reads a data object, through the library's separate
+/// pipeline (what `clif-merge summarize`, `plan` and `apply` run).
+#[test]
+fn one_function_keeps_one_address_across_modules() {
+    let test = "one_function_keeps_one_address_across_modules";
+    if !require_cc(test) {
+        return;
+    }
+    let start = Instant::now();
+    let tally = Tally::default();
+    let mut failures = Vec::new();
+    for seed in 0..24 {
+        let program = twins_across_modules_program(seed);
+        // The library's pipeline builds functions only: data objects go through
+        // the wrapper alone.
+        let separately = program
+            .data
+            .is_empty()
+            .then(|| check_generated(&program, "twins", &merge_separately));
+        Tally::add(&tally.programs, 1);
+        for checked in separately
+            .into_iter()
+            .chain([check_through_module(&program)])
+        {
+            Tally::add(&tally.builds, checked.builds);
+            Tally::add(&tally.changed, checked.changed);
+            Tally::add(&tally.refused, checked.refused.len());
+            failures.extend(checked.failures);
+        }
+    }
+    let merged = tally.changed.load(Ordering::Relaxed);
+    conclude(test, &tally, failures, start.elapsed());
+    assert!(
+        merged > 0,
+        "{test}: nothing was merged: nothing was checked"
+    );
+}
+
 /// A C archive member that defines a function of its own under the name the
 /// promotion of `a`'s local `%h_x` used to get, `h_x_a_promoted`, and calls it:
 /// `weak` as a C++ inline function is (the merged build's hidden definition used to
@@ -1824,8 +1933,17 @@ int main(void) {
         );
         // The archive after `main.o`, which needs its `c_entry`.
         let extra = [main, archive];
-        let base = build_and_run(&dir, "unmerged", &originals, &same, &extra, false, timeout)
-            .expect("the unmerged program builds");
+        let base = build_and_run(
+            &dir,
+            "unmerged",
+            &originals,
+            &[],
+            &same,
+            &extra,
+            false,
+            timeout,
+        )
+        .expect("the unmerged program builds");
         assert_eq!(base.status, "exit 0", "unmerged (weak: {weak})");
         assert!(
             base.stdout.starts_with("a 4 b 5 c 2000\n"),
@@ -1834,11 +1952,12 @@ int main(void) {
         );
         for mode in MODES {
             let label = format!("weak: {weak}, {}", mode_name(mode));
-            let Merged::Built(objects, _, _, decided) = merge_separately(&modules, mode) else {
+            let Merged::Built(objects, _, _, decided, _) = merge_separately(&modules, mode) else {
                 panic!("{label}: the separate merge did not build");
             };
-            let merged = build_and_run(&dir, "merged", &objects, &same, &extra, false, timeout)
-                .unwrap_or_else(|e| panic!("{label}: the merged program does not build: {e}"));
+            let merged =
+                build_and_run(&dir, "merged", &objects, &[], &same, &extra, false, timeout)
+                    .unwrap_or_else(|e| panic!("{label}: the merged program does not build: {e}"));
             assert_eq!(
                 (&merged.stdout, &merged.status),
                 (&base.stdout, &base.status),

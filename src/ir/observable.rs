@@ -4,10 +4,11 @@
 //! still the same reference ([`target_match`]), and which functions must never be
 //! reached through an extra frame ([`reads_machine_state`]).
 //!
-//! The IR comparator (`identical/encode.rs`), the machine-code comparison of
-//! `MergingModule` (`module/compiled.rs`) and the summaries of separate
-//! compilation all ask [`target_match`]; the single-module plan, the
-//! whole-program plan and the similar merge all ask [`reads_machine_state`].
+//! The IR comparator (`identical/encode.rs`) and the machine-code comparison of
+//! `MergingModule` (`module/compiled.rs`) ask [`target_match`]; the summaries of
+//! separate compilation (IR and machine code) ask
+//! [`target_match_across_modules`]; the single-module plan, the whole-program
+//! plan and the similar merge all ask [`reads_machine_state`].
 
 use super::linkage::Linkage;
 use cranelift_codegen::entity::EntityRef;
@@ -77,6 +78,22 @@ pub fn target_match(reference: Reference, target: Linkage, mode: MergeMode) -> T
     }
 }
 
+/// How a reference compares in a summary of a separately compiled module, where
+/// the whole-program plan may merge it with a function of another module.
+///
+/// Across modules a merged function whose address is taken stays a symbol with
+/// code and an address of its own (a thunk: an object file cannot alias a symbol
+/// another object defines), in every mode, and a reference to it keeps naming it.
+/// So two members of one class never end up at one address there, and an address
+/// matches only the very same function; calls compare as in [`target_match`].
+pub fn target_match_across_modules(reference: Reference, target: Linkage) -> TargetMatch {
+    match reference {
+        _ if target == Linkage::Preemptible => TargetMatch::Exact,
+        Reference::Call => TargetMatch::ByClass,
+        Reference::Address => TargetMatch::Exact,
+    }
+}
+
 /// Whether `opcode` reads machine state that depends on the frame it runs in: the
 /// return address, the frame pointer or the stack pointer.
 pub fn reads_frame(opcode: Opcode) -> bool {
@@ -126,6 +143,34 @@ mod tests {
                 target_match(Reference::Address, linkage, MergeMode::All),
                 TargetMatch::ByClass
             );
+        }
+    }
+
+    #[test]
+    fn across_modules_only_calls_of_replaceable_functions_compare_by_class() {
+        use Linkage::*;
+        for linkage in [Local, Hidden, Export] {
+            assert_eq!(
+                target_match_across_modules(Reference::Call, linkage),
+                TargetMatch::ByClass
+            );
+            assert_eq!(
+                target_match_across_modules(Reference::Address, linkage),
+                TargetMatch::Exact
+            );
+        }
+        for reference in [Reference::Call, Reference::Address] {
+            assert_eq!(
+                target_match_across_modules(reference, Preemptible),
+                TargetMatch::Exact
+            );
+            // Summaries walk their IR as in safe mode (`summary_walk`).
+            for linkage in [Local, Hidden, Export, Preemptible] {
+                assert_eq!(
+                    target_match_across_modules(reference, linkage),
+                    target_match(reference, linkage, MergeMode::Safe)
+                );
+            }
         }
     }
 }

@@ -7,9 +7,10 @@
 //! the IR summary does: a kept function's tokens are its alignment, code size,
 //! the SHA-256 of its code bytes and metadata ([`content_digest`]), and its
 //! relocations (retargeted as the finish will write them); a relocation to a symbol is a *reference* (an index into
-//! [`Summary::symbols`]), by class where `target_match` says a call or address
-//! may reach any member of the target's class, by exact symbol otherwise (data,
-//! unknown names, a preemptible target, an address in safe mode). A thunk of the
+//! [`Summary::symbols`]), by class where `target_match_across_modules` says a
+//! call may reach any member of the target's class, by exact symbol otherwise
+//! (data, unknown names, a preemptible target, an address in any mode: across
+//! modules a merged function whose address is taken keeps its own). A thunk of the
 //! module's own merge is summarized as standing for its kept function
 //! (`same_as`), an alias likewise after the functions, an erased duplicate not at
 //! all. The summary's [`SummarySource`] names the target and its settings, so
@@ -26,7 +27,9 @@ use super::decisions::{DeclaredNames, decision_error, resolve_checked};
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan};
 use crate::identical::tokens::{NAME_EXACT, NAME_MODULE};
 use crate::ir::fnv::Fnv1a;
-use crate::ir::{FuncIndex, Linkage, ModuleFunctions, Reference, TargetMatch, target_match};
+use crate::ir::{
+    FuncIndex, Linkage, ModuleFunctions, Reference, TargetMatch, target_match_across_modules,
+};
 use crate::separate::check::check_summary;
 use crate::separate::program::ModuleDecisions;
 use crate::separate::summary::{FunctionSummary, Summary, SymbolNames, SymbolRef, Visibility};
@@ -165,7 +168,7 @@ fn tokens_of(
             }
             let index = target.as_u32() as usize;
             let exact = index >= names.count
-                || target_match(reference, names.linkage(FuncIndex::new(index)), module.mode)
+                || target_match_across_modules(reference, names.linkage(FuncIndex::new(index)))
                     == TargetMatch::Exact;
             tokens.push(if exact { NAME_EXACT } else { NAME_MODULE });
             references.push(tokens.len() as u32);

@@ -340,10 +340,13 @@ pub fn summarize(module: &FunctionSet, module_name: &str, options: &MergeOptions
     summarize_with(module, module_name, options, &ClifNames)
 }
 
-/// The walk options of summaries.
-pub fn summary_walk(mode: MergeMode) -> WalkOptions {
+/// The walk options of summaries. Addresses are significant in every mode: a
+/// summary is compared with other modules' functions, and across modules an
+/// address matches only the very same function
+/// ([`target_match_across_modules`](crate::ir::target_match_across_modules)).
+pub fn summary_walk() -> WalkOptions {
     WalkOptions {
-        addresses_significant: mode == MergeMode::Safe,
+        addresses_significant: true,
         symbols_by_reference: true,
         callee_load_holes: false,
     }
@@ -369,7 +372,7 @@ pub fn summarize_merged(
     names: &dyn SymbolNames,
 ) -> Summary {
     let (set, real) = with_stubs(&merged.set);
-    let walk = summary_walk(mode);
+    let walk = summary_walk();
     let all: Vec<FuncIndex> = (0..real).map(FuncIndex::new).collect();
     let walked = hash_and_encode(&set, &all, walk)
         .into_iter()

@@ -144,13 +144,27 @@ pub struct BytesSpec {
     pub relocs: Vec<BytesReloc>,
 }
 
+/// An alias: a symbol naming the code of a function the object defines, as
+/// `MergingModule::finish_object` writes one (one address, two names).
+#[derive(Clone, Debug)]
+pub struct AliasSpec {
+    /// Its symbol (before `rename`).
+    pub symbol: String,
+    pub linkage: Linkage,
+    pub signature: Signature,
+    /// The symbol of the function whose code it names (before `rename`).
+    pub of: String,
+}
+
 /// What one object file holds: CLIF functions (each with its linkage), data
-/// objects holding function addresses, and functions given as machine code.
+/// objects holding function addresses, functions given as machine code, and
+/// aliases of its functions.
 #[derive(Clone, Debug, Default)]
 pub struct ObjectSpec {
     pub functions: Vec<(Function, Linkage)>,
     pub data: Vec<DataSpec>,
     pub bytes: Vec<BytesSpec>,
+    pub aliases: Vec<AliasSpec>,
 }
 
 /// Why [`define_object`] failed: the message, and whether the module reported a
@@ -207,13 +221,38 @@ pub fn compile_object(
 }
 
 /// [`compile_object`] for a whole [`ObjectSpec`]: through a plain `ObjectModule`.
+/// Each alias is declared with its linkage and, once the object is finished, its
+/// symbol is pointed at the code of the function it names.
 pub fn compile_object_spec(
     spec: &ObjectSpec,
     rename: &dyn Fn(&str) -> String,
 ) -> Result<Vec<u8>, String> {
     let mut module = object_module()?;
     define_object(&mut module, spec, rename).map_err(|e| e.message)?;
-    let product = module.finish();
+    let declared =
+        |module: &ObjectModule, symbol: &str| match module.declarations().get_name(&rename(symbol))
+        {
+            Some(cranelift_module::FuncOrDataId::Func(id)) => Ok(id),
+            _ => Err(format!("`{symbol}` is not a function of the object")),
+        };
+    let mut aliases = Vec::new();
+    for alias in &spec.aliases {
+        aliases.push((
+            declared(&module, &alias.symbol)?,
+            declared(&module, &alias.of)?,
+        ));
+    }
+    let mut product = module.finish();
+    for (alias, of) in aliases {
+        let (alias, of) = (product.function_symbol(alias), product.function_symbol(of));
+        let code = product.object.symbol(of);
+        let (section, value, size, kind) = (code.section, code.value, code.size, code.kind);
+        let symbol = product.object.symbol_mut(alias);
+        symbol.section = section;
+        symbol.value = value;
+        symbol.size = size;
+        symbol.kind = kind;
+    }
     product.emit().map_err(|e| e.to_string())
 }
 
@@ -236,6 +275,11 @@ pub fn define_object<M: Module>(
             spec.bytes
                 .iter()
                 .map(|b| (b.symbol.clone(), b.linkage, &b.signature)),
+        )
+        .chain(
+            spec.aliases
+                .iter()
+                .map(|a| (a.symbol.clone(), a.linkage, &a.signature)),
         );
     for (symbol, linkage, signature) in own {
         if defined.contains_key(&symbol) {

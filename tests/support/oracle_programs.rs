@@ -767,6 +767,7 @@ impl Program {
             functions: self.parsed_functions(m),
             data,
             bytes,
+            aliases: Vec::new(),
         }
     }
 
@@ -1293,7 +1294,57 @@ pub fn generate_address_program(seed: u64, machine_code: bool) -> Program {
     for m in 0..modules {
         add_address_takers(&mut g, m, machine_code);
     }
+    if g.rng.chance(50) {
+        add_twins_across_modules(&mut g);
+    }
     g.program
+}
+
+/// A program of two modules, each with its own copy of one function (local or
+/// hidden, as `seed` picks), whose address it takes at two sites: two getters
+/// (of kinds `seed` picks) and a function comparing its argument with the address
+/// ([`add_twins_across_modules`]). Each copy is one address to the C `main`, which
+/// compares every getter's result with the other's and passes it to the comparison.
+pub fn twins_across_modules_program(seed: u64) -> Program {
+    let rng = Rng::new(seed ^ 0x5457_494e_5341_4352);
+    let mut g = Gen::new(rng, seed, 2, None);
+    add_twins_across_modules(&mut g);
+    g.program
+}
+
+/// Gives modules 0 and 1 a copy each of one function, local or hidden, and in
+/// each module two getters of its own copy's address and a comparison of its
+/// argument with that address. The copies are equal across the modules, and so
+/// are the getters of one kind: merging the getters across the modules while each
+/// copy keeps an address of its own would make one function read as two
+/// addresses. The comparisons differ (`func_addr` in one module, `symbol_value`
+/// in the other), so that they are not merged together with the getters.
+fn add_twins_across_modules(g: &mut Gen) {
+    let linkage = if g.rng.chance(50) {
+        Linkage::Local
+    } else {
+        Linkage::Hidden
+    };
+    let kinds = [
+        Taken::FuncAddr,
+        Taken::Symbol,
+        Taken::ExportedData,
+        Taken::LocalData,
+    ];
+    let getters = [g.rng.pick(&kinds), g.rng.pick(&kinds)];
+    let symbol_in_first = g.rng.chance(50);
+    for m in 0..2 {
+        let name = format!("tw{m}_{}", g.program.functions.len());
+        let twin = g.push(m, name, linkage, false, Body::Affine { mul: 5, add: 11 }, 0);
+        for how in getters {
+            add_getter(g, m, Target::Fn(twin), how);
+        }
+        let body = Body::IsAddr {
+            target: Target::Fn(twin),
+            symbol: symbol_in_first == (m == 0),
+        };
+        push_helper(g, m, "ia", Linkage::Export, false, body);
+    }
 }
 
 /// One or two functions of module `m` in `layer` get one or two exact copies
