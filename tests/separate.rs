@@ -218,7 +218,14 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         );
         return (expected.len(), merges.len(), decided);
     }
-    let report = validate_program(&whole, &program).expect("the validator crashed");
+    // Promoted representatives are the same functions under new names.
+    let promoted = plan
+        .decisions
+        .iter()
+        .flat_map(|m| &m.decisions)
+        .filter(|d| d.action == DecisionAction::Promote)
+        .map(|d| (d.function.as_str(), d.to.as_str()));
+    let report = validate_program(&whole, &program, promoted).expect("the validator crashed");
     assert!(
         report.mismatches.is_empty(),
         "{name} K={k}: {:?}",
