@@ -1215,7 +1215,8 @@ fn a_promoted_function_keeps_its_address_under_its_new_name() {
 }
 
 /// A function removed and its references sent to an equal representative is
-/// caught when its address was taken: the representative's address is not its.
+/// caught when its address was taken: the representative's address is not its,
+/// unless the function is declared an alias of it.
 #[test]
 fn a_redirected_function_whose_address_is_taken_is_caught() {
     let original = module(&format!(
@@ -1247,6 +1248,12 @@ block0(v0: i64):
     let report = validate_program(&original, &redirected, []).expect("the validator crashed");
     assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
     assert_eq!(report.mismatches[0].function, FuncIndex::new(1), "%r");
+    // Declared an alias of %twin, %local has its address in both programs, and is
+    // checked against it.
+    let report = validate_program(&original, &redirected, [("%local", "%twin")])
+        .expect("the validator crashed");
+    assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
+    assert_eq!(report.validated, 2, "{}", report.summary());
 }
 
 /// Two equal functions that take each other's addresses: `%b` merged into `%a`.

@@ -498,13 +498,16 @@ pub fn validate_similar_with_progress(
 /// must agree. A function removed from `transformed` is checked through its
 /// callers. Runs on a thread with a large stack, like [`validate`].
 ///
-/// `renamed` lists the functions `transformed` knows under another name, as
-/// (name in `original`, name in `transformed`): the local representatives that
-/// separate compilation promoted (each `DecisionAction::Promote` decision, from
-/// its `function` to its `to`). A function keeps its address
-/// by name (or by its name before the rename); references to a removed function
-/// go to its representative, and so have the representative's address where the
-/// original had its own; a function only `transformed` has gets a fresh address.
+/// `renamed` lists the functions of `original` that `transformed` knows under
+/// another name, as (name in `original`, name in `transformed`): a local
+/// representative separate compilation promoted (a `DecisionAction::Promote`
+/// decision, from its `function` to its `to`) is the same function under its new
+/// name; an alias a module's own merge made (`ModuleAlias`, from its `name` to the
+/// function it is `of`) is declared one address with the function whose code it
+/// names, in both programs, and is checked against it. Otherwise a function keeps
+/// its address by name; references to a removed function go to its
+/// representative, and so have the representative's address where the original
+/// had its own; a function only `transformed` has gets a fresh address.
 ///
 /// ```
 /// use clif_merge::validate::validate_program;
@@ -587,18 +590,32 @@ pub fn validate_program<'r>(
             .iter()
             .map(|(from, to)| (to.as_str(), from.as_str()))
             .collect();
+        // An alias (renamed to another function of `original`) is declared one
+        // address with that function, in both worlds.
+        let mut identity: FxHashMap<&str, FuncIndex> = FxHashMap::default();
         let mut original_addresses = FunctionAddresses::new();
-        for (f, d) in original.iter() {
-            original_addresses.own(d.func.name.to_string(), f.index());
+        for (name, &f) in &by_name {
+            match renamed.get(name).and_then(|to| by_name.get(to)) {
+                Some(&to) if to != f => {
+                    original_addresses.share(name.clone(), to.index());
+                    identity.insert(name, to);
+                }
+                _ => {
+                    original_addresses.own(name.clone(), f.index());
+                    identity.insert(name, f);
+                }
+            }
         }
         let mut merged_addresses = FunctionAddresses::new();
         for (t, d) in transformed.iter() {
             let name = d.func.name.to_string();
-            let identity = by_name
-                .get(&name)
-                .or_else(|| by_name.get(*was_named.get(name.as_str())?))
-                .map_or(original.len() + t.index(), |f| f.index());
-            merged_addresses.own(name, identity);
+            let known = identity
+                .get(name.as_str())
+                .or_else(|| identity.get(*was_named.get(name.as_str())?));
+            merged_addresses.own(
+                name,
+                known.map_or(original.len() + t.index(), |f| f.index()),
+            );
         }
         let mut now_named: FxHashMap<String, &Function> = FxHashMap::default();
         for (_, d) in transformed.iter() {
