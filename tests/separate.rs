@@ -204,10 +204,14 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         for alias in &applied.aliases {
             renamed.push((alias.name.to_string(), alias.of.to_string()));
         }
-        renamed.extend(applied.decided.iter().flatten().filter_map(|d| {
-            (d.decision.action == DecisionAction::Promote)
-                .then(|| (d.name.to_string(), d.decision.to.clone()))
-        }));
+        renamed.extend(
+            applied
+                .decided
+                .iter()
+                .flatten()
+                .filter(|d| d.decision.action == DecisionAction::Promote)
+                .map(|d| (d.name.to_string(), d.decision.to.clone())),
+        );
         let out = applied.functions;
         for (_, def) in out.iter() {
             if let Err(e) = verify_function(&def.func, &*isa) {
