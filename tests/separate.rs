@@ -196,10 +196,23 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         .finish(Flags::new(flags))
         .expect("host ISA");
     let mut program = FunctionSet::new();
+    // The functions the program knows under another name: promoted
+    // representatives, and aliases (which name another function's code).
+    let mut renamed: Vec<(String, String)> = Vec::new();
     for (part, decisions) in parts.iter().zip(&plan.decisions) {
-        let out = apply_decisions(part, &options, decisions)
-            .expect("apply")
-            .functions;
+        let applied = apply_decisions(part, &options, decisions).expect("apply");
+        for alias in &applied.aliases {
+            renamed.push((alias.name.to_string(), alias.of.to_string()));
+        }
+        renamed.extend(
+            applied
+                .decided
+                .iter()
+                .flatten()
+                .filter(|d| d.decision.action == DecisionAction::Promote)
+                .map(|d| (d.name.to_string(), d.decision.to.clone())),
+        );
+        let out = applied.functions;
         for (_, def) in out.iter() {
             if let Err(e) = verify_function(&def.func, &*isa) {
                 panic!("{name} K={k}: {} fails the verifier: {e}", def.func.name);
@@ -218,7 +231,10 @@ fn check_separate(name: &str, module: &FunctionSet, k: usize, run: bool) -> (usi
         );
         return (expected.len(), merges.len(), decided);
     }
-    let report = validate_program(&whole, &program).expect("the validator crashed");
+    let renamed = renamed
+        .iter()
+        .map(|(from, to)| (from.as_str(), to.as_str()));
+    let report = validate_program(&whole, &program, renamed).expect("the validator crashed");
     assert!(
         report.mismatches.is_empty(),
         "{name} K={k}: {:?}",

@@ -5,8 +5,8 @@ use clif_merge::Linkage;
 use clif_merge::similar::{SimilarOptions, SimilarOutcome, SimilarPass};
 use clif_merge::testing::apply;
 use clif_merge::validate::{
-    Progress, SimilarValidationError, ValidationReport, validate, validate_similar,
-    validate_similar_with_progress, validate_with_progress,
+    Progress, SimilarValidationError, ValidationReport, validate, validate_program,
+    validate_similar, validate_similar_with_progress, validate_with_progress,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use clif_merge::{MergeAction, MergeDecision, MergePlan};
@@ -740,4 +740,586 @@ fn progress_of_the_similar_validation_counts_members() {
         .expect("the validator crashed");
     assert_eq!(report.validated, 5, "{}", report.summary());
     recorder.assert_counted(5);
+}
+
+/// `%f` and `%g` take the address of `%k`, call `%h1` and `%h2` (which differ) and
+/// return their result plus that address: the similar merge makes the callee a
+/// parameter, so each entry point takes its callee's address before the merged
+/// body takes `%k`'s.
+const CALLEE_AND_ADDRESS_TWINS: &str = "
+function %k(i32) -> i32 {
+block0(v0: i32):
+    v1 = iconst.i32 7
+    v2 = iadd v0, v1
+    return v2
+}
+
+function %h1(i32) -> i32 {
+block0(v0: i32):
+    v1 = imul v0, v0
+    return v1
+}
+
+function %h2(i32) -> i32 {
+block0(v0: i32):
+    v1 = ineg v0
+    v2 = iconst.i32 1
+    v3 = iadd v1, v2
+    return v3
+}
+
+function %f(i32, i32) -> i64 {
+    fn0 = %h1(i32) -> i32
+    fn1 = %k(i32) -> i32
+block0(v0: i32, v1: i32):
+    v18 = func_addr.i64 fn1
+    v2 = iconst.i32 17
+    v3 = imul v0, v2
+    v4 = iadd v3, v1
+    v5 = call fn0(v4)
+    v6 = bxor v5, v0
+    v7 = ishl v6, v1
+    v8 = isub v7, v3
+    v9 = band v8, v4
+    v10 = bor v9, v5
+    v11 = imul v10, v10
+    v12 = iadd v11, v6
+    v13 = bxor v12, v7
+    v14 = imul v13, v8
+    v15 = iadd v14, v9
+    v16 = rotl v15, v1
+    v17 = bxor v16, v10
+    v19 = uextend.i64 v17
+    v20 = iadd v19, v18
+    return v20
+}
+
+function %g(i32, i32) -> i64 {
+    fn0 = %h2(i32) -> i32
+    fn1 = %k(i32) -> i32
+block0(v0: i32, v1: i32):
+    v18 = func_addr.i64 fn1
+    v2 = iconst.i32 17
+    v3 = imul v0, v2
+    v4 = iadd v3, v1
+    v5 = call fn0(v4)
+    v6 = bxor v5, v0
+    v7 = ishl v6, v1
+    v8 = isub v7, v3
+    v9 = band v8, v4
+    v10 = bor v9, v5
+    v11 = imul v10, v10
+    v12 = iadd v11, v6
+    v13 = bxor v12, v7
+    v14 = imul v13, v8
+    v15 = iadd v14, v9
+    v16 = rotl v15, v1
+    v17 = bxor v16, v10
+    v19 = uextend.i64 v17
+    v20 = iadd v19, v18
+    return v20
+}
+";
+
+/// The similar merge of [`CALLEE_AND_ADDRESS_TWINS`]: one group of `%f` and `%g`
+/// whose entry points pass their callee's address.
+fn similar_merge_of_callee_and_address_twins() -> SimilarPass {
+    let set = module(CALLEE_AND_ADDRESS_TWINS);
+    let outcome = merge_functions(&set, &MergeOptions::default());
+    let similar = SimilarPass::after(
+        &set,
+        &outcome,
+        &SimilarOptions::default(),
+        clif_merge::testing::host_isa().as_deref(),
+    );
+    assert_eq!(similar.outcome.groups.len(), 1, "one group");
+    let group = &similar.outcome.groups[0];
+    assert_eq!(group.members.len(), 2, "%f and %g");
+    let entry = similar
+        .entry_point(group.members[0])
+        .expect("%f is an entry point");
+    let text = entry.display().to_string();
+    assert!(text.contains("func_addr"), "the callee is passed: {text}");
+    similar
+}
+
+/// Where a run takes the addresses of functions first does not move them: the
+/// right similar merge validates, through the library and through the tool.
+#[test]
+fn a_callee_made_a_parameter_leaves_other_addresses_alone() {
+    let similar = similar_merge_of_callee_and_address_twins();
+    let report =
+        validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+    assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
+    assert_eq!(report.validated, 2, "{}", report.summary());
+
+    let dir = tempfile::Builder::new()
+        .prefix("clif-merge-validate-")
+        .tempdir()
+        .expect("temp dir");
+    let file = dir.path().join("callee_and_address.clif");
+    std::fs::write(&file, CALLEE_AND_ADDRESS_TWINS).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+        .args(["--similar", "--validate"])
+        .arg(&file)
+        .output()
+        .expect("run clif-merge");
+    drop(dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("similar: validated: 2 pairs, 0 unvalidated, 0 mismatches"),
+        "{stderr}"
+    );
+}
+
+/// An entry point that passes the address of the other member's callee is caught.
+#[test]
+fn an_entry_point_passing_another_callee_is_caught() {
+    let similar = similar_merge_of_callee_and_address_twins();
+    let mut wrong = similar.outcome.clone();
+    let f = wrong.groups[0].members[0];
+    let entry = wrong.entry_points.get_mut(f).expect("an entry point");
+    // The entry point of %f names %h1; %h2 instead.
+    let callee = entry
+        .dfg
+        .ext_funcs
+        .values_mut()
+        .find(|e| e.name.display(None).to_string() == "%h1")
+        .expect("%f's entry point imports %h1");
+    callee.name = cranelift_codegen::ir::ExternalName::testcase("h2");
+    let report = validate_similar(&similar.module, &wrong).expect("the validator crashed");
+    assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
+    assert_eq!(report.mismatches[0].function, f);
+}
+
+/// Functions the transformations below use: `%h1` and `%h2` differ.
+const ADDRESSED: &str = "
+function %h1(i64) -> i64 {
+block0(v0: i64):
+    v1 = imul v0, v0
+    return v1
+}
+function %h2(i64) -> i64 {
+block0(v0: i64):
+    v1 = iadd v0, v0
+    return v1
+}
+";
+
+/// `validate_program` of `ADDRESSED` with `original` against `ADDRESSED` with
+/// `transformed`, renaming nothing.
+fn validate_addresses(original: &str, transformed: &str) -> ValidationReport {
+    let original = module(&format!("{ADDRESSED}{original}"));
+    let transformed = module(&format!("{ADDRESSED}{transformed}"));
+    validate_program(&original, &transformed, []).expect("the validator crashed")
+}
+
+/// `%r` as it takes the address of `%h1` ... and as a wrong transformation
+/// rewrites it to take `%h2`'s instead (or both, in the other order), for every
+/// way an address can be observed.
+const WRONG_ADDRESSES: [(&str, &str, &str); 7] = [
+    (
+        "func_addr returned",
+        "
+function %r() -> i64 {
+    fn0 = %h1(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}",
+        "
+function %r() -> i64 {
+    fn0 = %h2(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}",
+    ),
+    (
+        "symbol_value returned",
+        "
+function %r() -> i64 {
+    gv0 = symbol %h1
+block0:
+    v0 = symbol_value.i64 gv0
+    return v0
+}",
+        "
+function %r() -> i64 {
+    gv0 = symbol %h2
+block0:
+    v0 = symbol_value.i64 gv0
+    return v0
+}",
+    ),
+    (
+        "symbol_value for func_addr",
+        "
+function %r() -> i64 {
+    fn0 = %h1(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}",
+        "
+function %r() -> i64 {
+    gv0 = symbol %h2
+block0:
+    v0 = symbol_value.i64 gv0
+    return v0
+}",
+    ),
+    (
+        "stored to memory",
+        "
+function %r(i64) {
+    fn0 = %h1(i64) -> i64
+block0(v0: i64):
+    v1 = func_addr.i64 fn0
+    store v1, v0
+    return
+}",
+        "
+function %r(i64) {
+    fn0 = %h2(i64) -> i64
+block0(v0: i64):
+    v1 = func_addr.i64 fn0
+    store v1, v0
+    return
+}",
+    ),
+    (
+        "stored, loaded and compared",
+        "
+function %r(i64) -> i8 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0(v0: i64):
+    v1 = func_addr.i64 fn0
+    store v1, v0
+    v2 = load.i64 v0
+    v3 = func_addr.i64 fn1
+    v4 = icmp ult v2, v3
+    return v4
+}",
+        "
+function %r(i64) -> i8 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0(v0: i64):
+    v3 = func_addr.i64 fn1
+    store v3, v0
+    v2 = load.i64 v0
+    v1 = func_addr.i64 fn0
+    v4 = icmp ult v2, v1
+    return v4
+}",
+    ),
+    (
+        "addresses compared",
+        "
+function %r() -> i8 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    v1 = func_addr.i64 fn1
+    v2 = icmp ult v0, v1
+    return v2
+}",
+        "
+function %r() -> i8 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn1
+    v1 = func_addr.i64 fn0
+    v2 = icmp ult v0, v1
+    return v2
+}",
+    ),
+    (
+        "passed to a call leaving the program",
+        "
+function %r() {
+    fn0 = %h1(i64) -> i64
+    fn1 = %ext(i64)
+block0:
+    v0 = func_addr.i64 fn0
+    call fn1(v0)
+    return
+}",
+        "
+function %r() {
+    fn0 = %h2(i64) -> i64
+    fn1 = %ext(i64)
+block0:
+    v0 = func_addr.i64 fn0
+    call fn1(v0)
+    return
+}",
+    ),
+];
+
+/// A transformation that takes the address of another function than the
+/// original did is caught, however the address is observed.
+#[test]
+fn the_address_of_another_function_is_caught() {
+    for (what, original, wrong) in WRONG_ADDRESSES {
+        let report = validate_addresses(original, wrong);
+        assert_eq!(report.mismatches.len(), 1, "{what}: {}", report.summary());
+    }
+}
+
+/// Right transformations validate whatever order they take addresses in, and
+/// `func_addr` and `symbol_value` of one function are one address.
+#[test]
+fn right_transformations_validate_whatever_order_they_take_addresses_in() {
+    let right = [
+        (
+            "func_addr swapped",
+            "
+function %r() -> i64 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    v1 = func_addr.i64 fn1
+    v2 = isub v0, v1
+    return v2
+}",
+            "
+function %r() -> i64 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0:
+    v1 = func_addr.i64 fn1
+    v0 = func_addr.i64 fn0
+    v2 = isub v0, v1
+    return v2
+}",
+        ),
+        (
+            "stored, loaded and compared, taken the other way round",
+            "
+function %r(i64) -> i8 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0(v0: i64):
+    v1 = func_addr.i64 fn0
+    store v1, v0
+    v2 = load.i64 v0
+    v3 = func_addr.i64 fn1
+    v4 = icmp ult v2, v3
+    return v4
+}",
+            "
+function %r(i64) -> i8 {
+    fn0 = %h1(i64) -> i64
+    fn1 = %h2(i64) -> i64
+block0(v0: i64):
+    v3 = func_addr.i64 fn1
+    v1 = func_addr.i64 fn0
+    store v1, v0
+    v2 = load.i64 v0
+    v4 = icmp ult v2, v3
+    return v4
+}",
+        ),
+        (
+            "symbol_value for func_addr",
+            "
+function %r() -> i64 {
+    fn0 = %h1(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}",
+            "
+function %r() -> i64 {
+    gv0 = symbol %h1
+block0:
+    v0 = symbol_value.i64 gv0
+    return v0
+}",
+        ),
+        (
+            "called through its address",
+            "
+function %r(i64, i64) -> i64 {
+    sig0 = (i64) -> i64
+    fn0 = %h1 sig0
+block0(v0: i64, v1: i64):
+    v2 = call fn0(v1)
+    return v2
+}",
+            "
+function %r(i64, i64) -> i64 {
+    sig0 = (i64) -> i64
+    fn0 = %h1 sig0
+block0(v0: i64, v1: i64):
+    v2 = func_addr.i64 fn0
+    v3 = call_indirect sig0, v2(v1)
+    return v3
+}",
+        ),
+    ];
+    for (what, original, transformed) in right {
+        let report = validate_addresses(original, transformed);
+        assert!(
+            report.mismatches.is_empty(),
+            "{what}: {:?}",
+            report.mismatches
+        );
+        assert_eq!(report.validated, 1, "{what}: {}", report.summary());
+    }
+}
+
+/// A program in which `%r` returns the address of `%local` and what it computes.
+const TAKES_LOCAL: &str = "
+function %local(i64) -> i64 {
+block0(v0: i64):
+    v1 = iconst.i64 5
+    v2 = imul v0, v1
+    return v2
+}
+function %r(i64) -> i64, i64 {
+    fn0 = %local(i64) -> i64
+block0(v0: i64):
+    v1 = func_addr.i64 fn0
+    v2 = call fn0(v0)
+    return v1, v2
+}
+";
+
+/// A function separate compilation promoted under a new name is the same
+/// function, with the same address, when `validate_program` is told the rename;
+/// a name it is not told of is a new function, with an address of its own.
+#[test]
+fn a_promoted_function_keeps_its_address_under_its_new_name() {
+    let original = module(TAKES_LOCAL);
+    let transformed = module(&TAKES_LOCAL.replace("%local", "%local_promoted_1234"));
+    let report = validate_program(
+        &original,
+        &transformed,
+        [("%local", "%local_promoted_1234")],
+    )
+    .expect("the validator crashed");
+    assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
+    // %r (its import renamed) and %local (under its new name).
+    assert_eq!(report.validated, 2, "{}", report.summary());
+
+    let report = validate_program(&original, &transformed, []).expect("the validator crashed");
+    assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
+}
+
+/// A function removed and its references sent to an equal representative is
+/// caught when its address was taken: the representative's address is not its,
+/// unless the function is declared an alias of it.
+#[test]
+fn a_redirected_function_whose_address_is_taken_is_caught() {
+    let original = module(&format!(
+        "{TAKES_LOCAL}
+function %twin(i64) -> i64 {{
+block0(v0: i64):
+    v1 = iconst.i64 5
+    v2 = imul v0, v1
+    return v2
+}}"
+    ));
+    // %local removed, %r's references sent to %twin.
+    let redirected = module(
+        "
+function %r(i64) -> i64, i64 {
+    fn0 = %twin(i64) -> i64
+block0(v0: i64):
+    v1 = func_addr.i64 fn0
+    v2 = call fn0(v0)
+    return v1, v2
+}
+function %twin(i64) -> i64 {
+block0(v0: i64):
+    v1 = iconst.i64 5
+    v2 = imul v0, v1
+    return v2
+}",
+    );
+    let report = validate_program(&original, &redirected, []).expect("the validator crashed");
+    assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
+    assert_eq!(report.mismatches[0].function, FuncIndex::new(1), "%r");
+    // Declared an alias of %twin, %local has its address in both programs, and is
+    // checked against it.
+    let report = validate_program(&original, &redirected, [("%local", "%twin")])
+        .expect("the validator crashed");
+    assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
+    assert_eq!(report.validated, 2, "{}", report.summary());
+}
+
+/// Two equal functions that take each other's addresses: `%b` merged into `%a`.
+const TAKE_EACH_OTHERS_ADDRESS: &str = "
+function %a() -> i64 {
+    fn0 = %a() -> i64
+    fn1 = %b() -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    v1 = func_addr.i64 fn1
+    v2 = isub v1, v0
+    return v2
+}
+function %b() -> i64 {
+    fn0 = %a() -> i64
+    fn1 = %b() -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    v1 = func_addr.i64 fn1
+    v2 = isub v1, v0
+    return v2
+}
+";
+
+/// An erased or aliased duplicate is declared one address with its kept function
+/// in both worlds, and a thunk keeps its own in both: each merge validates.
+#[test]
+fn merges_validate_with_the_addresses_their_plan_declares() {
+    for action in [MergeAction::Erase, MergeAction::Alias, MergeAction::Thunk] {
+        let report = validate_forced_merge(TAKE_EACH_OTHERS_ADDRESS, action);
+        assert!(
+            report.mismatches.is_empty(),
+            "{action:?}: {:?}",
+            report.mismatches
+        );
+        assert_eq!(report.validated, 1, "{action:?}: {}", report.summary());
+    }
+}
+
+/// Two functions that return the addresses of different functions are no
+/// duplicates: merging them is caught.
+#[test]
+fn a_merge_of_functions_returning_different_addresses_is_caught() {
+    let text = format!(
+        "
+function %a() -> i64 {{
+    fn0 = %h1(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}}
+function %b() -> i64 {{
+    fn0 = %h2(i64) -> i64
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}}
+{ADDRESSED}"
+    );
+    for action in [MergeAction::Erase, MergeAction::Thunk] {
+        let report = validate_forced_merge(&text, action);
+        assert_eq!(
+            report.mismatches.len(),
+            1,
+            "{action:?}: {}",
+            report.summary()
+        );
+    }
 }

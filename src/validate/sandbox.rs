@@ -20,10 +20,17 @@
 //! - **Stack slots** live at [`STACK_BASE`], frame after frame. A `stack_addr`
 //!   outside its slot makes the run inconclusive: where it points depends on a
 //!   frame layout the sandbox does not share with the hardware.
-//! - **Function addresses** of functions in the store are numbered in the order a
-//!   run first takes them, so the numbering depends only on what the code does, not
-//!   on names or positions (a merged module may have renamed, removed or aliased
-//!   functions). An address of a function outside the store is a hash of its name.
+//! - **Function addresses** are given by identity, not by the order a run takes
+//!   them: every function of the original module has its own address
+//!   ([`identity_address`] of its index), and each world maps the names of its
+//!   stored functions to those addresses as the transformation says they
+//!   correspond ([`FunctionAddresses`]): a function kept, thunked or standing in
+//!   as an entry point has the address of the original it replaces, a function the
+//!   transformation declares one with another (an alias, an erased duplicate) has
+//!   that one's, and a new function (a merged body) a fresh address after the
+//!   originals. `func_addr` and a symbol global value of a stored function give
+//!   the same address; an address is called as the function of the world that owns
+//!   it. An address of a function outside the store is a hash of its name.
 //! - **Calls that leave the store** (a direct call to an imported function, or an
 //!   indirect call through a pointer that is not the address of a stored function)
 //!   go to a *synthetic callee* of the right signature: it mixes the callee's
@@ -51,13 +58,66 @@ use cranelift_interpreter::state::{InterpreterFunctionRef, MemoryError, State};
 use cranelift_interpreter::step::{ControlFlow, CraneliftTrap, step};
 use cranelift_interpreter::value::DataValueExt;
 use rustc_hash::FxHashMap;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 
 /// Where the first stack frame starts.
 pub const STACK_BASE: u64 = 0x0000_7ffc_0000_0000;
 /// Where the addresses of stored functions start (16 bytes apart).
 const FUNCTION_BASE: u64 = 0x0000_5555_0000_0000;
+
+/// The address of the function of identity `identity` (its index in the original
+/// module, or a fresh number after them for a new function), in every world.
+pub fn identity_address(identity: usize) -> u64 {
+    FUNCTION_BASE.wrapping_add(16u64.wrapping_mul(identity as u64))
+}
+
+/// The addresses of one world's stored functions, by name, and the function a
+/// call through each address reaches in that world.
+#[derive(Clone, Debug, Default)]
+pub struct FunctionAddresses {
+    /// The address of each stored function, by its name in the store.
+    by_name: FxHashMap<String, u64>,
+    /// The stored function (by name) that owns each address: the one a call
+    /// through it runs.
+    owner: FxHashMap<u64, String>,
+}
+
+impl FunctionAddresses {
+    /// No function has an address yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The function `name` is the one of identity `identity`: it has that
+    /// identity's address and a call through the address runs it. A name or an
+    /// address given twice keeps what it was given first, as the store keeps
+    /// the first function of a name.
+    pub fn own(&mut self, name: String, identity: usize) {
+        let address = identity_address(identity);
+        self.owner.entry(address).or_insert_with(|| name.clone());
+        self.by_name.entry(name).or_insert(address);
+    }
+
+    /// The function `name` is declared to share the address of identity
+    /// `identity` (an alias or an erased duplicate): it has that address, and a
+    /// call through it runs the function that owns it.
+    pub fn share(&mut self, name: String, identity: usize) {
+        self.by_name
+            .entry(name)
+            .or_insert(identity_address(identity));
+    }
+
+    /// The address of the stored function `name`, if it was given one.
+    fn address(&self, name: &str) -> Option<u64> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The name of the stored function a call through `address` runs.
+    fn owner(&self, address: u64) -> Option<&str> {
+        self.owner.get(&address).map(String::as_str)
+    }
+}
 /// Where the addresses of libcalls start (16 bytes apart).
 const LIBCALL_BASE: u64 = 0x0000_5556_0000_0000;
 /// Addresses of functions outside the store: this tag with a hash of the name.
@@ -198,6 +258,8 @@ pub struct SandboxWorld<'a> {
     pub store: &'a FunctionStore<'a>,
     /// Stand-ins for everything else.
     pub callees: &'a SyntheticCallees,
+    /// The address of each function of `store`.
+    pub addresses: &'a FunctionAddresses,
 }
 
 /// How a run ended: returned values or a trap.
@@ -340,8 +402,6 @@ pub struct Sandbox<'a> {
     /// Written bytes outside the stack.
     memory: FxHashMap<u64, u8>,
     seed: u64,
-    /// Stored functions whose address was taken, in the order first taken.
-    addressed: RefCell<Vec<&'a Function>>,
     /// Identity of the outside callee a synthetic callee stands in for.
     callee: Cell<u64>,
     /// Signature of the indirect call being made.
@@ -366,7 +426,6 @@ impl<'a> Sandbox<'a> {
             stack: Vec::new(),
             memory: FxHashMap::default(),
             seed,
-            addressed: RefCell::new(Vec::new()),
             callee: Cell::new(0),
             indirect_signature: Cell::new(None),
             pinned_reg: DataValue::I64(0),
@@ -552,6 +611,21 @@ impl<'a> Sandbox<'a> {
         Some(callee)
     }
 
+    /// The address of the function the store knows as `name`: its address in
+    /// this world, so that `func_addr` and a symbol give the same one. A stored
+    /// function the world gave no address makes the run inconclusive (its
+    /// address would be a guess); a name outside the store has a hash of it.
+    fn address_of_name(&self, name: &str) -> u64 {
+        if let Some(address) = self.world.addresses.address(name) {
+            return address;
+        }
+        if self.world.store.get_by_name(name).is_some() {
+            self.unmodelled
+                .set(Some(format!("the stored function {name} has no address")));
+        }
+        external_address(name)
+    }
+
     /// The name by which the store knows the function `name` refers to from the
     /// current function.
     fn store_name(&self, name: &ExternalName) -> String {
@@ -706,28 +780,18 @@ impl<'a> State<'a> for Sandbox<'a> {
                 .unwrap_or(usize::MAX >> 8) as u64;
             return address_of(size, LIBCALL_BASE + 16 * index);
         }
-        let name = self.store_name(name);
-        let Some(function) = self.world.store.get_by_name(&name) else {
-            return address_of(size, external_address(&name));
-        };
-        let mut addressed = self.addressed.borrow_mut();
-        let index = match addressed.iter().position(|f| std::ptr::eq(*f, function)) {
-            Some(index) => index,
-            None => {
-                addressed.push(function);
-                addressed.len() - 1
-            }
-        };
-        address_of(size, FUNCTION_BASE + 16 * index as u64)
+        address_of(size, self.address_of_name(&self.store_name(name)))
     }
 
     fn get_function_from_address(&self, address: Address) -> Option<InterpreterFunctionRef<'a>> {
         let raw = raw(&address).ok()?;
-        if raw >= FUNCTION_BASE && raw.is_multiple_of(16) {
-            let index = (raw - FUNCTION_BASE) / 16;
-            if let Some(&function) = self.addressed.borrow().get(index as usize) {
-                return Some(InterpreterFunctionRef::Function(function));
-            }
+        if let Some(function) = self
+            .world
+            .addresses
+            .owner(raw)
+            .and_then(|name| self.world.store.get_by_name(name))
+        {
+            return Some(InterpreterFunctionRef::Function(function));
         }
         if raw >= LIBCALL_BASE && raw.is_multiple_of(16) {
             let index = (raw - LIBCALL_BASE) / 16;
@@ -796,7 +860,7 @@ impl<'a> State<'a> for Sandbox<'a> {
                 let base = match name {
                     ExternalName::LibCall(_)
                     | ExternalName::User(_)
-                    | ExternalName::TestCase(_) => external_address(&self.store_name(name)),
+                    | ExternalName::TestCase(_) => self.address_of_name(&self.store_name(name)),
                     ExternalName::KnownSymbol(symbol) => external_address(&symbol.to_string()),
                 };
                 Ok(DataValue::I64(

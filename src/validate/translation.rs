@@ -21,16 +21,19 @@
 
 use super::inputs::inputs_for;
 use super::progress::{NoProgress, Progress};
-use super::sandbox::{Ending, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees};
-use crate::identical::plan::MergePlan;
+use super::sandbox::{
+    Ending, FunctionAddresses, Inconclusive, RunOutcome, Sandbox, SandboxWorld, SyntheticCallees,
+};
+use crate::identical::plan::{MergeAction, MergePlan};
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::observable::reads_frame;
-use crate::ir::{FuncIndex, FunctionSet, SymbolName, panic_message};
+use crate::ir::{FuncIndex, FunctionSet, panic_message};
 use crate::similar::SimilarOutcome;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::{Function, InstructionData};
 use cranelift_interpreter::environment::FunctionStore;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -258,6 +261,31 @@ fn validate_on_this_thread(
 ) -> ValidationReport {
     let originals = runnable(module.iter().map(|(_, d)| &*d.func));
     let merged = runnable(output.iter().filter_map(OutputEntry::body));
+    // An erased or aliased duplicate is declared one address with its kept
+    // function, in both worlds; a thunk keeps its own.
+    let decisions = plan.decision_map();
+    let address_identity = |f: FuncIndex| {
+        let mut at = f;
+        for _ in 0..=plan.decisions.len() {
+            match decisions[at] {
+                Some(d) if d.action != MergeAction::Thunk => at = d.into,
+                _ => break,
+            }
+        }
+        at
+    };
+    let mut original_addresses = FunctionAddresses::new();
+    for (f, d) in module.iter() {
+        let name = d.func.name.to_string();
+        match address_identity(f) {
+            kept if kept == f => original_addresses.own(name, f.index()),
+            kept => original_addresses.share(name, kept.index()),
+        }
+    }
+    let mut merged_addresses = FunctionAddresses::new();
+    for (f, body) in output.iter().filter_map(OutputEntry::kept) {
+        merged_addresses.own(body.name.to_string(), address_identity(f).index());
+    }
     let pairs = plan.decisions.iter().map(|d| {
         let dup = &module.get(d.function).func;
         // The output is in input order, one entry per function.
@@ -272,7 +300,12 @@ fn validate_on_this_thread(
             replacement,
         }
     });
-    validate_pairs(&originals, &merged, pairs, progress)
+    validate_pairs(
+        (&originals, &original_addresses),
+        (&merged, &merged_addresses),
+        pairs,
+        progress,
+    )
 }
 
 /// Copies of `functions` the interpreter can run: without their stack limit (a
@@ -428,6 +461,16 @@ pub fn validate_similar_with_progress(
                 .map(|(f, d)| outcome.entry_points.get(f).unwrap_or(&d.func))
                 .chain(&outcome.merged_bodies),
         );
+        // An entry point has its member's address; a merged body is a new
+        // function, with a fresh address after the module's.
+        let mut original_addresses = FunctionAddresses::new();
+        for (f, d) in module.iter() {
+            original_addresses.own(d.func.name.to_string(), f.index());
+        }
+        let mut merged_addresses = FunctionAddresses::new();
+        for (identity, func) in merged.iter().enumerate() {
+            merged_addresses.own(func.name.to_string(), identity);
+        }
         let pairs = outcome.groups.iter().flat_map(|group| {
             group.members.iter().map(|&m| {
                 let original = &module.get(m).func;
@@ -439,7 +482,12 @@ pub fn validate_similar_with_progress(
                 }
             })
         });
-        validate_pairs(&originals, &merged, pairs, progress)
+        validate_pairs(
+            (&originals, &original_addresses),
+            (&merged, &merged_addresses),
+            pairs,
+            progress,
+        )
     })
     .map_err(SimilarValidationError::Crashed)
 }
@@ -449,6 +497,17 @@ pub fn validate_similar_with_progress(
 /// body differs in `transformed` (a thunk, or calls redirected) is run in both and
 /// must agree. A function removed from `transformed` is checked through its
 /// callers. Runs on a thread with a large stack, like [`validate`].
+///
+/// `renamed` lists the functions of `original` that `transformed` knows under
+/// another name, as (name in `original`, name in `transformed`): a local
+/// representative separate compilation promoted (a `DecisionAction::Promote`
+/// decision, from its `function` to its `to`) is the same function under its new
+/// name; an alias a module's own merge made (`ModuleAlias`, from its `name` to the
+/// function it is `of`) is declared one address with the function whose code it
+/// names, in both programs, and is checked against it. Otherwise a function keeps
+/// its address by name; references to a removed function go to its
+/// representative, and so have the representative's address where the original
+/// had its own; a function only `transformed` has gets a fresh address.
 ///
 /// ```
 /// use clif_merge::validate::validate_program;
@@ -486,7 +545,7 @@ pub fn validate_similar_with_progress(
 /// }}"
 /// ))?;
 ///
-/// let report = validate_program(&original, &transformed)?;
+/// let report = validate_program(&original, &transformed, [])?;
 /// assert_eq!(report.validated, 1);
 /// assert!(report.mismatches.is_empty());
 ///
@@ -505,29 +564,81 @@ pub fn validate_similar_with_progress(
 ///     return v1
 /// }",
 /// )?;
-/// let report = validate_program(&original, &wrong)?;
+/// let report = validate_program(&original, &wrong, [])?;
 /// assert_eq!(report.mismatches.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn validate_program(
+pub fn validate_program<'r>(
     original: &FunctionSet,
     transformed: &FunctionSet,
+    renamed: impl IntoIterator<Item = (&'r str, &'r str)>,
 ) -> Result<ValidationReport, ValidatorCrash> {
+    let renamed: FxHashMap<String, String> = renamed
+        .into_iter()
+        .map(|(from, to)| (from.to_string(), to.to_string()))
+        .collect();
     on_big_stack("the validation of the program", || {
         let originals = runnable(original.iter().map(|(_, d)| &*d.func));
         let merged = runnable(transformed.iter().map(|(_, d)| &*d.func));
+        // A function has its address by name, or by the name it had before it was
+        // renamed; a function only `transformed` has is new, with a fresh address.
+        let by_name: FxHashMap<String, FuncIndex> = original
+            .iter()
+            .map(|(f, d)| (d.func.name.to_string(), f))
+            .collect();
+        let was_named: FxHashMap<&str, &str> = renamed
+            .iter()
+            .map(|(from, to)| (to.as_str(), from.as_str()))
+            .collect();
+        // An alias (renamed to another function of `original`) is declared one
+        // address with that function, in both worlds.
+        let mut identity: FxHashMap<&str, FuncIndex> = FxHashMap::default();
+        let mut original_addresses = FunctionAddresses::new();
+        for (name, &f) in &by_name {
+            match renamed.get(name).and_then(|to| by_name.get(to)) {
+                Some(&to) if to != f => {
+                    original_addresses.share(name.clone(), to.index());
+                    identity.insert(name, to);
+                }
+                _ => {
+                    original_addresses.own(name.clone(), f.index());
+                    identity.insert(name, f);
+                }
+            }
+        }
+        let mut merged_addresses = FunctionAddresses::new();
+        for (t, d) in transformed.iter() {
+            let name = d.func.name.to_string();
+            let known = identity
+                .get(name.as_str())
+                .or_else(|| identity.get(*was_named.get(name.as_str())?));
+            merged_addresses.own(
+                name,
+                known.map_or(original.len() + t.index(), |f| f.index()),
+            );
+        }
+        let mut now_named: FxHashMap<String, &Function> = FxHashMap::default();
+        for (_, d) in transformed.iter() {
+            now_named.entry(d.func.name.to_string()).or_insert(&d.func);
+        }
         let pairs = original.iter().filter_map(|(f, d)| {
-            let now = transformed.lookup(&SymbolName::of_function(&d.func))?;
-            let changed =
-                transformed.get(now).func.display().to_string() != d.func.display().to_string();
-            changed.then(|| Pair {
+            let name = d.func.name.to_string();
+            let replacement = renamed.get(&name).cloned().unwrap_or(name);
+            let now = now_named.get(&replacement)?;
+            let changed = now.display().to_string() != d.func.display().to_string();
+            changed.then_some(Pair {
                 function: f,
                 into: f,
                 original: &d.func,
-                replacement: d.func.name.to_string(),
+                replacement,
             })
         });
-        validate_pairs(&originals, &merged, pairs, &NoProgress)
+        validate_pairs(
+            (&originals, &original_addresses),
+            (&merged, &merged_addresses),
+            pairs,
+            &NoProgress,
+        )
     })
 }
 
@@ -543,8 +654,8 @@ struct Pair<'a> {
 /// Runs every pair of `pairs`, `originals` against `merged`, telling `progress`
 /// how many there are and of each one checked.
 fn validate_pairs<'a>(
-    originals: &[Function],
-    merged: &[Function],
+    (originals, original_addresses): (&[Function], &FunctionAddresses),
+    (merged, merged_addresses): (&[Function], &FunctionAddresses),
     pairs: impl Iterator<Item = Pair<'a>>,
     progress: &dyn Progress,
 ) -> ValidationReport {
@@ -557,10 +668,12 @@ fn validate_pairs<'a>(
     let original_world = SandboxWorld {
         store: &original_store,
         callees: &callees,
+        addresses: original_addresses,
     };
     let merged_world = SandboxWorld {
         store: &merged_store,
         callees: &callees,
+        addresses: merged_addresses,
     };
     let mut report = ValidationReport::default();
     for pair in &pairs {
