@@ -373,3 +373,70 @@ fn refine(
             .collect();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identical::encode::WalkOptions;
+    use crate::ir::{FunctionSet, Linkage};
+    use std::fmt::Write as _;
+
+    /// One chain `%{name}0 -> %{name}1 -> ... -> %{name}{n-1}` per `(name, k)`,
+    /// whose last function returns its argument plus `k`, chain after chain.
+    fn chains(n: usize, chains: &[(&str, i64)]) -> FunctionSet {
+        let mut text = String::new();
+        for &(name, k) in chains {
+            for i in 0..n - 1 {
+                let _ = write!(
+                    text,
+                    "function %{name}{i}(i32) -> i32 {{\n    fn0 = %{name}{}(i32) -> i32\nblock0(v0: i32):\n    v1 = call fn0(v0)\n    return v1\n}}\n",
+                    i + 1
+                );
+            }
+            let _ = write!(
+                text,
+                "function %{name}{}(i32) -> i32 {{\nblock0(v0: i32):\n    v1 = iconst.i32 {k}\n    v2 = iadd v0, v1\n    return v2\n}}\n",
+                n - 1
+            );
+        }
+        let mut module = FunctionSet::new();
+        for func in cranelift_reader::parse_functions(&text).expect("parses") {
+            module.push(func, Linkage::Local).expect("unique names");
+        }
+        module
+    }
+
+    /// The classes (as indices) and the counters of the partition of `module`,
+    /// encoded as the pass encodes it.
+    fn classes_of(module: &FunctionSet) -> (Vec<Vec<usize>>, PartitionStats) {
+        let (functions, _, _) = EncodedFunctions::hash_first(module, WalkOptions::default(), None);
+        let partition = partition(&functions);
+        let classes = partition
+            .merge_classes()
+            .iter()
+            .map(|class| class.iter().map(|f| f.index()).collect())
+            .collect();
+        (classes, partition.stats)
+    }
+
+    #[test]
+    fn call_chains_refine_in_n_log_n() {
+        // Chains c and e end in equal leaves, d in another: every c_i merges with
+        // e_i and nothing else, which takes one split per function of the chains.
+        let run = |n: usize| {
+            let (classes, stats) = classes_of(&chains(n, &[("c", 5), ("d", 6), ("e", 5)]));
+            let expected: Vec<Vec<usize>> = (0..n).map(|i| vec![i, 2 * n + i]).collect();
+            assert_eq!(classes, expected, "classes at n = {n}");
+            stats
+        };
+        let (small, large) = (run(250), run(2000));
+        // Eight times the functions may cost at most 11 times the work: n log n
+        // grows by 8 * log(8n) / log(n), under 11 here; quadratic work by 64.
+        assert!(
+            large.comparisons <= 11 * small.comparisons,
+            "comparisons: {} at 250, {} at 2000",
+            small.comparisons,
+            large.comparisons
+        );
+    }
+}
