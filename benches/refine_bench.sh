@@ -11,9 +11,10 @@
 #   fan:   N callers %f{i}, each calling its own leaf %l{i}, the leaves alike.
 # For each: `CLIF_MERGE --stats` (comparisons, refinement rounds, refine time), then
 # MERGE_BENCH (`cargo bench --bench merge_bench --no-run` prints its path)
-# `refine` defining the functions through a plain ObjectModule and through
-# MergingModule compiling at define, each in its own process (fastest of 3), and
-# the ratio of their times. With --callgrind each of those two runs once more under
+# `refine` defining the functions through a plain ObjectModule, through
+# MergingModule compiling at define (default options: compile-once reuses the
+# compile of equal IR) and through it compiling every function (compile-once off),
+# each in its own process (fastest of 3), and the ratios of their times to plain. With --callgrind each of those two runs once more under
 # `valgrind --tool=callgrind` and the ratio of instruction counts is printed too.
 set -euo pipefail
 bin=$1 bench=$2
@@ -65,12 +66,14 @@ for shape in chain fan; do
     refine=$(sed -n 's/.*refine \([0-9.]*\).*/\1/p' <<<"$stats")
     plain=$("$bench" refine --configuration plain --repeat 3 "$file" | sed -n 's/.*, \([0-9.]*\) ms,.*/\1/p')
     merging=$("$bench" refine --configuration at-define --repeat 3 "$file" | sed -n 's/.*, \([0-9.]*\) ms,.*/\1/p')
-    ratio=$(awk -v a="$merging" -v b="$plain" 'BEGIN { printf "%.2f", a / b }')
-    line="$shape N=$n: CLI $work_line, refine $refine ms; plain $plain ms, MergingModule $merging ms, ${ratio}x"
+    fresh=$("$bench" refine --configuration at-define-fresh --repeat 3 "$file" | sed -n 's/.*, \([0-9.]*\) ms,.*/\1/p')
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+    line="$shape N=$n: CLI $work_line, refine $refine ms; plain $plain ms, MergingModule $merging ms ($(ratio "$merging" "$plain")x), compile-once off $fresh ms ($(ratio "$fresh" "$plain")x)"
     if $callgrind; then
       ip=$(instructions "$bench" refine --configuration plain --repeat 1 "$file")
       im=$(instructions "$bench" refine --configuration at-define --repeat 1 "$file")
-      line="$line; instructions plain $ip, MergingModule $im, $(awk -v a="$im" -v b="$ip" 'BEGIN { printf "%.3f", a / b }')x"
+      ifr=$(instructions "$bench" refine --configuration at-define-fresh --repeat 1 "$file")
+      line="$line; instructions plain $ip, MergingModule $im ($(ratio "$im" "$ip")x), compile-once off $ifr ($(ratio "$ifr" "$ip")x)"
     fi
     echo "$line"
   done

@@ -614,8 +614,9 @@ fn thousands(n: usize) -> String {
 }
 
 /// `refine`: defines the input through one configuration, `plain` (an
-/// `ObjectModule`) or `at-define` (`MergingModule<ObjectModule>` compiling at
-/// define, default options), the fastest of `repeat` runs. One configuration per
+/// `ObjectModule`), `at-define` (`MergingModule<ObjectModule>` compiling at
+/// define, default options) or `at-define-fresh` (the same compiling every
+/// function, compile-once off), the fastest of `repeat` runs. One configuration per
 /// process, so that `valgrind --tool=callgrind` counts the instructions of one
 /// (`benches/refine_bench.sh` runs both and prints the ratio).
 pub fn refine_bench(
@@ -627,7 +628,8 @@ pub fn refine_bench(
     let variant = match configuration {
         "plain" => Variant::Plain,
         "at-define" => Variant::Merging(CompileMode::AtDefine, true),
-        other => anyhow::bail!("unknown configuration {other} (plain, at-define)"),
+        "at-define-fresh" => Variant::Merging(CompileMode::AtDefine, false),
+        other => anyhow::bail!("unknown configuration {other} (plain, at-define, at-define-fresh)"),
     };
     let (functions, names) = prepared(module);
     let mut best: Option<Measured> = None;

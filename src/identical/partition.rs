@@ -660,11 +660,8 @@ mod tests {
             }
         }
         let mut by_class: HashMap<usize, Vec<FuncIndex>> = HashMap::new();
-        for f in 0..nodes {
-            by_class
-                .entry(class[f])
-                .or_default()
-                .push(FuncIndex::new(f));
+        for (f, &c) in class.iter().enumerate() {
+            by_class.entry(c).or_default().push(FuncIndex::new(f));
         }
         let mut out: Vec<Vec<FuncIndex>> = by_class.into_values().filter(|c| c.len() > 1).collect();
         out.sort_unstable_by_key(|c| c[0]);
