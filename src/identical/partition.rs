@@ -13,7 +13,7 @@
 //!    (`EncodedFunctions::hash_first`, [`EncodedFunctions::optimistic_groups`]):
 //!    refinement reads nothing else of a member of a group, and the candidates'
 //!    streams never all live at once. Then this phase only takes those groups.
-//! 3. Refinement ([`coarsest_stable`]): members of a group are equal but for their
+//! 3. Refinement (`coarsest_stable`): members of a group are equal but for their
 //!    references to module functions (callees, `func_addr` targets, symbols), so a
 //!    group is split by the positions of those references in its members' streams
 //!    (equal positions are what "equal but for the references" means: a reference
@@ -148,7 +148,7 @@ fn group_sets(
 /// Computes the equivalence classes of `functions`, in three phases: the hash
 /// filter (`hash_filter`), the tree of uniques with callees read optimistically
 /// (`optimistic_groups`), and refinement until every class agrees on the
-/// classes of its callees ([`coarsest_stable`]).
+/// classes of its callees (`coarsest_stable`).
 pub fn partition(functions: &EncodedFunctions) -> Partition {
     let start = Instant::now();
     let mut stats = PartitionStats::default();
