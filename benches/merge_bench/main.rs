@@ -7,6 +7,7 @@
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
 //! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
+//! cargo bench --bench merge_bench -- refine --configuration plain|at-define|at-define-fresh [--repeat K] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] [--align-blocks] [--align-anchors] [--align-sequence] PROGRAM...
@@ -36,7 +37,10 @@
 //! without compile-once, then as three codegen units on threads, plain and with
 //! cross-unit merging (`module_wrapper.rs`); `--markdown` adds the rows of a
 //! markdown table labelled `--label` (`benches/build_table.sh` runs it over the
-//! generated 10k program and the corpus). `similar` times the
+//! generated 10k program and the corpus). `refine` defines the inputs through one
+//! of those configurations only, for `benches/refine_bench.sh` (the cost of class
+//! refinement on call chains and fans, one configuration per process so that
+//! callgrind counts one). `similar` times the
 //! similar merge against compile, both on one thread, and `size-model` refits the
 //! size model that prices similar merging (`similar_cost.rs`). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
@@ -103,6 +107,8 @@ struct Options {
     /// alignment (`SimilarOptions::align_sequence`).
     align_sequence: bool,
     label: Option<String>,
+    /// `refine --configuration`: `plain` or `at-define`.
+    configuration: Option<String>,
 }
 
 fn parse_options(args: &[String]) -> anyhow::Result<Options> {
@@ -125,6 +131,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         align_anchors: false,
         align_sequence: false,
         label: None,
+        configuration: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -138,6 +145,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--json" => o.json = true,
             "--markdown" => o.markdown = true,
             "--label" => o.label = Some(value("--label")?),
+            "--configuration" => o.configuration = Some(value("--configuration")?),
             "--copying" => o.rewrite = Rewrite::Copying,
             "--align-cfg" => o.align_cfg = true,
             "--no-one-sided" => o.no_one_sided = true,
@@ -171,7 +179,7 @@ fn run() -> anyhow::Result<()> {
     let (command, rest) = match args.first().map(String::as_str) {
         Some(
             c @ ("gen" | "pass" | "compile" | "separate" | "module" | "similar" | "size-model"
-            | "similar-census" | "similar-phases" | "similar-sequence" | "suite"),
+            | "similar-census" | "similar-phases" | "similar-sequence" | "suite" | "refine"),
         ) => (c, &args[1..]),
         _ => ("suite", &args[..]),
     };
@@ -208,6 +216,16 @@ fn run() -> anyhow::Result<()> {
                 module_wrapper::table_header();
             }
             module_wrapper::module_bench(&label, &module, options.repeat, options.markdown)
+        }
+        "refine" => {
+            let (module, _) = load_inputs(&options.inputs)?;
+            let configuration = options.configuration.as_deref().unwrap_or("at-define");
+            module_wrapper::refine_bench(
+                &label(&options.inputs),
+                &module,
+                configuration,
+                options.repeat,
+            )
         }
         "compile" => {
             let (module, _) = load_inputs(&options.inputs)?;

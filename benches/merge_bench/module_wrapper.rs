@@ -612,3 +612,40 @@ fn thousands(n: usize) -> String {
     }
     out
 }
+
+/// `refine`: defines the input through one configuration, `plain` (an
+/// `ObjectModule`), `at-define` (`MergingModule<ObjectModule>` compiling at
+/// define, default options) or `at-define-fresh` (the same compiling every
+/// function, compile-once off), the fastest of `repeat` runs. One configuration per
+/// process, so that `valgrind --tool=callgrind` counts the instructions of one
+/// (`benches/refine_bench.sh` runs both and prints the ratio).
+pub fn refine_bench(
+    label: &str,
+    module: &FunctionSet,
+    configuration: &str,
+    repeat: usize,
+) -> anyhow::Result<()> {
+    let variant = match configuration {
+        "plain" => Variant::Plain,
+        "at-define" => Variant::Merging(CompileMode::AtDefine, true),
+        "at-define-fresh" => Variant::Merging(CompileMode::AtDefine, false),
+        other => anyhow::bail!("unknown configuration {other} (plain, at-define, at-define-fresh)"),
+    };
+    let (functions, names) = prepared(module);
+    let mut best: Option<Measured> = None;
+    for _ in 0..repeat.max(1) {
+        let m = run_variant(variant, &functions, &names)?;
+        if best.as_ref().is_none_or(|b| m.time < b.time) {
+            best = Some(m);
+        }
+    }
+    let best = best.context("no run")?;
+    println!(
+        "{label} {configuration}: {} functions, {:.1} ms, {} merged, {} object bytes",
+        functions.len(),
+        best.time.as_secs_f64() * 1e3,
+        best.merged,
+        best.object.len()
+    );
+    Ok(())
+}

@@ -36,6 +36,7 @@
 //!    relocations retargeted ([`Retargets`]): a reference to an erased or aliased
 //!    duplicate goes to the kept function, as does a direct call of a thunk.
 
+use crate::identical::partition::coarsest_stable;
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan, plan};
 use crate::ir::{
     FuncIndex, Linkage, ModuleFunctions, Reference, TargetMatch, reads_machine_state, target_match,
@@ -338,15 +339,7 @@ pub(super) fn record(
         .map(|reloc| ModuleReloc::from_mach_reloc(reloc, &ctx.func, id))
         .collect();
     let metadata = Metadata::of(&compiled.buffer);
-    let mut hasher = FxHasher::default();
-    (alignment, &code, relocs.len(), &metadata).hash(&mut hasher);
-    for reloc in &relocs {
-        (reloc.offset, reloc.kind as u32, reloc.addend).hash(&mut hasher);
-        match function_target(&reloc.name) {
-            Some((_, offset)) => (0u8, offset).hash(&mut hasher),
-            None => (1u8, ExactTarget::of(&reloc.name)).hash(&mut hasher),
-        }
-    }
+    let hash = content_hash(alignment, &code, &relocs, &metadata);
     Ok(CompiledFunction {
         id,
         code,
@@ -355,8 +348,22 @@ pub(super) fn record(
         metadata,
         reads_machine_state,
         ir_address_taken: ir_address_taken(&ctx.func),
-        hash: hasher.finish(),
+        hash,
     })
+}
+
+/// A hash of everything [`same_content`] compares.
+fn content_hash(alignment: u64, code: &[u8], relocs: &[ModuleReloc], metadata: &Metadata) -> u64 {
+    let mut hasher = FxHasher::default();
+    (alignment, code, relocs.len(), metadata).hash(&mut hasher);
+    for reloc in relocs {
+        (reloc.offset, reloc.kind as u32, reloc.addend).hash(&mut hasher);
+        match function_target(&reloc.name) {
+            Some((_, offset)) => (0u8, offset).hash(&mut hasher),
+            None => (1u8, ExactTarget::of(&reloc.name)).hash(&mut hasher),
+        }
+    }
+    hasher.finish()
 }
 
 /// The module functions (`FuncId` indices, sorted) whose address `func` may take:
@@ -428,6 +435,16 @@ pub(super) fn classes(
     names: &DeclaredFunctions<'_>,
     mode: MergeMode,
 ) -> (Vec<Vec<FuncIndex>>, SecondaryMap<FuncIndex, bool>) {
+    let (classes, address_taken, _) = classes_counted(recorded, names, mode);
+    (classes, address_taken)
+}
+
+/// [`classes`], and the references the fixpoint read (its unit of work).
+fn classes_counted(
+    recorded: &[CompiledFunction],
+    names: &DeclaredFunctions<'_>,
+    mode: MergeMode,
+) -> (Vec<Vec<FuncIndex>>, SecondaryMap<FuncIndex, bool>, u64) {
     let references: Vec<Vec<Reference>> = recorded.iter().map(|f| f.references()).collect();
     let mut address_taken: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
     for (function, references) in recorded.iter().zip(&references) {
@@ -439,17 +456,34 @@ pub(super) fn classes(
             }
         }
     }
-    // Every declared function starts in a class of its own.
-    let mut class: Vec<u32> = (0..names.count as u32).collect();
-    let mut next_class = names.count as u32;
-    // Functions of one hash, split by content.
+    // Each function target, as the fixpoint reads it: `None` where any function
+    // of the target's class will do, the very function where the reference must
+    // match exactly (`target_match`: an address in safe mode, a preemptible
+    // target, a function not declared).
+    let targets = |i: usize| {
+        recorded[i]
+            .relocs
+            .iter()
+            .zip(&references[i])
+            .filter_map(|(reloc, &reference)| Some((reference, function_target(&reloc.name)?.0)))
+            .map(move |(reference, target)| {
+                let index = target.as_u32() as usize;
+                let exact = index >= names.count
+                    || target_match(reference, names.linkage(FuncIndex::new(index)), mode)
+                        == TargetMatch::Exact;
+                (exact.then_some(target.as_u32()), FuncIndex::new(index))
+            })
+    };
+    // Functions of one hash, split by content (a hash collision is the only
+    // way to a second content in a bucket), then by the exact targets and the
+    // positions of the others.
     let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, function) in recorded.iter().enumerate() {
         by_hash.entry(function.hash).or_default().push(i);
     }
-    let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut buckets: Vec<Vec<usize>> = by_hash.into_values().filter(|b| b.len() > 1).collect();
     buckets.sort_unstable();
+    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     for bucket in buckets {
         let mut split: Vec<Vec<usize>> = Vec::new();
         for i in bucket {
@@ -461,77 +495,37 @@ pub(super) fn classes(
                 None => split.push(vec![i]),
             }
         }
-        groups.extend(split.into_iter().filter(|g| g.len() > 1));
-    }
-    for group in &groups {
-        let id = recorded[group[0]].id.as_u32() as usize;
-        for &i in group {
-            class[recorded[i].id.as_u32() as usize] = class[id];
-        }
-    }
-    // The fixpoint: split until every member's function targets are, position by
-    // position, in one class, or the same function where the reference must
-    // match exactly (`target_match`: an address in safe mode, a preemptible
-    // target).
-    let key = |class: &[u32], i: usize| -> Vec<u32> {
-        recorded[i]
-            .relocs
-            .iter()
-            .zip(&references[i])
-            .filter_map(|(reloc, &reference)| Some((reference, function_target(&reloc.name)?)))
-            .map(|(reference, (target, _))| {
-                let f = FuncIndex::new(target.as_u32() as usize);
-                let exact = target.as_u32() as usize >= names.count
-                    || target_match(reference, names.linkage(f), mode) == TargetMatch::Exact;
-                if exact {
-                    u32::MAX - target.as_u32()
-                } else {
-                    class[target.as_u32() as usize]
-                }
-            })
-            .collect()
-    };
-    loop {
-        let mut changed = false;
-        let mut next_groups = Vec::with_capacity(groups.len());
-        for group in groups {
-            let mut split: Vec<(Vec<u32>, Vec<usize>)> = Vec::new();
+        for group in split.into_iter().filter(|g| g.len() > 1) {
+            let mut by_exact: HashMap<Vec<Option<u32>>, usize> = HashMap::new();
+            let first = groups.len();
             for i in group {
-                let k = key(&class, i);
-                match split.iter_mut().find(|(key, _)| *key == k) {
-                    Some((_, members)) => members.push(i),
-                    None => split.push((k, vec![i])),
-                }
+                let exact: Vec<Option<u32>> = targets(i).map(|(exact, _)| exact).collect();
+                let at = *by_exact.entry(exact).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[at].push(FuncIndex::new(recorded[i].id.as_u32() as usize));
             }
-            if split.len() > 1 {
-                changed = true;
-                for (_, members) in &split[1..] {
-                    for &i in members {
-                        class[recorded[i].id.as_u32() as usize] = next_class;
-                    }
-                    next_class += 1;
-                }
-            }
-            next_groups.extend(split.into_iter().map(|(_, m)| m).filter(|m| m.len() > 1));
-        }
-        groups = next_groups;
-        if !changed {
-            break;
+            let kept: Vec<Vec<FuncIndex>> = groups.drain(first..).filter(|g| g.len() > 1).collect();
+            groups.extend(kept);
         }
     }
-    let mut classes: Vec<Vec<FuncIndex>> = groups
-        .into_iter()
-        .map(|group| {
-            let mut members: Vec<FuncIndex> = group
-                .iter()
-                .map(|&i| FuncIndex::new(recorded[i].id.as_u32() as usize))
-                .collect();
-            members.sort_unstable();
-            members
-        })
+    // The fixpoint: split until every member's other targets are, position by
+    // position, in one class (Hopcroft's refinement, `partition::coarsest_stable`:
+    // O(M log N) for M such targets).
+    let by_id: HashMap<u32, usize> = recorded
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.id.as_u32(), i))
         .collect();
-    classes.sort_unstable_by_key(|members| members[0]);
-    (classes, address_taken)
+    let refined = coarsest_stable(names.count, &groups, |f| {
+        let i = by_id.get(&(f.index() as u32)).copied();
+        i.into_iter()
+            .flat_map(targets)
+            .filter(|(exact, _)| exact.is_none())
+            .map(|(_, target)| target)
+    });
+    (refined.classes, address_taken, refined.references_read)
 }
 
 /// Phase 2 and the plan: what becomes of each recorded function.
@@ -664,5 +658,77 @@ impl Retargets {
                 reloc
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cranelift_codegen::ir::Signature;
+    use cranelift_codegen::isa::CallConv;
+
+    /// One chain `c0 -> c1 -> ... -> c{n-1}` of direct calls per leaf code in
+    /// `leaves`, chain after chain: every function but the last calls the
+    /// next with the same code, the last is its leaf code.
+    fn chains(n: usize, leaves: &[u8]) -> (ModuleDeclarations, Vec<CompiledFunction>) {
+        let mut declarations = ModuleDeclarations::default();
+        let signature = Signature::new(CallConv::SystemV);
+        let mut recorded = Vec::new();
+        for (chain, &leaf) in leaves.iter().enumerate() {
+            for i in 0..n {
+                let name = format!("f{chain}_{i}");
+                let (id, _) = declarations
+                    .declare_function(&name, cranelift_module::Linkage::Local, &signature)
+                    .expect("declared");
+                let (code, relocs) = if i + 1 < n {
+                    let callee = FuncId::from_u32(id.as_u32() + 1);
+                    let call = ModuleReloc {
+                        offset: 4,
+                        kind: Reloc::Arm64Call,
+                        name: ModuleRelocTarget::user(0, callee.as_u32()),
+                        addend: 0,
+                    };
+                    (vec![0xaa; 8], vec![call])
+                } else {
+                    (vec![leaf; 8], Vec::new())
+                };
+                let metadata = Metadata::default();
+                let hash = content_hash(4, &code, &relocs, &metadata);
+                recorded.push(CompiledFunction {
+                    id,
+                    code,
+                    alignment: 4,
+                    relocs,
+                    metadata,
+                    reads_machine_state: false,
+                    ir_address_taken: Vec::new(),
+                    hash,
+                });
+            }
+        }
+        (declarations, recorded)
+    }
+
+    #[test]
+    fn call_chains_refine_in_n_log_n() {
+        // Chains 0 and 2 end in equal leaves, chain 1 in another: the i-th
+        // functions of chains 0 and 2 are equal, and nothing else.
+        let run = |n: usize| {
+            let (declarations, recorded) = chains(n, &[1, 2, 1]);
+            let names = DeclaredFunctions::new(&declarations, recorded.len(), &recorded);
+            let (classes, _, read) = classes_counted(&recorded, &names, MergeMode::Safe);
+            let expected: Vec<Vec<FuncIndex>> = (0..n)
+                .map(|i| vec![FuncIndex::new(i), FuncIndex::new(2 * n + i)])
+                .collect();
+            assert_eq!(classes, expected, "classes at n = {n}");
+            read
+        };
+        let (small, large) = (run(250), run(2000));
+        // Eight times the functions may cost at most 11 times the work (n log n);
+        // a fixpoint that reads every member each round costs 64 times.
+        assert!(
+            large <= 11 * small,
+            "references read: {small} at 250, {large} at 2000"
+        );
     }
 }
