@@ -757,6 +757,78 @@ fn stats_on_stderr_clif_on_stdout() {
     assert!(plain.stderr.is_empty(), "{}", plain.stderr);
 }
 
+/// Two equal functions that loop for 10^9 iterations (three instructions each):
+/// no input finishes within any budget the validator gives a pair.
+fn spinning_pair() -> String {
+    ["%spin_a", "%spin_b"]
+        .map(|name| {
+            format!(
+                "function {name}(i64) -> i64 {{
+block0(v0: i64):
+    v1 = iconst.i64 1000000000
+    v10 = iconst.i64 3
+    v11 = iconst.i64 1
+    jump block1(v0, v1)
+
+block1(v2: i64, v3: i64):
+    v4 = iadd v2, v10
+    v5 = isub v3, v11
+    brif v5, block1(v4, v5), block2
+
+block2:
+    return v4
+}}
+"
+            )
+        })
+        .join("\n")
+}
+
+/// A pair whose functions loop for 3 * 10^9 interpreter steps ends within the
+/// pair's budget of steps: unvalidated for its budget, never a mismatch (exit 0),
+/// with the budget's stops in `--stats` and the JSON report; `--validate-budget`
+/// sets the budget.
+#[test]
+fn a_pair_that_loops_for_billions_of_steps_is_unvalidated_for_its_budget() {
+    let dir = TempDir::new("spin");
+    let file = dir.write("spin.clif", spinning_pair());
+    let expected = "validated: 0 pairs, 1 unvalidated (1 ran out of its budget of interpreter steps), 0 mismatches";
+    for budget in [None, Some("100000")] {
+        let mut argv: Vec<OsString> = vec!["--validate".into(), "--stats".into()];
+        if let Some(steps) = budget {
+            argv.extend(["--validate-budget".into(), steps.into()]);
+        }
+        argv.push(file.clone().into());
+        let run = ok(clif_merge(argv));
+        assert!(run.stderr.contains(expected), "{budget:?}:\n{}", run.stderr);
+        let steps = budget.unwrap_or("4000000");
+        assert!(
+            run.stderr.contains(&format!(
+                "{steps} interpreter steps, 1 runs cut short by the budget"
+            )),
+            "{budget:?}:\n{}",
+            run.stderr
+        );
+    }
+    let run = ok(clif_merge([
+        OsString::from("--validate"),
+        "--report".into(),
+        "json".into(),
+        "--validate-budget".into(),
+        "100000".into(),
+        file.into(),
+    ]));
+    let value: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let validation = &value["validation"];
+    assert_eq!(validation["unvalidated"], json!(1), "{validation}");
+    assert_eq!(
+        validation["unvalidated_pairs"],
+        json!([{"function": "%spin_b", "reason": "ran out of its budget of interpreter steps"}])
+    );
+    assert_eq!(validation["cost"]["steps"], json!(100000), "{validation}");
+    assert_eq!(validation["cost"]["budget_stops"], json!(1), "{validation}");
+}
+
 // ---------------------------------------------------------------------------------
 // --similar
 // ---------------------------------------------------------------------------------

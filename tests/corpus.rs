@@ -17,7 +17,10 @@ use clif_merge::similar::{HoleKind, SimilarGroup, SimilarOptions, SimilarOutcome
 use clif_merge::testing::load;
 use clif_merge::testing::{compiled_size, host_isa};
 use clif_merge::testing::{hole_blind_disagreements, merge_similar_for};
-use clif_merge::validate::{validate, validate_similar};
+use clif_merge::validate::{
+    NoProgress, ValidationOptions, ValidationReport, validate, validate_similar,
+    validate_similar_with_progress,
+};
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
 use cranelift_codegen::ir::Function;
@@ -112,6 +115,16 @@ fn clif_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// What a validation concluded, pair by pair: validated (and on how many
+/// inputs, over all pairs), unvalidated with the reason, or a mismatch.
+fn verdicts(report: &ValidationReport) -> String {
+    let mismatches: Vec<_> = report.mismatches.iter().map(|m| m.function).collect();
+    format!(
+        "{} validated by {} runs; unvalidated {:?}; mismatches {mismatches:?}",
+        report.validated, report.runs, report.unvalidated
+    )
+}
+
 #[test]
 fn corpus_programs_merge_and_verify() {
     let Some(corpus) = corpus_dir("corpus_programs_merge_and_verify") else {
@@ -199,10 +212,10 @@ fn corpus_programs_merge_and_verify() {
         "corpus identical merge",
         &table,
         "
-        brotli: 944 functions, 187988 instructions, 2 classes, 2 merged (erase 2, alias 0, thunk 0), 0 unsupported, 44 hash candidates, 68 comparisons; validated: 2 pairs, 0 unvalidated, 0 mismatches
+        brotli: 944 functions, 187988 instructions, 2 classes, 2 merged (erase 2, alias 0, thunk 0), 0 unsupported, 44 hash candidates, 94 comparisons; validated: 2 pairs, 0 unvalidated, 0 mismatches
         mozjpeg: 189 functions, 112206 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 0 hash candidates, 0 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
-        resvg: 1430 functions, 949421 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 12 hash candidates, 8 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
-        sqljs: 1968 functions, 384933 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 41 hash candidates, 57 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
+        resvg: 1430 functions, 949421 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 12 hash candidates, 10 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
+        sqljs: 1968 functions, 384933 instructions, 0 classes, 0 merged (erase 0, alias 0, thunk 0), 0 unsupported, 41 hash candidates, 76 comparisons; validated: 0 pairs, 0 unvalidated, 0 mismatches
         ",
     );
 }
@@ -703,6 +716,19 @@ fn corpus_similar_merges_shrink_code_and_validate() {
             validation.mismatches.is_empty(),
             "{name}: similar merge fails translation validation: {:?}",
             validation.mismatches
+        );
+        // On one thread the validator concludes the same of every member.
+        let one_thread = validate_similar_with_progress(
+            module,
+            &outcome,
+            &ValidationOptions::default().with_threads(1),
+            &NoProgress,
+        )
+        .expect("the validator crashed");
+        assert_eq!(
+            verdicts(&one_thread),
+            verdicts(&validation),
+            "{name}: the verdicts depend on the number of threads"
         );
 
         // The same check must catch an entry point passing a wrong constant.

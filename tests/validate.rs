@@ -5,8 +5,8 @@ use clif_merge::Linkage;
 use clif_merge::similar::{SimilarOptions, SimilarOutcome, SimilarPass};
 use clif_merge::testing::apply;
 use clif_merge::validate::{
-    Progress, SimilarValidationError, ValidationReport, validate, validate_program,
-    validate_similar, validate_similar_with_progress, validate_with_progress,
+    NoProgress, Progress, SimilarValidationError, ValidationOptions, ValidationReport, validate,
+    validate_program, validate_similar, validate_similar_with_progress, validate_with_progress,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use clif_merge::{MergeAction, MergeDecision, MergePlan};
@@ -696,8 +696,14 @@ block0:
     );
     let outcome = merge_functions(&set, &MergeOptions::default());
     let recorder = Recorder::default();
-    let report = validate_with_progress(&set, &outcome.plan, &outcome.output, &recorder)
-        .expect("the validator crashed");
+    let report = validate_with_progress(
+        &set,
+        &outcome.plan,
+        &outcome.output,
+        &ValidationOptions::default(),
+        &recorder,
+    )
+    .expect("the validator crashed");
     assert_eq!(report.validated, 1, "{}", report.summary());
     assert_eq!(report.unvalidated.len(), 1, "{}", report.summary());
     recorder.assert_counted(2);
@@ -715,8 +721,14 @@ block0:
     };
     let output = apply(&set, &plan);
     let recorder = Recorder::default();
-    let report =
-        validate_with_progress(&set, &plan, &output, &recorder).expect("the validator crashed");
+    let report = validate_with_progress(
+        &set,
+        &plan,
+        &output,
+        &ValidationOptions::default(),
+        &recorder,
+    )
+    .expect("the validator crashed");
     assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
     recorder.assert_counted(1);
 }
@@ -736,8 +748,13 @@ fn progress_of_the_similar_validation_counts_members() {
     let members: usize = similar.outcome.groups.iter().map(|g| g.members.len()).sum();
     assert_eq!(members, 5, "the five functions are one group");
     let recorder = Recorder::default();
-    let report = validate_similar_with_progress(&similar.module, &similar.outcome, &recorder)
-        .expect("the validator crashed");
+    let report = validate_similar_with_progress(
+        &similar.module,
+        &similar.outcome,
+        &ValidationOptions::default(),
+        &recorder,
+    )
+    .expect("the validator crashed");
     assert_eq!(report.validated, 5, "{}", report.summary());
     recorder.assert_counted(5);
 }
@@ -1322,4 +1339,79 @@ block0:
             report.summary()
         );
     }
+}
+
+/// What a validation concluded, pair by pair: validated (and on how many inputs,
+/// over all pairs), unvalidated with the reason, or a mismatch.
+fn verdicts(report: &ValidationReport) -> String {
+    let mismatches: Vec<_> = report
+        .mismatches
+        .iter()
+        .map(|m| (m.function, m.input.clone()))
+        .collect();
+    format!(
+        "{} validated by {} runs; unvalidated {:?}; mismatches {mismatches:?}",
+        report.validated, report.runs, report.unvalidated
+    )
+}
+
+/// Every filetest, merged (identical, then similar, every function exported so
+/// that duplicates become thunks and are checked), validated on one thread and
+/// on three: the same verdicts, pair by pair, whatever the threads.
+#[test]
+fn verdicts_do_not_depend_on_the_number_of_threads() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests");
+    let mut files = Vec::new();
+    for dir in ["merge", "nomerge", "similar"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("filetests") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_some_and(|e| e == "clif") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let isa = clif_merge::testing::host_isa();
+    let mut pairs = 0;
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable");
+        let Ok(functions) = cranelift_reader::parse_functions(&text) else {
+            continue;
+        };
+        let mut set = FunctionSet::new();
+        if functions
+            .into_iter()
+            .any(|f| set.push(f, Linkage::Export).is_err())
+        {
+            continue;
+        }
+        let outcome = merge_functions(&set, &MergeOptions::default());
+        let similar =
+            SimilarPass::after(&set, &outcome, &SimilarOptions::default(), isa.as_deref());
+        let [one, three] = [1, 3].map(|threads| {
+            let options = ValidationOptions::default().with_threads(threads);
+            let identical =
+                validate_with_progress(&set, &outcome.plan, &outcome.output, &options, &NoProgress)
+                    .expect("the validator crashed");
+            let similar = validate_similar_with_progress(
+                &similar.module,
+                &similar.outcome,
+                &options,
+                &NoProgress,
+            )
+            .expect("the validator crashed");
+            (
+                verdicts(&identical),
+                verdicts(&similar),
+                identical.validated + similar.validated,
+            )
+        });
+        assert_eq!(one, three, "{}", path.display());
+        pairs += one.2;
+    }
+    assert!(pairs > 0, "no filetest pair was validated");
+    println!(
+        "{} filetests, {pairs} pairs validated alike on 1 and 3 threads",
+        files.len()
+    );
 }

@@ -7,14 +7,15 @@ use super::load::{InputTarget, LoadedModule, ModuleOptions, expand_inputs, load_
 use super::progress::{Meter, Phase};
 use super::report::{
     check_printable, clif_text, json_report, similar_json, similar_stats_line, stats_text,
-    validation_json,
+    validation_json, validation_stats_line,
 };
 use crate::identical::merge_functions;
 use crate::identical::rewrite::OutputEntry;
 use crate::ir::{FunctionSet, SymbolName};
 use crate::similar::{Pricing, SimilarOptions, SimilarPass};
 use crate::validate::{
-    ValidationReport, ValidatorCrash, validate_similar_with_progress, validate_with_progress,
+    DEFAULT_PAIR_STEPS, ValidationOptions, ValidationReport, ValidatorCrash,
+    validate_similar_with_progress, validate_with_progress,
 };
 use clap::{Parser, ValueEnum};
 use cranelift_codegen::ir::Function;
@@ -118,6 +119,16 @@ pub struct Args {
     /// on a mismatch, printing both functions and the input that tells them apart.
     #[arg(long)]
     pub validate: bool,
+
+    /// With `--validate`: the interpreter steps all runs of one pair may take
+    /// together (each run takes at most 20,000, a merged side four times that, a
+    /// patient rerun ten times). A pair that uses them up before any input ran to
+    /// completion is reported unvalidated ("ran out of its budget of interpreter
+    /// steps"), never a mismatch. Pairs are checked on all cores
+    /// (`RAYON_NUM_THREADS` sets how many), with the same report whatever their
+    /// number.
+    #[arg(long, value_name = "STEPS", default_value_t = DEFAULT_PAIR_STEPS)]
+    pub validate_budget: u64,
 
     /// Also merge *similar* functions: bodies equal but for a few integer or float
     /// constants or direct callees (of one signature) become one merged body
@@ -297,9 +308,15 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
         // The interpreter may panic on what it does not support: such runs count as
         // inconclusive (`main_with_args` keeps their panic reports quiet).
         meter.phase(Phase::Validating);
-        let report =
-            validate_with_progress(&loaded.functions, &outcome.plan, &outcome.output, meter)
-                .map_err(crashed)?;
+        let validation_options = ValidationOptions::default().with_pair_steps(args.validate_budget);
+        let report = validate_with_progress(
+            &loaded.functions,
+            &outcome.plan,
+            &outcome.output,
+            &validation_options,
+            meter,
+        )
+        .map_err(crashed)?;
         if !report.mismatches.is_empty() {
             return Err(CliError {
                 code: 1,
@@ -308,24 +325,33 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
         }
         stderr.push_str(&report.summary());
         stderr.push('\n');
-        if let Some(similar) = &similar {
-            meter.phase(Phase::ValidatingSimilar);
-            let report = validate_similar_with_progress(&similar.module, &similar.outcome, meter)
+        let similar_report = match &similar {
+            None => None,
+            Some(similar) => {
+                meter.phase(Phase::ValidatingSimilar);
+                let report = validate_similar_with_progress(
+                    &similar.module,
+                    &similar.outcome,
+                    &validation_options,
+                    meter,
+                )
                 .map_err(|error| CliError {
-                code: 3,
-                message: format!("internal error: {error}"),
-            })?;
-            if !report.mismatches.is_empty() {
-                return Err(CliError {
-                    code: 1,
-                    message: mismatch_message(&similar.module, &report),
-                });
+                    code: 3,
+                    message: format!("internal error: {error}"),
+                })?;
+                if !report.mismatches.is_empty() {
+                    return Err(CliError {
+                        code: 1,
+                        message: mismatch_message(&similar.module, &report),
+                    });
+                }
+                stderr.push_str("similar: ");
+                stderr.push_str(&report.summary());
+                stderr.push('\n');
+                Some(report)
             }
-            stderr.push_str("similar: ");
-            stderr.push_str(&report.summary());
-            stderr.push('\n');
-        }
-        Some(report)
+        };
+        Some((report, similar_report))
     } else {
         None
     };
@@ -339,11 +365,19 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
         ),
         ReportFormat::Json => {
             let mut json = json_report(&loaded.functions, &outcome);
-            if let (Some(report), Some(object)) = (&validation, json.as_object_mut()) {
+            if let (Some((report, similar_report)), Some(object)) =
+                (&validation, json.as_object_mut())
+            {
                 object.insert(
                     "validation".into(),
                     validation_json(&loaded.functions, report),
                 );
+                if let (Some(report), Some(similar)) = (similar_report, &similar) {
+                    object.insert(
+                        "similar_validation".into(),
+                        validation_json(&similar.module, report),
+                    );
+                }
             }
             if let (Some(similar), Some(object)) = (&similar, json.as_object_mut()) {
                 object.insert("similar".into(), similar_json(&similar.group_reports()));
@@ -357,6 +391,20 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
         stderr.push_str(&stats_text(&loaded.functions, &outcome, loaded.files));
         if let Some(similar) = &similar {
             stderr.push_str(&similar_stats_line(similar));
+        }
+        if let Some((report, similar_report)) = &validation {
+            stderr.push_str(&validation_stats_line(
+                "validation",
+                &loaded.functions,
+                report,
+            ));
+            if let (Some(report), Some(similar)) = (similar_report, &similar) {
+                stderr.push_str(&validation_stats_line(
+                    "similar validation",
+                    &similar.module,
+                    report,
+                ));
+            }
         }
     }
     Ok((stdout, stderr))

@@ -140,7 +140,58 @@ pub fn validation_json(module: &FunctionSet, report: &ValidationReport) -> serde
             .map(|(reason, count)| (reason.to_string(), count))
             .collect::<std::collections::BTreeMap<_, _>>(),
         "unvalidated_pairs": unvalidated,
+        "cost": {
+            "time_ms": report.cost.time.as_secs_f64() * 1e3,
+            "steps": report.cost.steps,
+            "budget_stops": report.cost.budget_stops,
+            "budget_time_ms": report.cost.budget_time.as_secs_f64() * 1e3,
+            "most_steps": report
+                .cost
+                .slowest
+                .iter()
+                .map(|c| json!({
+                    "function": module.display_name(c.function),
+                    "steps": c.steps,
+                    "time_ms": c.time.as_secs_f64() * 1e3,
+                }))
+                .collect::<Vec<_>>(),
+        },
     })
+}
+
+/// The `--stats` line of a validation (`label`: which one): its time, its
+/// interpreter steps, the runs its budget cut short and the time spent in pairs
+/// that ended unvalidated for it, and the pairs that took the most steps.
+pub fn validation_stats_line(
+    label: &str,
+    module: &FunctionSet,
+    report: &ValidationReport,
+) -> String {
+    let cost = &report.cost;
+    let slowest: Vec<String> = cost
+        .slowest
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({} steps, {:.2} s)",
+                module.display_name(c.function),
+                c.steps,
+                c.time.as_secs_f64()
+            )
+        })
+        .collect();
+    format!(
+        "{label}: {:.2} s, {} interpreter steps, {} runs cut short by the budget ({:.2} s in pairs out of budget); most steps: {}\n",
+        cost.time.as_secs_f64(),
+        cost.steps,
+        cost.budget_stops,
+        cost.budget_time.as_secs_f64(),
+        if slowest.is_empty() {
+            "none".to_string()
+        } else {
+            slowest.join(", ")
+        }
+    )
 }
 
 /// Bytes of CLIF text removed: the text of every merged duplicate minus the text of

@@ -38,6 +38,12 @@
 //!   derived from that mix. The order, targets and arguments of outside calls are
 //!   therefore observable in the result.
 //!
+//! - **Steps**: a run has a fuel of interpreter steps, one per instruction, and a
+//!   call costs one more step per [`VALUES_PER_STEP`] values of the called
+//!   function and per [`STACK_BYTES_PER_STEP`] bytes of its frame, which the
+//!   interpreter makes anew at every call: so the steps a run takes bound its time,
+//!   even in a loop calling a large function that returns at once.
+//!
 //! [`Sandbox::run`] drives the interpreter's `step` function itself (the
 //! interpreter's own driver is tied to its built-in state).
 
@@ -126,6 +132,15 @@ const EXTERNAL_TAG: u64 = 0x0000_6000_0000_0000;
 const CALLEE_REGISTER: u64 = 0xffff_fff0_0000_0000;
 /// The word synthetic callees fold every call into.
 const CALL_TRACE: u64 = 0xffff_fff0_0000_0010;
+
+/// How many values of a called function's frame cost one step: making the
+/// frame fills a slot for each, and an instruction takes about as long as filling
+/// this many slots.
+const VALUES_PER_STEP: u64 = 256;
+
+/// How many bytes of a called function's stack frame cost one step (they are
+/// zeroed at each call).
+const STACK_BYTES_PER_STEP: u64 = 1024;
 
 /// The most stack all frames of a run may take together: a larger frame makes the
 /// run inconclusive instead of allocating it.
@@ -435,8 +450,19 @@ impl<'a> Sandbox<'a> {
         }
     }
 
-    /// Runs the stored function `name` on `args` to its end.
-    pub fn run(mut self, name: &str, args: &[DataValue]) -> Result<RunOutcome, Inconclusive> {
+    /// Runs the stored function `name` on `args` to its end; returns how it ended
+    /// and the steps it took.
+    pub fn run(
+        mut self,
+        name: &str,
+        args: &[DataValue],
+    ) -> (Result<RunOutcome, Inconclusive>, u64) {
+        let fuel = self.fuel;
+        let outcome = self.run_to_end(name, args);
+        (outcome, fuel - self.fuel)
+    }
+
+    fn run_to_end(&mut self, name: &str, args: &[DataValue]) -> Result<RunOutcome, Inconclusive> {
         let function = self
             .world
             .store
@@ -479,6 +505,16 @@ impl<'a> Sandbox<'a> {
                 STACK_LIMIT >> 20
             )));
         }
+        // A frame holds a slot for every value of its function and its stack
+        // slots, made anew at each call: the call costs steps for them, so that
+        // steps bound the time.
+        let frame_steps = function.dfg.num_values() as u64 / VALUES_PER_STEP
+            + u64::from(function.fixed_stack_size()) / STACK_BYTES_PER_STEP;
+        if self.fuel < frame_steps {
+            self.fuel = 0;
+            return Err(Inconclusive::OutOfFuel);
+        }
+        self.fuel -= frame_steps;
         self.push_frame(function);
         self.current_frame_mut().set_all(params, args.to_vec());
         self.block(entry)

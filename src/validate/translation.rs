@@ -16,8 +16,18 @@
 //! finished, the merged side must finish the same way (a panic, an interpreter
 //! error, or running out of four times the fuel is a mismatch). A pair with no
 //! conclusive input because the original ran out of fuel on every input is run
-//! again with ten times the fuel on the inputs that ran out (long loops); a pair
-//! with still no conclusive input is unvalidated.
+//! again with ten times the fuel on the inputs that ran out (long loops); when its
+//! first eight inputs all ran out, the rest go straight to those patient runs. A
+//! pair with still no conclusive input is unvalidated.
+//!
+//! Every pair has a budget of interpreter steps over all its runs
+//! ([`ValidationOptions::pair_steps`]); a run the budget cuts short decides
+//! nothing, and a pair that used its budget up before any input was conclusive is
+//! unvalidated for it ([`UnvalidatedReason::Budget`]), so no pair holds the
+//! validation longer than its budget of steps takes (the sandbox charges a call
+//! for the frame it makes, so that steps bound time). Pairs are checked in
+//! parallel on threads with large stacks; each pair's runs are seeded by the pair,
+//! so the report does not depend on the number of threads.
 
 use super::inputs::inputs_for;
 use super::progress::{NoProgress, Progress};
@@ -37,6 +47,7 @@ use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
 
 /// Interpreter steps per run.
 const FUEL: u64 = 20_000;
@@ -51,9 +62,101 @@ const PATIENT_FUEL_FACTOR: u64 = 10;
 /// How many out-of-fuel inputs a pair is run again on ([`PATIENT_FUEL_FACTOR`]).
 const PATIENT_INPUTS: usize = 32;
 
+/// How many inputs run with [`FUEL`] before a pair whose original ran out of fuel
+/// on every one of them goes on with patient runs only.
+const PROBE_INPUTS: usize = 8;
+
 /// A merged side that runs out of [`FUEL`] where the original finished is run again
 /// with this many times more: thunks and entry points add a few steps per call.
 const MERGED_FUEL_FACTOR: u64 = 4;
+
+/// The default of [`ValidationOptions::pair_steps`]: every input with the steps
+/// of one run on both sides, and room for a few patient runs.
+pub const DEFAULT_PAIR_STEPS: u64 = 4_000_000;
+
+/// How many of the pairs that took the most steps a report keeps
+/// ([`ValidationCost::slowest`]).
+const SLOWEST_PAIRS: usize = 5;
+
+/// How much interpreting a validation may do.
+///
+/// A run takes at most 20,000 interpreter steps (a merged side four times
+/// that, a patient rerun ten times), and all runs of one pair together at most
+/// [`Self::pair_steps`]: no pair holds the validation longer than that many
+/// steps take. Pairs are checked on [`Self::threads`] threads with the
+/// `parallel` feature; the report is the same whatever their number.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ValidationOptions {
+    /// Interpreter steps all runs of one pair may take together. A pair that used
+    /// them up before any input was conclusive is unvalidated
+    /// ([`UnvalidatedReason::Budget`]); one that had conclusive inputs is
+    /// validated on those.
+    pub pair_steps: u64,
+    /// Threads checking pairs at once; 0 (the default) for as many as the
+    /// global `rayon` pool has (`RAYON_NUM_THREADS`, else one per core). One
+    /// thread without the `parallel` feature.
+    pub threads: usize,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        Self {
+            pair_steps: DEFAULT_PAIR_STEPS,
+            threads: 0,
+        }
+    }
+}
+
+impl ValidationOptions {
+    /// These options with a budget of `steps` interpreter steps per pair.
+    ///
+    /// ```
+    /// use clif_merge::validate::ValidationOptions;
+    /// let patient = ValidationOptions::default().with_pair_steps(100_000_000);
+    /// assert_eq!(patient.pair_steps, 100_000_000);
+    /// ```
+    pub fn with_pair_steps(mut self, steps: u64) -> Self {
+        self.pair_steps = steps;
+        self
+    }
+
+    /// These options with pairs checked on `threads` threads (0: as many as the
+    /// global `rayon` pool has).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+}
+
+/// What a validation cost.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ValidationCost {
+    /// Wall-clock time of the checks, all threads together.
+    pub time: Duration,
+    /// Interpreter steps over all pairs.
+    pub steps: u64,
+    /// Runs cut short because their pair's budget was used up.
+    pub budget_stops: usize,
+    /// Time spent in pairs that ended unvalidated for their budget, summed over
+    /// the threads that checked them.
+    pub budget_time: Duration,
+    /// The pairs that took the most steps, most first (at most five).
+    pub slowest: Vec<PairCost>,
+}
+
+/// What checking one pair cost.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PairCost {
+    /// The duplicate (or member) checked.
+    pub function: FuncIndex,
+    /// Interpreter steps over all its runs, both sides.
+    pub steps: u64,
+    /// Time its check took on its thread.
+    pub time: Duration,
+}
 
 /// A pair whose two sides disagreed.
 #[derive(Clone, Debug)]
@@ -81,6 +184,8 @@ pub struct ValidationReport {
     pub mismatches: Vec<Mismatch>,
     /// Inputs run and compared conclusively, over all pairs.
     pub runs: usize,
+    /// What the checks cost.
+    pub cost: ValidationCost,
 }
 
 impl ValidationReport {
@@ -126,6 +231,9 @@ pub enum UnvalidatedReason {
     /// Every input was inconclusive: out of fuel, or something the interpreter
     /// cannot do.
     NoConclusiveRun,
+    /// The pair used up its budget of interpreter steps
+    /// ([`ValidationOptions::pair_steps`]) before any input was conclusive.
+    Budget,
     /// Reads the frame pointer, stack pointer or return address.
     ReadsMachineState,
     /// Uses exceptions (`try_call`).
@@ -137,6 +245,7 @@ impl fmt::Display for UnvalidatedReason {
         f.write_str(match self {
             Self::ParameterTypeNotSampled => "has parameters of a type not sampled",
             Self::NoConclusiveRun => "no input ran to completion in the interpreter",
+            Self::Budget => "ran out of its budget of interpreter steps",
             Self::ReadsMachineState => "reads machine state",
             Self::UsesExceptions => "uses exceptions",
         })
@@ -185,19 +294,26 @@ pub fn validate(
     plan: &MergePlan,
     output: &[OutputEntry],
 ) -> Result<ValidationReport, ValidatorCrash> {
-    validate_with_progress(module, plan, output, &NoProgress)
+    validate_with_progress(
+        module,
+        plan,
+        output,
+        &ValidationOptions::default(),
+        &NoProgress,
+    )
 }
 
-/// Like [`validate`], telling `progress` how many pairs there are and of each one
-/// checked.
+/// Like [`validate`], within the budget of `options`, telling `progress` how many
+/// pairs there are and of each one checked.
 pub fn validate_with_progress(
     module: &FunctionSet,
     plan: &MergePlan,
     output: &[OutputEntry],
+    options: &ValidationOptions,
     progress: &dyn Progress,
 ) -> Result<ValidationReport, ValidatorCrash> {
     on_big_stack("the validation of the merge", || {
-        validate_on_this_thread(module, plan, output, progress)
+        validate_on_this_thread(module, plan, output, options, progress)
     })
 }
 
@@ -257,6 +373,7 @@ fn validate_on_this_thread(
     module: &FunctionSet,
     plan: &MergePlan,
     output: &[OutputEntry],
+    options: &ValidationOptions,
     progress: &dyn Progress,
 ) -> ValidationReport {
     let originals = runnable(module.iter().map(|(_, d)| &*d.func));
@@ -304,6 +421,7 @@ fn validate_on_this_thread(
         (&originals, &original_addresses),
         (&merged, &merged_addresses),
         pairs,
+        options,
         progress,
     )
 }
@@ -370,7 +488,7 @@ pub fn validate_similar(
     module: &FunctionSet,
     outcome: &SimilarOutcome,
 ) -> Result<ValidationReport, SimilarValidationError> {
-    validate_similar_with_progress(module, outcome, &NoProgress)
+    validate_similar_with_progress(module, outcome, &ValidationOptions::default(), &NoProgress)
 }
 
 /// Why [`validate_similar`] gave no report.
@@ -445,11 +563,12 @@ pub fn check_similar_outcome(module: &FunctionSet, outcome: &SimilarOutcome) -> 
     }
 }
 
-/// Like [`validate_similar`], telling `progress` how many members there are and
-/// of each one checked.
+/// Like [`validate_similar`], within the budget of `options`, telling `progress`
+/// how many members there are and of each one checked.
 pub fn validate_similar_with_progress(
     module: &FunctionSet,
     outcome: &SimilarOutcome,
+    options: &ValidationOptions,
     progress: &dyn Progress,
 ) -> Result<ValidationReport, SimilarValidationError> {
     check_similar_outcome(module, outcome).map_err(SimilarValidationError::Inconsistent)?;
@@ -486,6 +605,7 @@ pub fn validate_similar_with_progress(
             (&originals, &original_addresses),
             (&merged, &merged_addresses),
             pairs,
+            options,
             progress,
         )
     })
@@ -637,28 +757,24 @@ pub fn validate_program<'r>(
             (&originals, &original_addresses),
             (&merged, &merged_addresses),
             pairs,
+            &ValidationOptions::default(),
             &NoProgress,
         )
     })
 }
 
-/// One check: `original` (named as in the original module) against the function
-/// named `replacement` in the merged module.
-struct Pair<'a> {
-    function: FuncIndex,
-    into: FuncIndex,
-    original: &'a Function,
-    replacement: String,
-}
-
-/// Runs every pair of `pairs`, `originals` against `merged`, telling `progress`
-/// how many there are and of each one checked.
+/// Runs every pair of `pairs`, `originals` against `merged`, within the budget
+/// of `options`, on the threads of the current `rayon` pool, telling `progress`
+/// how many there are and of each one checked. The report lists pairs in the
+/// order given, whatever the threads.
 fn validate_pairs<'a>(
     (originals, original_addresses): (&[Function], &FunctionAddresses),
     (merged, merged_addresses): (&[Function], &FunctionAddresses),
     pairs: impl Iterator<Item = Pair<'a>>,
+    options: &ValidationOptions,
     progress: &dyn Progress,
 ) -> ValidationReport {
+    let start = Instant::now();
     // Collected first so that `progress` learns the total before the first check.
     let pairs: Vec<Pair<'a>> = pairs.collect();
     progress.start(pairs.len());
@@ -675,64 +791,226 @@ fn validate_pairs<'a>(
         callees: &callees,
         addresses: merged_addresses,
     };
-    let mut report = ValidationReport::default();
-    for pair in &pairs {
-        check_pair(pair, (&original_world, &merged_world), &mut report);
+    let original_runnable = Interpretable::of(originals);
+    let merged_runnable = Interpretable::of(merged);
+    let checks = on_validator_threads(options.threads, &pairs, |pair| {
+        let check = check_pair(
+            pair,
+            (&original_world, &merged_world),
+            (&original_runnable, &merged_runnable),
+            options.pair_steps,
+        );
         progress.step();
+        check
+    });
+    let mut report = ValidationReport::default();
+    let mut costs = Vec::with_capacity(checks.len());
+    for (pair, check) in pairs.iter().zip(checks) {
+        report.runs += check.conclusive;
+        report.cost.steps += check.steps;
+        report.cost.budget_stops += usize::from(check.budget_stop);
+        match check.verdict {
+            Verdict::Validated => report.validated += 1,
+            Verdict::Unvalidated(reason) => {
+                if reason == UnvalidatedReason::Budget {
+                    report.cost.budget_time += check.time;
+                }
+                report.unvalidated.push((pair.function, reason));
+            }
+            Verdict::Mismatch(mismatch) => report.mismatches.push(*mismatch),
+        }
+        costs.push(PairCost {
+            function: pair.function,
+            steps: check.steps,
+            time: check.time,
+        });
     }
+    // By steps, which do not depend on the machine, then by position.
+    costs.sort_by_key(|c| std::cmp::Reverse(c.steps));
+    costs.truncate(SLOWEST_PAIRS);
+    report.cost.slowest = costs;
+    report.cost.time = start.elapsed();
     report
 }
 
-/// Runs the original and the replacement of `pair` and adds what they did to
-/// `report`: validated, unvalidated with the reason, or a mismatch.
+/// `check` over `pairs`, results in their order: on a pool of `threads` threads
+/// (0: as many as the global `rayon` pool has), each with the validator's large
+/// stack (the interpreter recurses on the host stack for every CLIF call), with
+/// the `parallel` feature; on this thread otherwise, or if no such pool can be
+/// made.
+fn on_validator_threads<T: Sync, R: Send>(
+    threads: usize,
+    pairs: &[T],
+    check: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
+    #[cfg(feature = "parallel")]
+    {
+        use rayon::prelude::*;
+        let threads = if threads == 0 {
+            rayon::current_num_threads()
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .stack_size(VALIDATOR_STACK)
+            .thread_name(|i| format!("clif-merge validator {i}"))
+            .build();
+        if let Ok(pool) = pool {
+            // One pair at a time per thread: pairs differ in cost by orders of
+            // magnitude.
+            return pool.install(|| pairs.par_iter().with_max_len(1).map(&check).collect());
+        }
+    }
+    #[cfg(not(feature = "parallel"))]
+    let _ = threads;
+    pairs.iter().map(check).collect()
+}
+
+/// One check: `original` (named as in the original module) against the function
+/// named `replacement` in the merged module.
+struct Pair<'a> {
+    function: FuncIndex,
+    into: FuncIndex,
+    original: &'a Function,
+    replacement: String,
+}
+
+/// What a pair's check concluded.
+enum Verdict {
+    Validated,
+    Unvalidated(UnvalidatedReason),
+    Mismatch(Box<Mismatch>),
+}
+
+/// What checking one pair found and cost.
+struct PairCheck {
+    verdict: Verdict,
+    /// Inputs on which both sides finished alike.
+    conclusive: usize,
+    /// Interpreter steps over all its runs.
+    steps: u64,
+    /// Whether a run was cut short by the pair's budget.
+    budget_stop: bool,
+    /// Time the check took on its thread.
+    time: Duration,
+}
+
+/// The interpreter steps a pair may still take.
+struct Budget {
+    left: u64,
+    /// Whether a run was cut short because `left` was less than its fuel.
+    stopped: bool,
+}
+
+impl Budget {
+    /// The fuel of a run that wants `fuel` steps: at most what is left.
+    fn fuel(&self, fuel: u64) -> u64 {
+        fuel.min(self.left)
+    }
+
+    fn spend(&mut self, steps: u64) {
+        self.left = self.left.saturating_sub(steps);
+    }
+}
+
+/// Runs the original and the replacement of `pair` within `pair_steps`
+/// interpreter steps: validated, unvalidated with the reason, or a mismatch.
 fn check_pair(
     pair: &Pair<'_>,
-    (original_world, merged_world): (&SandboxWorld<'_>, &SandboxWorld<'_>),
-    report: &mut ValidationReport,
-) {
-    let dup_name = pair.original.name.to_string();
-    let replacement = &pair.replacement;
-    if let Err(reason) = interpretable(&dup_name, original_world.store)
-        .and_then(|()| interpretable(replacement, merged_world.store))
-    {
-        report.unvalidated.push((pair.function, reason));
-        return;
-    }
-    let Some(inputs) = inputs_for(pair.original, pair.function.index() as u64) else {
-        report
-            .unvalidated
-            .push((pair.function, UnvalidatedReason::ParameterTypeNotSampled));
-        return;
+    worlds: (&SandboxWorld<'_>, &SandboxWorld<'_>),
+    (original_runnable, merged_runnable): (&Interpretable, &Interpretable),
+    pair_steps: u64,
+) -> PairCheck {
+    let start = Instant::now();
+    let mut budget = Budget {
+        left: pair_steps,
+        stopped: false,
     };
+    let verdict = judge_pair(
+        pair,
+        worlds,
+        (original_runnable, merged_runnable),
+        &mut budget,
+    );
+    let (verdict, conclusive) = match verdict {
+        Ok(conclusive) => (Verdict::Validated, conclusive),
+        Err(verdict) => (verdict, 0),
+    };
+    PairCheck {
+        verdict,
+        conclusive,
+        steps: pair_steps - budget.left,
+        budget_stop: budget.stopped,
+        time: start.elapsed(),
+    }
+}
+
+/// The runs of [`check_pair`]: `Ok` with the number of conclusive inputs when
+/// validated, else the verdict.
+fn judge_pair(
+    pair: &Pair<'_>,
+    worlds: (&SandboxWorld<'_>, &SandboxWorld<'_>),
+    (original_runnable, merged_runnable): (&Interpretable, &Interpretable),
+    budget: &mut Budget,
+) -> Result<usize, Verdict> {
+    let dup_name = pair.original.name.to_string();
+    original_runnable
+        .check(&dup_name)
+        .and_then(|()| merged_runnable.check(&pair.replacement))
+        .map_err(Verdict::Unvalidated)?;
+    let inputs = inputs_for(pair.original, pair.function.index() as u64).ok_or(
+        Verdict::Unvalidated(UnvalidatedReason::ParameterTypeNotSampled),
+    )?;
     // Every input with the usual fuel; if none was conclusive because the
-    // original ran out of fuel, a few of those inputs again with far more.
-    let worlds = (original_world, merged_world);
-    let mut runs = run_inputs(worlds, pair, &dup_name, &inputs, 0..inputs.len(), FUEL);
-    if runs.conclusive == 0 && runs.mismatch.is_none() && !runs.out_of_fuel.is_empty() {
+    // original ran out of fuel, a few of those inputs again with far more. When
+    // the first inputs all run out of fuel, the others go straight to the patient
+    // runs: a long loop would spend the budget on short runs.
+    let probed = inputs.len().min(PROBE_INPUTS);
+    let mut runs = run_inputs(worlds, pair, &dup_name, &inputs, 0..probed, FUEL, budget);
+    let long_running = runs.conclusive == 0 && runs.out_of_fuel.len() == probed;
+    if !long_running && runs.mismatch.is_none() && !budget.stopped {
+        let rest = run_inputs(
+            worlds,
+            pair,
+            &dup_name,
+            &inputs,
+            probed..inputs.len(),
+            FUEL,
+            budget,
+        );
+        runs.conclusive += rest.conclusive;
+        runs.mismatch = rest.mismatch;
+        runs.out_of_fuel.extend(rest.out_of_fuel);
+    }
+    if runs.conclusive == 0
+        && runs.mismatch.is_none()
+        && !runs.out_of_fuel.is_empty()
+        && !budget.stopped
+    {
+        let unprobed = if long_running {
+            probed..inputs.len()
+        } else {
+            0..0
+        };
         let retried = std::mem::take(&mut runs.out_of_fuel);
         runs = run_inputs(
             worlds,
             pair,
             &dup_name,
             &inputs,
-            retried.into_iter().take(PATIENT_INPUTS),
+            retried.into_iter().chain(unprobed).take(PATIENT_INPUTS),
             FUEL * PATIENT_FUEL_FACTOR,
+            budget,
         );
     }
-    let RunsOutcome {
-        conclusive,
-        mismatch,
-        ..
-    } = runs;
-    report.runs += conclusive;
-    if let Some(m) = mismatch {
-        report.mismatches.push(m);
-    } else if conclusive == 0 {
-        report
-            .unvalidated
-            .push((pair.function, UnvalidatedReason::NoConclusiveRun));
-    } else {
-        report.validated += 1;
+    if let Some(m) = runs.mismatch {
+        return Err(Verdict::Mismatch(Box::new(m)));
+    }
+    match runs.conclusive {
+        0 if budget.stopped => Err(Verdict::Unvalidated(UnvalidatedReason::Budget)),
+        0 => Err(Verdict::Unvalidated(UnvalidatedReason::NoConclusiveRun)),
+        conclusive => Ok(conclusive),
     }
 }
 
@@ -748,8 +1026,10 @@ struct RunsOutcome {
 
 /// Runs the original and the replacement of `pair` on the inputs at `indices` of
 /// `inputs` (each with the seed of its index), the original with `fuel` steps,
-/// until the first mismatch. Only what the original does decides whether an input
-/// is conclusive: once it finished, the merged side must finish the same way.
+/// until the first mismatch or until `budget` is used up. Only what the original
+/// does decides whether an input is conclusive: once it finished, the merged side
+/// must finish the same way. A run the budget cuts short (either side) ends the
+/// pair's runs and decides nothing.
 fn run_inputs(
     (original_world, merged_world): (&SandboxWorld<'_>, &SandboxWorld<'_>),
     pair: &Pair<'_>,
@@ -757,6 +1037,7 @@ fn run_inputs(
     inputs: &[Vec<DataValue>],
     indices: impl IntoIterator<Item = usize>,
     fuel: u64,
+    budget: &mut Budget,
 ) -> RunsOutcome {
     let mut outcome = RunsOutcome {
         conclusive: 0,
@@ -764,10 +1045,26 @@ fn run_inputs(
         out_of_fuel: Vec::new(),
     };
     let replacement = pair.replacement.as_str();
+    // Runs `name` in `world` with `wanted` steps, or what is left of them; `None`
+    // when it ran out of steps the budget took away.
+    let mut budgeted_run = |world, name, input, seed, wanted| {
+        let given = budget.fuel(wanted);
+        let (result, steps) = run(world, name, input, seed, given);
+        budget.spend(steps);
+        let cut_short =
+            given < wanted && matches!(result, Err(Failure::Inconclusive(Inconclusive::OutOfFuel)));
+        if cut_short {
+            budget.stopped = true;
+        }
+        (!cut_short).then_some(result)
+    };
     for i in indices {
         let input = &inputs[i];
         let seed = (pair.function.index() as u64) << 16 | i as u64;
-        let original = match run(original_world, dup_name, input, seed, fuel) {
+        let Some(original) = budgeted_run(original_world, dup_name, input, seed, fuel) else {
+            break;
+        };
+        let original = match original {
             Ok(original) => original,
             Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => {
                 outcome.out_of_fuel.push(i);
@@ -775,9 +1072,9 @@ fn run_inputs(
             }
             Err(_) => continue,
         };
-        let merged = match run(merged_world, replacement, input, seed, fuel) {
+        let merged = match budgeted_run(merged_world, replacement, input, seed, fuel) {
             // Thunks and entry points take a few steps more: more fuel, once.
-            Err(Failure::Inconclusive(Inconclusive::OutOfFuel)) => run(
+            Some(Err(Failure::Inconclusive(Inconclusive::OutOfFuel))) => budgeted_run(
                 merged_world,
                 replacement,
                 input,
@@ -787,12 +1084,13 @@ fn run_inputs(
             other => other,
         };
         let merged = match merged {
-            Ok(b) if b == original => {
+            None => break,
+            Some(Ok(b)) if b == original => {
                 outcome.conclusive += 1;
                 continue;
             }
-            Ok(b) => b,
-            Err(failure) => RunOutcome {
+            Some(Ok(b)) => b,
+            Some(Err(failure)) => RunOutcome {
                 ending: Ending::Stopped(failure.to_string()),
                 memory: Vec::new(),
             },
@@ -821,42 +1119,79 @@ fn store_of(functions: &[Function]) -> FunctionStore<'_> {
     store
 }
 
-/// Checks statically that `name` and everything it calls in the store can run in
-/// the [`Sandbox`]: no exceptions, no reads of machine state (stack, frame pointer,
-/// return address). Everything else (memory through pointers, global values, calls
-/// leaving the store, indirect calls) the sandbox makes total.
-fn interpretable(name: &str, store: &FunctionStore<'_>) -> Result<(), UnvalidatedReason> {
-    let mut pending = vec![name.to_string()];
-    let mut seen: HashSet<String> = HashSet::new();
-    while let Some(name) = pending.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
+/// Which functions of one world can run in the [`Sandbox`], with everything they
+/// call or take the address of: no exceptions, no reads of machine state (stack,
+/// frame pointer, return address). Everything else (memory through pointers,
+/// global values, calls leaving the store, indirect calls) the sandbox makes
+/// total. Each function is read once; a question walks the functions it reaches
+/// by index.
+struct Interpretable {
+    /// Each function's position, by name (the first of a name, as in the store).
+    index: FxHashMap<String, usize>,
+    /// What each function does that the sandbox cannot, if anything.
+    own: Vec<Option<UnvalidatedReason>>,
+    /// The functions of the world each one names in a call or `func_addr`.
+    named: Vec<Vec<usize>>,
+}
+
+impl Interpretable {
+    fn of(functions: &[Function]) -> Self {
+        let mut index = FxHashMap::default();
+        for (i, f) in functions.iter().enumerate() {
+            index.entry(f.name.to_string()).or_insert(i);
         }
-        // A callee outside the store runs as a synthetic callee.
-        let Some(func) = store.get_by_name(&name) else {
-            continue;
-        };
-        for block in func.layout.blocks() {
-            for inst in func.layout.block_insts(block) {
-                let data = &func.dfg.insts[inst];
-                match data {
-                    InstructionData::Call { func_ref, .. }
-                    | InstructionData::FuncAddr { func_ref, .. } => {
-                        let callee = &func.dfg.ext_funcs[*func_ref];
-                        pending.push(callee.name.display(Some(&func.params)).to_string());
+        let mut own = Vec::with_capacity(functions.len());
+        let mut named = Vec::with_capacity(functions.len());
+        for func in functions {
+            let mut reason = None;
+            let mut callees = Vec::new();
+            for block in func.layout.blocks() {
+                for inst in func.layout.block_insts(block) {
+                    let data = &func.dfg.insts[inst];
+                    match data {
+                        InstructionData::Call { func_ref, .. }
+                        | InstructionData::FuncAddr { func_ref, .. } => {
+                            let callee = &func.dfg.ext_funcs[*func_ref];
+                            let name = callee.name.display(Some(&func.params)).to_string();
+                            // A callee outside the world runs as a synthetic callee.
+                            callees.extend(index.get(&name).copied());
+                        }
+                        InstructionData::TryCall { .. }
+                        | InstructionData::TryCallIndirect { .. } => {
+                            reason.get_or_insert(UnvalidatedReason::UsesExceptions);
+                        }
+                        _ if reads_frame(data.opcode()) => {
+                            reason.get_or_insert(UnvalidatedReason::ReadsMachineState);
+                        }
+                        _ => {}
                     }
-                    InstructionData::TryCall { .. } | InstructionData::TryCallIndirect { .. } => {
-                        return Err(UnvalidatedReason::UsesExceptions);
-                    }
-                    _ if reads_frame(data.opcode()) => {
-                        return Err(UnvalidatedReason::ReadsMachineState);
-                    }
-                    _ => {}
                 }
             }
+            own.push(reason);
+            named.push(callees);
         }
+        Self { index, own, named }
     }
-    Ok(())
+
+    /// Whether the function `name` and everything it reaches can run: the reason
+    /// of the first one found that cannot (in the order of a depth-first walk).
+    fn check(&self, name: &str) -> Result<(), UnvalidatedReason> {
+        let Some(&start) = self.index.get(name) else {
+            return Ok(());
+        };
+        let mut seen = vec![false; self.own.len()];
+        let mut pending = vec![start];
+        while let Some(f) = pending.pop() {
+            if std::mem::replace(&mut seen[f], true) {
+                continue;
+            }
+            if let Some(reason) = self.own[f] {
+                return Err(reason);
+            }
+            pending.extend(self.named[f].iter().rev().copied());
+        }
+        Ok(())
+    }
 }
 
 /// How a run that did not finish ended.
@@ -884,19 +1219,21 @@ impl std::fmt::Display for Failure {
 }
 
 /// Runs `name` on `input` in a fresh [`Sandbox`] whose memory is given by `seed`,
-/// with `fuel` steps.
+/// with `fuel` steps; returns how it ended and the steps it took (all of `fuel`
+/// if the interpreter panicked).
 fn run(
     world: &SandboxWorld<'_>,
     name: &str,
     input: &[DataValue],
     seed: u64,
     fuel: u64,
-) -> Result<RunOutcome, Failure> {
-    catch_unwind(AssertUnwindSafe(|| {
+) -> (Result<RunOutcome, Failure>, u64) {
+    match catch_unwind(AssertUnwindSafe(|| {
         Sandbox::new(world, seed, fuel).run(name, input)
-    }))
-    .map_err(|payload| Failure::Panic(panic_message(payload.as_ref())))?
-    .map_err(Failure::Inconclusive)
+    })) {
+        Ok((result, steps)) => (result.map_err(Failure::Inconclusive), steps),
+        Err(payload) => (Err(Failure::Panic(panic_message(payload.as_ref()))), fuel),
+    }
 }
 
 #[cfg(test)]
@@ -933,6 +1270,7 @@ mod reason_tests {
         let reasons = [
             ParameterTypeNotSampled,
             NoConclusiveRun,
+            Budget,
             ReadsMachineState,
             UsesExceptions,
         ];
