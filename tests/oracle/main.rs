@@ -98,15 +98,15 @@
 //! outputs) under the temp dir. Without `cc` the tests fail under CI (`CI` set)
 //! and skip loudly otherwise.
 //!
-//! Run: `cargo test --release --test linked_oracle -- --nocapture` (the counters:
+//! Run: `cargo test --release --test oracle -- --nocapture` (the counters:
 //! programs, builds, functions merged, refusals, what was not compared and why).
 
-#[path = "../benches/merge_bench/generator.rs"]
+#[path = "../../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
-#[path = "support/oracle_native.rs"]
+#[path = "../support/oracle_native.rs"]
 mod oracle_native;
-#[path = "support/oracle_programs.rs"]
+#[path = "../support/oracle_programs.rs"]
 mod oracle_programs;
 
 use clif_merge::OutputEntry;
