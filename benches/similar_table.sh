@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The similar-merge table of README.md: per corpus program, the x86 code bytes
 # `--similar` saves (every function compiled before and after, its merges
-# validated: tests/corpus.rs `corpus_similar_merges_shrink_code_and_validate`)
+# validated: tests/passes/corpus.rs `corpus_similar_merges_shrink_code_and_validate`)
 # and what it costs against a one-thread Cranelift compile of the same functions
 # (`merge_bench similar`: thread CPU time, the fastest of --repeat rounds).
 #
@@ -27,7 +27,7 @@ BENCH=$(cargo bench --bench merge_bench --no-run --message-format=json 2>/dev/nu
 [ -x "$BENCH" ] || { echo "no merge_bench binary" >&2; exit 1; }
 
 # Savings: the corpus test prints one markdown row per program.
-cargo test --release --test corpus corpus_similar_merges_shrink_code_and_validate \
+cargo test --release --test passes corpus_similar_merges_shrink_code_and_validate \
     -- --nocapture >"$OUT/savings.txt" 2>&1
 
 # Cost: one row per program.

@@ -70,10 +70,10 @@
 //! does not look at, so it leaves out more than the holes, which can only put more
 //! functions in a bucket). Everything else it hashes is written as is in the
 //! encoding with holes too, so equal streams with the holes blanked have equal
-//! hole-blind fingerprints (`tests/corpus.rs` checks it on every corpus function).
+//! hole-blind fingerprints (`tests/passes/corpus.rs` checks it on every corpus function).
 //! [`Fingerprint::both`] takes both fingerprints in one walk,
 //! in two chains that differ only in the words of possible holes, for the
-//! identical merge to hand the similar merge that follows it (`tests/parallel.rs`
+//! identical merge to hand the similar merge that follows it (`tests/passes/parallel.rs`
 //! checks the buckets they make against the walk on its own).
 //!
 //! **Agreement with the comparator.** `compare(f, g) == Equal` implies
@@ -105,9 +105,9 @@
 //! instruction table, so two functions equal but for different unreachable
 //! instructions (even as many) are not merged either. The property tests and the
 //! comparator fuzz target check `equal ⇒ same hash, prefix key and table key`
-//! on generated functions (the keys where the tables allow); `tests/corpus.rs`
+//! on generated functions (the keys where the tables allow); `tests/passes/corpus.rs`
 //! checks that every corpus function merges with a respelled clone of itself
-//! (which needs both), and `tests/parallel.rs` checks the pass's hashes against
+//! (which needs both), and `tests/passes/parallel.rs` checks the pass's hashes against
 //! the whole walk's on every filetest.
 
 use super::hash::{HashedFunction, StructuralHash};

@@ -114,7 +114,7 @@ fn tail_calls(func: &Function, frame_pointers: bool) -> bool {
 /// member order), counted without building them: a block whose parameters are
 /// the member's, one constant (`iconst`, `f32const`, `f64const`) or `func_addr`
 /// per parameter of the merged body, and a `return_call`, or a `call` and a
-/// `return`, passing all of them. `tests/parallel.rs` checks them against
+/// `return`, passing all of them. `tests/passes/parallel.rs` checks them against
 /// [`SizeFeatures::of`] the built entry points.
 pub fn entry_point_features(
     module: &FunctionSet,

@@ -127,7 +127,7 @@ pub(crate) fn build_merged_body(
 /// build those. Whether the body can
 /// be spliced (a one-sided escape's checks, the verifier) is not counted: a
 /// pair priced so is built once the model accepts it. The groups and pairs priced so and merged
-/// are checked against the bodies built by `tests/parallel.rs`, and every
+/// are checked against the bodies built by `tests/passes/parallel.rs`, and every
 /// aligned pair of the filetests by `aligned_features_are_the_built_ones`.
 pub(crate) fn merged_body_features(
     module: &FunctionSet,

@@ -1,4 +1,4 @@
-//! Native code for the linked-program oracle (`tests/linked_oracle.rs`): CLIF
+//! Native code for the linked-program oracle (`tests/oracle/main.rs`): CLIF
 //! functions compiled into real object files with `cranelift-object`, C harnesses,
 //! and `cc` to link and run them. Nothing here uses clif-merge: it only turns CLIF
 //! into machine code and runs it, so that merges are judged by what the CPU does.

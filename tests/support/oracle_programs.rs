@@ -1,4 +1,4 @@
-//! Generated programs for the linked-program oracle (`tests/linked_oracle.rs`):
+//! Generated programs for the linked-program oracle (`tests/oracle/main.rs`):
 //! small multi-module CLIF programs and single CLIF modules for the similar merge,
 //! each with the C `main` that calls them. Deterministic from a seed (splitmix64).
 //!

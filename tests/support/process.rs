@@ -1,6 +1,6 @@
 //! Running the `clif-merge` binary as a process in tests: a temporary directory,
 //! the run's exit code and output, and the contract's assertions on them. Shared by
-//! `tests/cli.rs` and `tests/separate_cli.rs` (`#[path]`-included).
+//! `tests/cli/cli.rs` and `tests/cli/separate_cli.rs` (`#[path]`-included).
 
 #![allow(dead_code)]
 

@@ -11,7 +11,7 @@
 //! output must parse again and pass the verifier with the target and flags its
 //! header names, which are the input's.
 
-#[path = "support/process.rs"]
+#[path = "../support/process.rs"]
 mod process;
 
 use cranelift_codegen::settings::{self, Flags, FlagsOrIsa};

@@ -11,12 +11,12 @@
 //! encodes only functions sharing a hash) gives the same hashes, candidates and
 //! classes as encoding every function (`EncodedFunctions::from_module`).
 
-#[path = "support/corpus_program.rs"]
+#[path = "../support/corpus_program.rs"]
 mod corpus_program;
-#[path = "../benches/merge_bench/generator.rs"]
+#[path = "../../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
-#[path = "support/skip.rs"]
+#[path = "../support/skip.rs"]
 mod skip;
 
 use clif_merge::OutputEntry;
@@ -374,7 +374,7 @@ fn filetests_are_merged_identically_on_any_number_of_threads() {
     let mut files = expand_inputs(&[root]).expect("filetests");
     files.sort();
     // Snapshot: every filetest (69 merge, 76 nomerge, 83 similar, as in
-    // tests/filetests.rs); changes when one is added or removed.
+    // tests/cli/filetests.rs); changes when one is added or removed.
     assert_eq!(files.len(), 228, "filetests");
     for file in &files {
         let module = load_paths(std::slice::from_ref(file));
@@ -401,7 +401,7 @@ fn corpus_program_is_merged_identically_on_any_number_of_threads() {
     // Snapshot (x86_64 code sizes decide which groups pay): changes when the corpus,
     // the similar merge, the size model or Cranelift changes; update deliberately.
     // 88 since pricing by the size model (87 with every candidate compiled: the
-    // groups that differ are listed in tests/corpus.rs, corpus_similar); 94 with
+    // groups that differ are listed in tests/passes/corpus.rs, corpus_similar); 94 with
     // the 6 pairs merged by alignment; 102 with values escaping aligned stretches
     // and up to 32 stretches per pair (14 aligned pairs); 112 with one-sided
     // escapes (24 aligned pairs); 111 with the size model deciding alone (no

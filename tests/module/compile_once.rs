@@ -11,12 +11,12 @@
 //! differ only in their callees (they share one compiled stencil), which is also
 //! run in a JIT: each function must call its own callees.
 
-#[path = "../benches/merge_bench/generator.rs"]
+#[path = "../../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
-#[path = "../benches/merge_bench/prepared.rs"]
+#[path = "../../benches/merge_bench/prepared.rs"]
 mod prepared;
-#[path = "support/skip.rs"]
+#[path = "../support/skip.rs"]
 mod skip;
 
 use clif_merge::module::{MergingModule, ModuleMergeOptions};

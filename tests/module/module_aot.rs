@@ -4,8 +4,9 @@
 //! unmerged one prints, with a smaller `.text`, and the symbols must be what the plan
 //! says (checked with the `object` crate and with `nm`).
 
+#[path = "../common/mod.rs"]
 mod common;
-#[path = "../examples/shared/native.rs"]
+#[path = "../../examples/shared/native.rs"]
 #[allow(dead_code)]
 mod native;
 

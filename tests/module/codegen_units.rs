@@ -24,9 +24,9 @@
 
 #![allow(clippy::result_large_err)]
 
-#[path = "support/define.rs"]
+#[path = "../support/define.rs"]
 mod define_support;
-#[path = "../examples/shared/native.rs"]
+#[path = "../../examples/shared/native.rs"]
 #[allow(dead_code)]
 mod native;
 

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 // Helpers
 // ---------------------------------------------------------------------------------
 
-#[path = "support/process.rs"]
+#[path = "../support/process.rs"]
 mod process;
 
 use process::{Run, TempDir, bad_input, clif_merge, ok, reparse_and_verify};

@@ -8,7 +8,7 @@
 //! by bare symbol, and the applying module bound that symbol to its own local of the
 //! same name (a redirect, a thunk, a redirected call, and a thunk to itself).
 
-#[path = "support/oracle_native.rs"]
+#[path = "../support/oracle_native.rs"]
 mod oracle_native;
 
 use clif_merge::FunctionSet;

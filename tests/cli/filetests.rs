@@ -4,9 +4,9 @@
 //! A line `; clif-merge: ARGS` in a file gives extra command-line arguments. Every
 //! file must contain at least one directive, so no file passes by checking nothing.
 
-#[path = "support/skip.rs"]
+#[path = "../support/skip.rs"]
 mod skip;
-#[path = "support/snapshot.rs"]
+#[path = "../support/snapshot.rs"]
 mod snapshot;
 
 use clap::Parser;

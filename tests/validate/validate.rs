@@ -736,7 +736,7 @@ block0:
 /// The similar merge's validation counts one step per member of every group.
 #[test]
 fn progress_of_the_similar_validation_counts_members() {
-    let text = include_str!("../filetests/similar/group_of_five.clif");
+    let text = include_str!("../../filetests/similar/group_of_five.clif");
     let set = module(text);
     let outcome = merge_functions(&set, &MergeOptions::default());
     let similar = SimilarPass::after(

@@ -19,12 +19,12 @@
 //! sandboxed interpreter. The plan must not depend on the order of the summaries,
 //! and summaries go through their file format.
 
-#[path = "support/corpus_program.rs"]
+#[path = "../support/corpus_program.rs"]
 mod corpus_program;
-#[path = "../benches/merge_bench/generator.rs"]
+#[path = "../../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
-#[path = "support/skip.rs"]
+#[path = "../support/skip.rs"]
 mod skip;
 
 use clif_merge::Linkage;
@@ -293,7 +293,7 @@ fn separate_compilation_finds_the_whole_module_classes_on_filetests() {
     let mut files = expand_inputs(&[root]).expect("filetests");
     files.sort();
     for file in &files {
-        // Every filetest loads (tests/filetests.rs runs them all): one that does
+        // Every filetest loads (tests/cli/filetests.rs runs them all): one that does
         // not is a failure here too, not a file to skip.
         let loaded = load(std::slice::from_ref(file))
             .unwrap_or_else(|e| panic!("{}: does not load: {e}", file.display()));

@@ -15,9 +15,9 @@
 
 #![allow(clippy::result_large_err)]
 
-#[path = "support/define.rs"]
+#[path = "../support/define.rs"]
 mod define_support;
-#[path = "support/process.rs"]
+#[path = "../support/process.rs"]
 mod process;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};

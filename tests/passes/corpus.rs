@@ -34,9 +34,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "support/skip.rs"]
+#[path = "../support/skip.rs"]
 mod skip;
-#[path = "support/snapshot.rs"]
+#[path = "../support/snapshot.rs"]
 mod snapshot;
 
 /// `../shared/corpus` (or `$CLIF_MERGE_CORPUS`), or `None` after
@@ -860,7 +860,7 @@ fn a_missing_corpus_fails_under_ci() {
     let exe = std::env::current_exe().expect("the test binary");
     let nowhere = std::env::temp_dir().join("clif-merge-no-corpus-here");
     let output = Command::new(exe)
-        .args(["corpus_programs_merge_and_verify", "--exact"])
+        .args(["corpus::corpus_programs_merge_and_verify", "--exact"])
         .env("CI", "true")
         .env("CLIF_MERGE_CORPUS", &nowhere)
         .output()

@@ -12,7 +12,7 @@ use std::process::Command;
 // Helpers
 // ---------------------------------------------------------------------------------
 
-#[path = "support/process.rs"]
+#[path = "../support/process.rs"]
 mod process;
 
 use process::{Run, TempDir, bad_input, clif_merge, ok, reparse_and_verify, s};

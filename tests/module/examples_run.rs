@@ -7,13 +7,13 @@
 // crates do; here they share one test crate, so the file is loaded twice.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "../examples/aot.rs"]
+#[path = "../../examples/aot.rs"]
 mod aot;
-#[path = "../examples/jit.rs"]
+#[path = "../../examples/jit.rs"]
 mod jit;
-#[path = "../examples/multi_object.rs"]
+#[path = "../../examples/multi_object.rs"]
 mod multi_object;
-#[path = "../examples/toylang/main.rs"]
+#[path = "../../examples/toylang/main.rs"]
 mod toylang;
 
 #[test]

@@ -3,8 +3,9 @@
 //! pointer `get_finalized_function` gives for it (erased and aliased duplicates
 //! included), returns what the unmerged build returns.
 
+#[path = "../common/mod.rs"]
 mod common;
-#[path = "support/snapshot.rs"]
+#[path = "../support/snapshot.rs"]
 mod snapshot;
 
 use clif_merge::module::{MergedJit, MergingModule, ModuleMergeOptions};

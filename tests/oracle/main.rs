@@ -28,7 +28,7 @@
 //!    equal (`addr` lines: all compared in safe mode, where addresses are
 //!    significant; in mode all only those where the unmerged build found two
 //!    addresses equal, for one function keeps one address in every mode).
-//! 2. `separate_test_modules_link_and_run_alike`: the modules `tests/separate.rs`
+//! 2. `separate_test_modules_link_and_run_alike`: the modules `tests/separate/separate.rs`
 //!    builds through the same pipeline: the benchmark generator's module (seed 1,
 //!    300 functions) split by `summary::split_module` into 2, 4 and 8 parts, and
 //!    the `filetests/merge` and `filetests/nomerge` files (as one module, every
@@ -44,7 +44,7 @@
 //!    code layouts (other object and function order, padding) depend on addresses
 //!    and are not compared, nor are calls that time out; both are counted and
 //!    printed, as are functions C cannot call (vectors, `tail`, several results).
-//!    `tests/separate.rs` also splits brotli from the corpus: its functions need
+//!    `tests/separate/separate.rs` also splits brotli from the corpus: its functions need
 //!    the wasmtime runtime (vmctx, linear memory), so it is not run (said so).
 //! 3. `generated_modules_run_alike_after_similar_merging` and
 //!    `filetests_run_alike_after_similar_merging`: single modules through what the
@@ -98,15 +98,15 @@
 //! outputs) under the temp dir. Without `cc` the tests fail under CI (`CI` set)
 //! and skip loudly otherwise.
 //!
-//! Run: `cargo test --release --test linked_oracle -- --nocapture` (the counters:
+//! Run: `cargo test --release --test oracle -- --nocapture` (the counters:
 //! programs, builds, functions merged, refusals, what was not compared and why).
 
-#[path = "../benches/merge_bench/generator.rs"]
+#[path = "../../benches/merge_bench/generator.rs"]
 #[allow(dead_code)]
 mod generator;
-#[path = "support/oracle_native.rs"]
+#[path = "../support/oracle_native.rs"]
 mod oracle_native;
-#[path = "support/oracle_programs.rs"]
+#[path = "../support/oracle_programs.rs"]
 mod oracle_programs;
 
 use clif_merge::OutputEntry;

@@ -36,7 +36,7 @@
 //! is one namespace and `Module::define_function` takes `&mut self` (no parallel
 //! defines into one JIT, wrapped or not), so every unit is defined into one
 //! `MergingModule<JITModule>`, which merges across units as across functions of one
-//! module (`tests/unwind.rs`, its `jit` half).
+//! module (`tests/module/unwind.rs`, its `jit` half).
 //!
 //! The units: every unit has, under names of its own (one JIT is one namespace):
 //! `sqK`, a local helper equal in every unit (the plan promotes one copy and
@@ -47,7 +47,7 @@
 
 #![allow(clippy::result_large_err)]
 
-#[path = "support/define.rs"]
+#[path = "../support/define.rs"]
 mod define_support;
 
 use clif_merge::module::{CompileMode, MergingModule, ModuleMergeOptions};
