@@ -6,7 +6,7 @@
 //! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
-//! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
+//! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] [--only V] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] [--align-blocks] [--align-anchors] [--align-sequence] PROGRAM...
@@ -36,7 +36,9 @@
 //! without compile-once, then as three codegen units on threads, plain and with
 //! cross-unit merging (`module_wrapper.rs`); `--markdown` adds the rows of a
 //! markdown table labelled `--label` (`benches/build_table.sh` runs it over the
-//! generated 10k program and the corpus). `similar` times the
+//! generated 10k program and the corpus); `--only V` runs one variant once and
+//! nothing else, for a process of its own under callgrind (`module_wrapper::only`
+//! lists the variants). `similar` times the
 //! similar merge against compile, both on one thread, and `size-model` refits the
 //! size model that prices similar merging (`similar_cost.rs`). The
 //! default suite (no arguments) generates 1k and 10k modules in memory and measures
@@ -103,6 +105,8 @@ struct Options {
     /// alignment (`SimilarOptions::align_sequence`).
     align_sequence: bool,
     label: Option<String>,
+    /// `module --only V`: run only variant `V` once (`module_wrapper::only`).
+    only: Option<String>,
 }
 
 fn parse_options(args: &[String]) -> anyhow::Result<Options> {
@@ -125,6 +129,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         align_anchors: false,
         align_sequence: false,
         label: None,
+        only: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -138,6 +143,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--json" => o.json = true,
             "--markdown" => o.markdown = true,
             "--label" => o.label = Some(value("--label")?),
+            "--only" => o.only = Some(value("--only")?),
             "--copying" => o.rewrite = Rewrite::Copying,
             "--align-cfg" => o.align_cfg = true,
             "--no-one-sided" => o.no_one_sided = true,
@@ -204,6 +210,9 @@ fn run() -> anyhow::Result<()> {
                 .label
                 .clone()
                 .unwrap_or_else(|| label(&options.inputs));
+            if let Some(variant) = &options.only {
+                return module_wrapper::only(&label, &module, variant);
+            }
             if options.markdown {
                 module_wrapper::table_header();
             }
