@@ -33,7 +33,8 @@ use clif_merge::testing::{expand_inputs, load};
 use cranelift_codegen::CompiledCode;
 use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, UserFuncName, types::I64};
+use cranelift_codegen::ir::function::FunctionParameters;
+use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, SourceLoc, UserFuncName, types::I64};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -91,6 +92,55 @@ fn fresh(func: &Function, isa: &OwnedTargetIsa, id: FuncId) -> (CompiledCode, Ve
         .expect("fresh compile");
     let relocs = relocs_of(&ctx, id);
     (ctx.compiled_code().expect("compiled").clone(), relocs)
+}
+
+/// `func` with the base source location `base` (its source locations relative
+/// to it as they were to its own).
+fn rebased(func: &Function, base: SourceLoc) -> Function {
+    let mut params = FunctionParameters::new();
+    for (r, name) in func.params.user_named_funcs().iter() {
+        assert_eq!(
+            params.ensure_user_func_name(name.clone()),
+            r,
+            "a name twice"
+        );
+    }
+    if base != SourceLoc::default() {
+        params.ensure_base_srcloc(base);
+    }
+    let mut func = func.clone();
+    func.params = params;
+    func
+}
+
+/// Which parts of two compiled codes differ (for a failure's message).
+fn difference(a: &CompiledCode, b: &CompiledCode) -> String {
+    let (x, y) = (&a.buffer, &b.buffer);
+    let parts = [
+        ("code", x.data() == y.data()),
+        ("relocations", x.relocs() == y.relocs()),
+        ("traps", x.traps() == y.traps()),
+        (
+            "source locations",
+            x.get_srclocs_sorted() == y.get_srclocs_sorted(),
+        ),
+        ("unwind info", x.unwind_info == y.unwind_info),
+        ("frame layout", x.frame_layout() == y.frame_layout()),
+        (
+            "basic blocks",
+            a.bb_starts == b.bb_starts && a.bb_edges == b.bb_edges,
+        ),
+        (
+            "value labels",
+            a.value_labels_ranges == b.value_labels_ranges,
+        ),
+    ];
+    let differ: Vec<&str> = parts
+        .iter()
+        .filter(|(_, same)| !same)
+        .map(|(p, _)| *p)
+        .collect();
+    format!("{differ:?} differ")
 }
 
 /// The relocations' targets, sorted, with their kinds and addends (what a
@@ -179,11 +229,17 @@ fn check_defines(
             other.as_u32() < id.as_u32(),
             "{name}: reused a later compile"
         );
-        let (other_code, other_relocs) = fresh(&functions[other.as_u32() as usize], isa, other);
+        // Finished with this function's parameters: its base source location.
+        let rebased = rebased(
+            &functions[other.as_u32() as usize],
+            func.params.base_srcloc(),
+        );
+        let (other_code, other_relocs) = fresh(&rebased, isa, other);
         assert!(
             *code == other_code,
-            "{name}: the reused code is not a fresh compile of {}",
-            names[other.as_u32() as usize]
+            "{name}: the reused code is not a fresh compile of {}: {}",
+            names[other.as_u32() as usize],
+            difference(code, &other_code)
         );
         // The other's relocations, each of its names replaced by one of this
         // function's, one for one.

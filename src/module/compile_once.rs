@@ -154,12 +154,6 @@ struct Stored {
     recorded: usize,
 }
 
-/// A function's stream, and its name references in order of first use.
-struct Encoded {
-    stream: Vec<u8>,
-    order: Vec<UserExternalNameRef>,
-}
-
 /// What a define through compile-once did.
 pub(super) enum Outcome {
     /// Compiled (freshly, or with a stored function's stencil), code in the
@@ -198,6 +192,12 @@ pub(super) struct CompileOnce {
     repeats: u32,
     /// The walk's tables, and the (empty) module it reads names against.
     scratch: WalkScratch,
+    /// The last stream written ([`ReuseSink`]), its name references' numbers
+    /// and its name references in order of first use: buffers kept between
+    /// defines.
+    stream: Vec<u8>,
+    serials: SecondaryMap<UserExternalNameRef, u32>,
+    order: Vec<UserExternalNameRef>,
     no_module: FunctionSet,
     /// The stencil swapped in while `compile_with_cache` takes its key: a function
     /// of one block that returns.
@@ -224,6 +224,9 @@ impl CompileOnce {
             defines: 0,
             repeats: 0,
             scratch: WalkScratch::default(),
+            stream: Vec::new(),
+            serials: SecondaryMap::new(),
+            order: Vec::new(),
             no_module: FunctionSet::new(),
             small,
             reused: Vec::new(),
@@ -267,19 +270,20 @@ impl CompileOnce {
                 return compile_plainly(ctx, ctrl_plane, isa);
             }
         };
-        let Some(encoded) = self.encode(&ctx.func) else {
+        if !self.encode(&ctx.func) {
             return compile_plainly(ctx, ctrl_plane, isa);
-        };
+        }
+        let (stream, order) = (&self.stream, &self.order);
         for &index in &candidates {
             let stored = &self.stored[index as usize];
-            if *stored.stream != *encoded.stream {
+            if *stored.stream != **stream {
                 continue;
             }
             if !self.compile_duplicates {
                 let same_names = stored
                     .names
                     .iter()
-                    .zip(&encoded.order)
+                    .zip(order)
                     .all(|(name, &r)| ctx.func.params.user_named_funcs().get(r) == Some(name));
                 if same_names {
                     self.not_compiled.push((id, stored.id));
@@ -294,7 +298,7 @@ impl CompileOnce {
                     isa,
                     stencil,
                     &stored.refs,
-                    &encoded.order,
+                    order,
                 )
             {
                 let reads_machine_state = stored.reads_machine_state;
@@ -316,7 +320,7 @@ impl CompileOnce {
             };
             (None, reads_machine_state)
         };
-        let names = encoded
+        let names = self
             .order
             .iter()
             .map(|&r| ctx.func.params.user_named_funcs()[r].clone())
@@ -327,8 +331,8 @@ impl CompileOnce {
             .push(self.stored.len() as u32);
         self.stored.push(Stored {
             id,
-            stream: encoded.stream.into_boxed_slice(),
-            refs: encoded.order.into_boxed_slice(),
+            stream: self.stream.as_slice().into(),
+            refs: self.order.as_slice().into(),
             names,
             stencil,
             reads_machine_state: reads,
@@ -339,27 +343,40 @@ impl CompileOnce {
         })
     }
 
-    /// The stream of `func`, or `None` if the walk cannot encode it.
-    fn encode(&mut self, func: &Function) -> Option<Encoded> {
+    /// Writes the stream of `func` and its name references in order of first
+    /// use into [`Self::stream`] and [`Self::order`]; false if the walk cannot
+    /// encode it.
+    fn encode(&mut self, func: &Function) -> bool {
+        let mut bytes = std::mem::take(&mut self.stream);
+        bytes.clear();
+        // About ten tokens an instruction, most of one byte: no regrowth.
+        bytes.reserve(16 * func.dfg.num_insts());
+        let mut serials = std::mem::take(&mut self.serials);
+        serials.clear();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
         let sink = ReuseSink {
             func,
-            bytes: Vec::new(),
+            bytes,
             tokens: 0,
-            serials: SecondaryMap::new(),
-            order: Vec::new(),
+            serials,
+            order,
         };
-        let (sink, _, _) = walk(
+        let walked = walk(
             func,
             &self.no_module,
             WalkOptions::default(),
             &mut self.scratch,
             sink,
-        )
-        .ok()?;
-        Some(Encoded {
-            stream: sink.bytes,
-            order: sink.order,
-        })
+        );
+        let (sink, encoded) = match walked {
+            Ok((sink, _, _)) => (sink, true),
+            Err(_) => return false,
+        };
+        self.stream = sink.bytes;
+        self.serials = sink.serials;
+        self.order = sink.order;
+        encoded
     }
 
     /// Compiles `ctx.func` to a stencil, serializes it for later defines, and
