@@ -561,3 +561,21 @@ fn equal_bodies_with_other_callees_write_the_same_object_with_and_without() {
     assert!(reused >= CALLERS - 2 && none == 0, "{reused} {none}");
     assert!(with == without, "the object differs with compile-once");
 }
+
+/// rustc_codegen_cranelift asks every function to collect value labels
+/// (`collect_debug_info`) and may give it none: such functions still share a
+/// compile, which is then a fresh compile's with the (empty) label ranges.
+#[test]
+fn functions_collecting_no_value_labels_share_a_compile() {
+    let isa = isa(true);
+    let mut module = merging_object(&isa, ModuleMergeOptions::default());
+    let (mut functions, names) = generated(&mut module);
+    for func in &mut functions {
+        func.dfg.collect_debug_info();
+    }
+    let defined = define_all(&mut module, &functions);
+    let (product, report) = module.finish_object().expect("finish");
+    product.emit().expect("emit");
+    check_defines(&functions, &names, &defined, &report, &isa);
+    assert!(report.compiles_reused > 0, "nothing reused");
+}

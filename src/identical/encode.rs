@@ -24,6 +24,11 @@
 //!   each use names; a use before its definition makes the function unsupported);
 //! * source locations, comments, value labels and debug tags are not written.
 //!
+//! A sink may write user names by reference instead of by content
+//! ([`TokenSink::user_name_by_reference`]): compile-once in `module/compile_once.rs`
+//! numbers them by first use, so that two functions that differ only in the names
+//! their references point to have one stream, and the numbering pairs the names.
+//!
 //! The token grammar is deterministic (every variable-length part is preceded by its
 //! length or ends with a marker no other token there can be, every choice starts
 //! with a tag), so two functions have equal streams exactly when they have equal

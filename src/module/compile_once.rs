@@ -117,8 +117,9 @@ impl TokenSink for ReuseSink<'_> {
     fn note_inst(&mut self, inst: Inst) {
         // Source locations are not behaviour, but reused code carries the stored
         // function's: they must be the same for its line table to be this one's.
+        // Plus one, so that the common "none" (all ones) is one byte.
         let loc = self.func.stencil.srclocs[inst].expand(SourceLoc::new(0));
-        self.push(u64::from(loc.bits()));
+        self.push(u64::from(loc.bits().wrapping_add(1)));
     }
 
     fn user_name_by_reference(&mut self, name: UserExternalNameRef) -> bool {
@@ -349,6 +350,9 @@ impl CompileOnce {
     fn encode(&mut self, func: &Function) -> bool {
         let mut bytes = std::mem::take(&mut self.stream);
         bytes.clear();
+        // Whether value labels are collected (the table is empty, `reusable`):
+        // it decides whether the compile computes their ranges.
+        bytes.push(u8::from(func.dfg.values_labels.is_some()));
         // About ten tokens an instruction, most of one byte: no regrowth.
         bytes.reserve(16 * func.dfg.num_insts());
         let mut serials = std::mem::take(&mut self.serials);
@@ -500,12 +504,19 @@ fn compile_plainly(
 /// disassembly (not in the stored stencil), under Cranelift's chaos mode (whose
 /// control plane has state and changes the code; without it `ControlPlane` is
 /// zero-sized), with value labels or debug tags (which the stream leaves out and
-/// the compiled code carries), or when the ISA asks `compile_with_cache` to check
+/// the compiled code carries; an empty table of value labels, which
+/// rustc_codegen_cranelift asks for on every function, is one bit of the
+/// stream), or when the ISA asks `compile_with_cache` to check
 /// every reuse by compiling (it would compile the swapped-in function).
 fn reusable(ctx: &Context, isa: &dyn TargetIsa) -> bool {
     !ctx.want_disasm
         && std::mem::size_of::<ControlPlane>() == 0
-        && ctx.func.dfg.values_labels.is_none()
+        && ctx
+            .func
+            .dfg
+            .values_labels
+            .as_ref()
+            .is_none_or(|labels| labels.is_empty())
         && ctx.func.stencil.debug_tags.is_empty()
         && !isa.flags().enable_incremental_compilation_cache_checks()
 }
