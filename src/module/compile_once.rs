@@ -36,12 +36,16 @@
 //!
 //! **When to store.** Storing a function costs its walk and, to hand its stencil
 //! over later, a serialization of its stencil and the deserialization that
-//! fills `ctx.compiled_code()` ([`CompileOnce::compile_stored`]); it pays only if
-//! an equal function follows. The share of defines whose key repeats an earlier
-//! one, counted as the module goes, tells how likely that is: while at least one
-//! define in [`STORE_FIRST_EVERY`] (one in [`STORE_FIRST_EVERY_UNCOMPILED`] when
-//! duplicates are not compiled, where storing costs only the walk) repeats a key,
-//! every new key's function is stored, so the first of a pair already serves the
+//! fills `ctx.compiled_code()` ([`CompileOnce::compile_stored`]): about 5% of
+//! its compile; it pays only if an equal function follows. Two counts, kept as
+//! the module goes, estimate how likely that is: the share of defines whose key
+//! repeats an earlier one, and the share of the comparisons with a stored
+//! function of the same key that proved the two equal (a key also repeats for
+//! functions that differ in what it leaves out, operands and names). While
+//! their product (the comparisons' share taken as (equal + 1) / (compared + 1))
+//! is at least 1 in [`STORE_FIRST_EVERY`] (1 in [`STORE_FIRST_EVERY_UNCOMPILED`]
+//! when duplicates are not compiled, where storing costs only the walk), every
+//! new key's function is stored, so the first of a pair already serves the
 //! second; below that, a function is stored only when its key repeats (the
 //! second of a key serves the third on), and a program with rare duplicates pays
 //! the key alone. docs/module.md has the measurements behind the thresholds.
@@ -67,12 +71,12 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-/// While at least one define in this many repeats an earlier key, every new
-/// key's function is stored with its stencil.
-pub(super) const STORE_FIRST_EVERY: u32 = 16;
+/// While at least one define in this many is estimated to repeat an earlier
+/// function, every new key's function is stored with its stencil.
+pub(super) const STORE_FIRST_EVERY: u64 = 12;
 
 /// The same when duplicates are not compiled (storing is only the walk).
-pub(super) const STORE_FIRST_EVERY_UNCOMPILED: u32 = 64;
+pub(super) const STORE_FIRST_EVERY_UNCOMPILED: u64 = 40;
 
 /// The token stream of a function for compile-once: the comparator's walk with
 /// user names by reference (numbered by first use) and the relative source
@@ -191,6 +195,10 @@ pub(super) struct CompileOnce {
     /// Defines so far, and how many of them repeated an earlier key.
     defines: u32,
     repeats: u32,
+    /// Defines compared with stored functions of their key, and how many of
+    /// them were equal to one.
+    compared: u32,
+    equal: u32,
     /// The walk's tables, and the (empty) module it reads names against.
     scratch: WalkScratch,
     /// The last stream written ([`ReuseSink`]), its name references' numbers
@@ -224,6 +232,8 @@ impl CompileOnce {
             stored: Vec::new(),
             defines: 0,
             repeats: 0,
+            compared: 0,
+            equal: 0,
             scratch: WalkScratch::default(),
             stream: Vec::new(),
             serials: SecondaryMap::new(),
@@ -258,7 +268,9 @@ impl CompileOnce {
         } else {
             STORE_FIRST_EVERY_UNCOMPILED
         };
-        let store_first = u64::from(self.repeats) * u64::from(every) >= u64::from(self.defines);
+        // repeats / defines * (equal + 1) / (compared + 1) >= 1 / every.
+        let store_first = u64::from(self.repeats) * u64::from(self.equal + 1) * every
+            >= u64::from(self.defines) * u64::from(self.compared + 1);
         self.defines += 1;
         let candidates = match self.keys.get(&key) {
             Some(stored) => {
@@ -275,6 +287,15 @@ impl CompileOnce {
             return compile_plainly(ctx, ctrl_plane, isa);
         }
         let (stream, order) = (&self.stream, &self.order);
+        if !candidates.is_empty() {
+            self.compared += 1;
+            if candidates
+                .iter()
+                .any(|&index| *self.stored[index as usize].stream == **stream)
+            {
+                self.equal += 1;
+            }
+        }
         for &index in &candidates {
             let stored = &self.stored[index as usize];
             if *stored.stream != **stream {
