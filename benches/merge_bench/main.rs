@@ -6,8 +6,8 @@
 //! cargo bench --bench merge_bench -- pass [--threads T] [--repeat K] [--copying] [--json] INPUT...
 //! cargo bench --bench merge_bench -- compile INPUT...
 //! cargo bench --bench merge_bench -- separate [--parts K] INPUT...
-//! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] INPUT...
 //! cargo bench --bench merge_bench -- refine --configuration plain|at-define|at-define-fresh [--repeat K] INPUT...
+//! cargo bench --bench merge_bench -- module [--repeat K] [--markdown] [--label L] [--only V] INPUT...
 //! cargo bench --bench merge_bench -- similar [--repeat K] PROGRAM...
 //! cargo bench --bench merge_bench -- size-model PROGRAM...
 //! cargo bench --bench merge_bench -- similar-phases [--repeat K] [--no-one-sided] [--align-blocks] [--align-anchors] [--align-sequence] PROGRAM...
@@ -37,8 +37,10 @@
 //! without compile-once, then as three codegen units on threads, plain and with
 //! cross-unit merging (`module_wrapper.rs`); `--markdown` adds the rows of a
 //! markdown table labelled `--label` (`benches/build_table.sh` runs it over the
-//! generated 10k program and the corpus). `refine` defines the inputs through one
-//! of those configurations only, for `benches/refine_bench.sh` (the cost of class
+//! generated 10k program and the corpus); `--only V` runs one variant once and
+//! nothing else, for a process of its own under callgrind (`module_wrapper::only`
+//! lists the variants). `refine` defines the inputs through one of those
+//! configurations only, for `benches/refine_bench.sh` (the cost of class
 //! refinement on call chains and fans, one configuration per process so that
 //! callgrind counts one). `similar` times the
 //! similar merge against compile, both on one thread, and `size-model` refits the
@@ -109,6 +111,8 @@ struct Options {
     label: Option<String>,
     /// `refine --configuration`: `plain` or `at-define`.
     configuration: Option<String>,
+    /// `module --only V`: run only variant `V` once (`module_wrapper::only`).
+    only: Option<String>,
 }
 
 fn parse_options(args: &[String]) -> anyhow::Result<Options> {
@@ -132,6 +136,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
         align_sequence: false,
         label: None,
         configuration: None,
+        only: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -146,6 +151,7 @@ fn parse_options(args: &[String]) -> anyhow::Result<Options> {
             "--markdown" => o.markdown = true,
             "--label" => o.label = Some(value("--label")?),
             "--configuration" => o.configuration = Some(value("--configuration")?),
+            "--only" => o.only = Some(value("--only")?),
             "--copying" => o.rewrite = Rewrite::Copying,
             "--align-cfg" => o.align_cfg = true,
             "--no-one-sided" => o.no_one_sided = true,
@@ -212,6 +218,9 @@ fn run() -> anyhow::Result<()> {
                 .label
                 .clone()
                 .unwrap_or_else(|| label(&options.inputs));
+            if let Some(variant) = &options.only {
+                return module_wrapper::only(&label, &module, variant);
+            }
             if options.markdown {
                 module_wrapper::table_header();
             }

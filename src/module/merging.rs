@@ -3,8 +3,9 @@
 
 #[cfg(feature = "separate")]
 use super::code_summary::{CodeModule, decision_retargets, resolve_code_decisions, summarize_code};
+use super::compile_once::CompileOnce;
 use super::compiled::{
-    CompiledFunction, DeclaredFunctions, Retargets, Stencils, function_target, plan_recorded,
+    CompiledFunction, DeclaredFunctions, Recorded, Retargets, function_target, plan_recorded,
     record, reference_of,
 };
 use super::cross_module::{CrossAction, ResolvedDecision, ResolvedDecisions};
@@ -73,15 +74,30 @@ pub struct ModuleMergeOptions {
     /// When functions are compiled (default: as they are defined).
     pub compile: CompileMode,
     /// In [`CompileMode::AtDefine`], compile each equal function once (default:
-    /// on): a function whose IR equals, but for the names it refers to (callees,
-    /// data) and its base source location, one compiled before for the same ISA
-    /// and flags gets that compile's result finished with its own names (Cranelift's
-    /// incremental cache, `Context::compile_with_cache`, in memory), and
-    /// `ctx.compiled_code()` is what a fresh compile would leave; the object is the
-    /// same byte for byte. A define that asks for the disassembly
-    /// (`ctx.set_disasm(true)`) is always compiled. Off: every function is
-    /// compiled.
+    /// on): a function that the pass's comparator proves equal to one defined
+    /// before (but for value numbers, block order, the names it refers to
+    /// (callees, data) and its base source location; for the same ISA and flags)
+    /// gets that function's compiled code finished with its own names, through
+    /// `Context::compile_with_cache` (the stored stencil is the other function's
+    /// compile: equivalent code, not necessarily the bytes a fresh compile of this
+    /// one would give), and `ctx.compiled_code()` is there after the define. The
+    /// comparison is what every merge already trusts; the crate's cheap keys
+    /// choose which functions are compared, and which are stored for it
+    /// (docs/module.md). A define that asks for the disassembly
+    /// (`ctx.set_disasm(true)`), or whose function carries value labels or debug
+    /// tags, is always compiled. Off: every function is compiled.
     pub compile_once: bool,
+    /// With [`Self::compile_once`], whether a function equal to one defined
+    /// before is compiled at all (default: true, with the other's stencil:
+    /// `ctx.compiled_code()` is there after every define). False: a function
+    /// equal to one defined before, names and all (the same code and
+    /// relocations), is not compiled: `ctx.compiled_code()` is `None` after its
+    /// define, and [`MergeReport::not_compiled`] names the function whose code
+    /// stands for it. For embedders that read the compiled code only to record
+    /// unwind or debug info for code that will exist (skipping a define without
+    /// code, as rustc_codegen_cranelift's `UnwindModule` does), and for JITs
+    /// and compilers that never read it.
+    pub compile_duplicates: bool,
     /// Which read-only data objects may be folded with an identical one (default:
     /// none). Only [`MergingModule::finish_object`](super::MergingModule::finish_object)
     /// folds.
@@ -96,6 +112,7 @@ impl Default for ModuleMergeOptions {
             similar: None,
             compile: CompileMode::default(),
             compile_once: true,
+            compile_duplicates: true,
             data: DataMerging::default(),
         }
     }
@@ -136,6 +153,19 @@ impl ModuleMergeOptions {
     /// ([`Self::compile_once`]).
     pub fn with_compile_once(mut self, compile_once: bool) -> Self {
         self.compile_once = compile_once;
+        self
+    }
+
+    /// These options compiling duplicates with an equal function's stencil, or
+    /// not compiling them at all ([`Self::compile_duplicates`]).
+    ///
+    /// ```
+    /// use clif_merge::module::ModuleMergeOptions;
+    /// let options = ModuleMergeOptions::default().with_compile_duplicates(false);
+    /// assert!(options.compile_once && !options.compile_duplicates);
+    /// ```
+    pub fn with_compile_duplicates(mut self, compile_duplicates: bool) -> Self {
+        self.compile_duplicates = compile_duplicates;
         self
     }
 
@@ -188,8 +218,17 @@ pub struct MergeReport {
     /// instead ([`ThunkCode`]).
     pub thunks: Vec<ThunkCode>,
     /// Defines that reused the compile of an equal function instead of compiling
-    /// ([`ModuleMergeOptions::compile_once`]).
+    /// ([`ModuleMergeOptions::compile_once`]): the length of
+    /// [`Self::compiled_from`].
     pub compiles_reused: usize,
+    /// Defines that reused the compile of an equal function:
+    /// `(function, the function whose compiled stencil it got)`, in define order.
+    pub compiled_from: Vec<(FuncId, FuncId)>,
+    /// Defines not compiled ([`ModuleMergeOptions::compile_duplicates`] off):
+    /// `(function, the function whose code stands for it)`, in define order. The
+    /// two are equal, names and all; the function is merged with the other, or
+    /// gets a copy of its code.
+    pub not_compiled: Vec<(FuncId, FuncId)>,
     /// Local functions a whole-program decision promoted: `(function, promoted)`,
     /// the code of the first now defined under the second, a new hidden function
     /// (the first is in [`Self::without_code`], or in [`Self::thunks`] where the
@@ -238,8 +277,8 @@ pub struct MergingModule<M: Module> {
     recorded: Vec<RecordedFunction>,
     /// Functions compiled as they were defined ([`CompileMode::AtDefine`]).
     compiled: Vec<CompiledFunction>,
-    /// The stencils compiled so far ([`ModuleMergeOptions::compile_once`]).
-    stencils: Stencils,
+    /// Compile-once's state ([`ModuleMergeOptions::compile_once`]).
+    once: CompileOnce,
     /// Every function defined through the wrapper.
     defined: HashSet<FuncId>,
     /// How many functions the inner module declares (every `FuncId` below is
@@ -266,10 +305,10 @@ impl<M: Module> MergingModule<M> {
         let declared_functions = inner.declarations().get_functions().count();
         Self {
             inner,
+            once: CompileOnce::new(options.compile_duplicates),
             options,
             recorded: Vec::new(),
             compiled: Vec::new(),
-            stencils: Stencils::default(),
             defined: HashSet::new(),
             declared_functions,
             thunks: Vec::new(),
@@ -572,8 +611,11 @@ impl<M: Module> MergingModule<M> {
         allow_redirect: bool,
     ) -> ModuleResult<(M, MergeReport, Option<Merged>)> {
         let recorded = std::mem::take(&mut self.compiled);
-        // No function is compiled any more: the stencils' memory goes back now.
-        let compiles_reused = std::mem::take(&mut self.stencils).reused;
+        // No function is compiled any more: the stored functions' memory goes
+        // back now.
+        self.once.release();
+        let compiled_from = std::mem::take(&mut self.once.reused);
+        let not_compiled = std::mem::take(&mut self.once.not_compiled);
         let count = self.declared_functions;
         let (plan, retargets) = self.own_merge(&recorded);
         let (resolved, cross) =
@@ -643,7 +685,9 @@ impl<M: Module> MergingModule<M> {
         self.define_held_back(&mut merged, &held_back, allow_redirect)?;
         let mut report = self.report(&merged, &cross_module, &resolved, None);
         report.functions = defined;
-        report.compiles_reused = compiles_reused;
+        report.compiles_reused = compiled_from.len();
+        report.compiled_from = compiled_from;
+        report.not_compiled = not_compiled;
         report.bytes_saved = duplicate_bytes.saturating_sub(thunk_bytes);
         self.complete_report(&merged, &mut report);
         Ok((self.inner, report, Some(merged)))
@@ -1116,6 +1160,8 @@ fn report_of(names: &[String], plan: &MergePlan) -> MergeReport {
         without_code: Vec::new(),
         thunks: Vec::new(),
         compiles_reused: 0,
+        compiled_from: Vec::new(),
+        not_compiled: Vec::new(),
         data_folded: Vec::new(),
         data_bytes_saved: 0,
     }
@@ -1175,8 +1221,12 @@ impl<M: Module> Module for MergingModule<M> {
                 .define_function_with_control_plane(func, ctx, ctrl_plane);
         }
         if self.options.effective_compile() == CompileMode::AtDefine {
-            let stencils = self.options.compile_once.then_some(&mut self.stencils);
-            let compiled = record(func, ctx, ctrl_plane, self.inner.isa(), stencils)?;
+            let once = self.options.compile_once.then_some(&mut self.once);
+            let recorded = self.compiled.len();
+            let compiled = match record(func, recorded, ctx, ctrl_plane, self.inner.isa(), once)? {
+                Recorded::Compiled(compiled) => compiled,
+                Recorded::SameAs(index) => self.compiled[index].copy_for(func),
+            };
             self.compiled.push(compiled);
             return Ok(());
         }

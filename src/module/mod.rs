@@ -98,6 +98,7 @@
 
 #[cfg(feature = "separate")]
 mod code_summary;
+mod compile_once;
 mod compiled;
 mod cross_module;
 mod data;

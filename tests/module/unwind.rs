@@ -125,10 +125,13 @@ impl<T: Module> Module for UnwindModule<T> {
     ) -> ModuleResult<()> {
         self.module
             .define_function_with_control_plane(func, ctx, ctrl_plane)?;
-        // What cg_clif does right after forwarding the definition.
-        let compiled = ctx
-            .compiled_code()
-            .expect("the inner module left no compiled code after define");
+        // What cg_clif does right after forwarding the definition; a define
+        // without compiled code (`with_compile_duplicates(false)`: a duplicate
+        // not compiled) gets no entry, as cg_clif's `UnwindModule` skips it: the
+        // code that stands for it (`MergeReport::not_compiled`) has its own.
+        let Some(compiled) = ctx.compiled_code() else {
+            return Ok(());
+        };
         if let Some(info) = compiled
             .create_unwind_info(self.module.isa())
             .expect("unwind info")
@@ -401,9 +404,15 @@ fn build_unit<M: Module>(m: &mut M, unit: usize, local_prefix: &str) {
 /// Every unit built on its own thread into an object with `.eh_frame`; with the
 /// merge on or off. The objects, and the reports.
 fn build_program(merge: bool) -> Vec<(Vec<u8>, MergeReport)> {
+    build_program_with(ModuleMergeOptions::default().with_enabled(merge))
+}
+
+/// [`build_program`] with the wrapper's `options`.
+fn build_program_with(options: ModuleMergeOptions) -> Vec<(Vec<u8>, MergeReport)> {
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..UNITS)
             .map(|unit| {
+                let options = options.clone();
                 scope.spawn(move || {
                     let isa = native::pic_host_isa().expect("host ISA");
                     let builder = ObjectBuilder::new(
@@ -412,7 +421,6 @@ fn build_program(merge: bool) -> Vec<(Vec<u8>, MergeReport)> {
                         cranelift_module::default_libcall_names(),
                     )
                     .expect("object builder");
-                    let options = ModuleMergeOptions::default().with_enabled(merge);
                     let mut module =
                         UnwindModule::new(MergingModule::new(ObjectModule::new(builder), options));
                     build_unit(&mut module, unit, "");
@@ -486,6 +494,59 @@ fn unwinding_walks_through_erased_aliased_and_thunked_functions() {
     let (before, after) = (text(&plain_refs), text(&merged_refs));
     println!(".text: {before} bytes unmerged, {after} merged");
     assert!(after < before, ".text {before} -> {after}");
+}
+
+/// With duplicates not compiled, `leaf_b`, `leaf_c` and `cguN_entry2` (equal to
+/// `leaf_a` and `cguN_entry`, callees and all) leave no compiled code at their
+/// define; the wrapper records nothing for them, and the program runs and
+/// unwinds as the unmerged one.
+#[test]
+fn unwinding_walks_through_functions_never_compiled() {
+    if target_lexicon::Triple::host().binary_format != target_lexicon::BinaryFormat::Elf {
+        panic!("this test needs an ELF host");
+    }
+    let plain = build_program(false);
+    let merged = build_program_with(ModuleMergeOptions::default().with_compile_duplicates(false));
+    for (unit, (_, report)) in merged.iter().enumerate() {
+        // leaf_b and leaf_c stand for leaf_a's code, cguN_entry2 for cguN_entry's.
+        assert_eq!(
+            report.not_compiled.len(),
+            3,
+            "cgu{unit}: {:?}",
+            report.not_compiled
+        );
+        let actions: Vec<String> = report
+            .actions
+            .iter()
+            .map(|(dup, kept, action)| format!("{dup}->{kept}:{action}"))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "leaf_b->leaf_a:erase".to_string(),
+                "leaf_c->leaf_a:alias".to_string(),
+                format!("cgu{unit}_entry2->cgu{unit}_entry:thunk"),
+            ],
+            "cgu{unit}"
+        );
+    }
+    let objects = |units: &[(Vec<u8>, MergeReport)]| -> Vec<Vec<u8>> {
+        units.iter().map(|(o, _)| o.clone()).collect()
+    };
+    let (plain_objects, merged_objects) = (objects(&plain), objects(&merged));
+    let plain_refs: Vec<&[u8]> = plain_objects.iter().map(Vec::as_slice).collect();
+    let merged_refs: Vec<&[u8]> = merged_objects.iter().map(Vec::as_slice).collect();
+    let main_c = main_c(&[("cgu1_entry", 7), ("cgu2_entry2", 9)]);
+    let plain_run =
+        native::link_all_and_run(&plain_refs, &main_c, "unwind-plain-nc").expect("links");
+    let merged_run =
+        native::link_all_and_run(&merged_refs, &main_c, "unwind-not-compiled").expect("links");
+    assert_eq!(plain_run.code, 0, "{}", plain_run.stdout);
+    assert_eq!(
+        (&merged_run.stdout, merged_run.code),
+        (&plain_run.stdout, plain_run.code),
+        "not compiling duplicates changed what the program does (or where its stack walk ends)"
+    );
 }
 
 // ---------------------------------------------------------------------------------

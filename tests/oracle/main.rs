@@ -1607,10 +1607,25 @@ fn check_through_module(program: &Program) -> Checked {
         "seed {seed}: the unmerged program fails\n{original_text}\n{}",
         base.stdout
     );
-    for (compile, mode, separate) in MODULE_CONFIGS {
-        let config = config_name(compile, mode, separate);
+    // Compile-at-define also without compiling duplicates
+    // (`with_compile_duplicates(false)`): equal functions then share one compile.
+    let configs = MODULE_CONFIGS
+        .iter()
+        .flat_map(|&(compile, mode, separate)| {
+            let both: &[bool] = match compile {
+                CompileMode::AtDefine => &[true, false],
+                CompileMode::AtFinish => &[true],
+            };
+            both.iter().map(move |&d| (compile, mode, separate, d))
+        });
+    for (compile, mode, separate, duplicates) in configs {
+        let mut config = config_name(compile, mode, separate);
+        if !duplicates {
+            config.push_str("-no-duplicates");
+        }
         let options = ModuleMergeOptions::default()
             .with_compile(compile)
+            .with_compile_duplicates(duplicates)
             .with_merge(MergeOptions::default().with_mode(mode));
         let fail = |what: String, decided: &str, outputs: &str| Failure {
             summary: format!("module seed {seed}, {config}: {what}"),
