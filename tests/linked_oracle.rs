@@ -199,6 +199,7 @@ fn mode_name(mode: MergeMode) -> &'static str {
     match mode {
         MergeMode::Safe => "safe",
         MergeMode::All => "all",
+        _ => unreachable!("a merge mode this test does not run"),
     }
 }
 
@@ -1454,6 +1455,7 @@ fn config_name(compile: CompileMode, mode: MergeMode, separate: Separate) -> Str
     let compile = match compile {
         CompileMode::AtDefine => "at-define",
         CompileMode::AtFinish => "at-finish",
+        _ => unreachable!("a compile mode this test does not run"),
     };
     let separate = match separate {
         Separate::No => "",

@@ -101,6 +101,7 @@ const SIMILAR_CALLEE_LOAD_HOLES: bool = true;
 
 /// What the pass did and what it cost.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct MergeStats {
     /// Functions in the module.
     pub functions: usize,
@@ -133,6 +134,7 @@ pub struct MergeStats {
 }
 
 /// The result of the pass.
+#[non_exhaustive]
 pub struct MergeOutcome<'a> {
     /// The decisions.
     pub plan: MergePlan,

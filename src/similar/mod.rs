@@ -266,6 +266,7 @@ impl Default for SimilarOptions {
 /// How the similar merge finds the sizes that decide whether a group pays (on an
 /// ISA; without one, sizes are instruction counts either way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Pricing {
     /// The ISA's size model predicts every size and decides. An ISA without a
     /// model compiles, as [`Pricing::Compiled`].
@@ -364,6 +365,7 @@ impl SimilarOptions {
 
 /// What the sizes of a merged group are.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SizeBasis {
     /// Code bytes Cranelift emitted for the ISA.
     Compiled,
@@ -382,6 +384,7 @@ impl SizeBasis {
 
 /// One group of similar functions merged into one body.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SimilarGroup {
     /// The members, in input order; the first one's body is the merged body's.
     /// An aligned group of three or more lists them in selector order instead
@@ -418,6 +421,7 @@ impl SimilarGroup {
 
 /// The result of the similar-function merge.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct SimilarOutcome {
     /// The merged groups, ordered by first member.
     pub groups: Vec<SimilarGroup>,

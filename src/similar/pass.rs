@@ -335,6 +335,7 @@ impl SimilarPass {
 
 /// A merged group described by names, for reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SimilarGroupReport {
     /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order (an
     /// aligned group of three or more: in selector order,

@@ -176,6 +176,7 @@ impl PhaseClock {
 /// Diagnostics for `merge_bench similar-phases`; not a stable interface.
 #[derive(Clone, Debug, Default)]
 #[doc(hidden)]
+#[non_exhaustive]
 pub struct SimilarPhases(pub Vec<(&'static str, Duration)>);
 
 /// A group chosen for merging, measured.

@@ -160,6 +160,7 @@ pub struct PairCost {
 
 /// A pair whose two sides disagreed.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Mismatch {
     /// The duplicate.
     pub function: FuncIndex,
@@ -175,6 +176,7 @@ pub struct Mismatch {
 
 /// What validation found.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ValidationReport {
     /// Pairs that agreed on every conclusive input (at least one).
     pub validated: usize,
@@ -225,6 +227,7 @@ impl ValidationReport {
 /// Variants are declared in the alphabetical order of their messages, which is
 /// the order reports list them in (checked by a test).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum UnvalidatedReason {
     /// A parameter has a type the inputs do not sample (vectors, for example).
     ParameterTypeNotSampled,
@@ -320,6 +323,7 @@ pub fn validate_with_progress(
 /// The validator itself failed: its thread could not be started, or it panicked.
 /// Never a "validated: 0" report: the caller must say what crashed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ValidatorCrash {
     /// What was being validated.
     pub what: &'static str,
@@ -493,6 +497,7 @@ pub fn validate_similar(
 
 /// Why [`validate_similar`] gave no report.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SimilarValidationError {
     /// The outcome is not a similar merge of the module, whole or with whole
     /// groups left out ([`check_similar_outcome`]): run as it is, a member's
