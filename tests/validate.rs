@@ -481,7 +481,7 @@ fn outcomes_that_are_not_a_merge_are_refused() {
     let similar = similar_merge_of_negative_vmctx_callees();
     let members = similar.outcome.groups[0].members.clone();
     let refusal = |outcome: &SimilarOutcome| match validate_similar(&similar.module, outcome) {
-        Err(SimilarValidationError::Inconsistent(why)) => why,
+        Err(SimilarValidationError::Inconsistent(why)) => why.to_string(),
         other => panic!("not refused: {other:?}"),
     };
 

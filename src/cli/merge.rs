@@ -323,7 +323,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                 message: mismatch_message(&loaded.functions, &report),
             });
         }
-        stderr.push_str(&report.summary());
+        stderr.push_str(&report.to_string());
         stderr.push('\n');
         let similar_report = match &similar {
             None => None,
@@ -346,7 +346,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                     });
                 }
                 stderr.push_str("similar: ");
-                stderr.push_str(&report.summary());
+                stderr.push_str(&report.to_string());
                 stderr.push('\n');
                 Some(report)
             }
@@ -413,7 +413,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
 /// The message for a failed validation: the summary, then per mismatch both
 /// functions and the input that tells them apart.
 fn mismatch_message(module: &FunctionSet, report: &ValidationReport) -> String {
-    let mut message = format!("translation validation failed: {}", report.summary());
+    let mut message = format!("translation validation failed: {report}");
     for m in &report.mismatches {
         message.push_str(&format!(
             "\n\n{} merged into {} behaves differently on input {:?}:\n  original: {}\n  merged:   {}\n\n{}\n{}",

@@ -46,7 +46,7 @@ pub mod tree;
 
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
-use encode::WalkOptions;
+use encode::{UnsupportedReason, WalkOptions};
 use encoded::EncodedFunctions;
 use hash::StructuralHash;
 use partition::{PartitionStats, partition};
@@ -106,7 +106,7 @@ pub struct MergeStats {
     /// Functions in the module.
     pub functions: usize,
     /// Functions the walk could not handle (never merged), with the reason.
-    pub unsupported: Vec<(FuncIndex, String)>,
+    pub unsupported: Vec<(FuncIndex, UnsupportedReason)>,
     /// Instructions over all functions: the reachable ones of every function the
     /// pass walked whole (every function whose prefix key another shares, and
     /// every function that may take an address), the instruction table's length

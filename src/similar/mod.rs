@@ -145,6 +145,7 @@ mod merged_body;
 mod pass;
 mod pinned;
 mod plan;
+mod rejection;
 mod sequence;
 pub(crate) mod size_model;
 mod splice;
@@ -154,6 +155,7 @@ pub use groups::{HoleKind, HoleParameter};
 pub use pass::{SimilarGroupReport, SimilarPass};
 pub use plan::SimilarPhases;
 use plan::{Merge, Phase, PhaseClock, Planner};
+pub use rejection::RejectionReason;
 
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
@@ -430,7 +432,7 @@ pub struct SimilarOutcome {
     /// One merged body per group, in group order.
     pub merged_bodies: Vec<Function>,
     /// Groups of similar functions found but not merged, with the reason.
-    pub rejected: Vec<(Vec<FuncIndex>, String)>,
+    pub rejected: Vec<(Vec<FuncIndex>, RejectionReason)>,
 }
 
 impl SimilarOutcome {
@@ -662,7 +664,9 @@ pub(crate) fn merge_similar_clocked(
         let (merged, entry_points) = match built {
             Ok(built) => built,
             Err(reason) => {
-                outcome.rejected.push((merge.members, reason.0));
+                outcome
+                    .rejected
+                    .push((merge.members, RejectionReason::NotSpliced(reason.0)));
                 continue;
             }
         };
