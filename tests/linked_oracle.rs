@@ -381,8 +381,8 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
             .into_iter()
             .enumerate()
             .map(|(k, func)| {
-                let linkage = if k < similar.module.len() {
-                    similar.module.get(FuncIndex::new(k)).linkage.into()
+                let linkage = if k < similar.module().len() {
+                    similar.module().get(FuncIndex::new(k)).linkage.into()
                 } else {
                     Linkage::Local
                 };
@@ -415,11 +415,11 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
                 set.display_name(d.into)
             ));
         }
-        for g in &similar.outcome.groups {
+        for g in &similar.outcome().groups {
             let members: Vec<String> = g
                 .members
                 .iter()
-                .map(|&m| similar.module.display_name(m))
+                .map(|&m| similar.module().display_name(m))
                 .collect();
             decided.push_str(&format!(
                 "similar: {} merged into {} ({} parameters)\n",
@@ -429,7 +429,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
             ));
         }
         let grown = similar
-            .outcome
+            .outcome()
             .groups
             .iter()
             .filter(|g| g.is_aligned() && g.members.len() >= 3)
@@ -439,7 +439,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
         }
         let changed = outcome.plan.decisions.len()
             + similar
-                .outcome
+                .outcome()
                 .groups
                 .iter()
                 .map(|g| g.members.len())
@@ -447,7 +447,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
         (
             object,
             changed,
-            similar.outcome.groups.len(),
+            similar.outcome().groups.len(),
             decided,
             forwarders,
         )

@@ -232,7 +232,7 @@ fn verify_output(
                 .groups
                 .iter()
                 .filter_map(|g| {
-                    let first = similar.module.get(*g.members.first()?);
+                    let first = similar.module().get(*g.members.first()?);
                     Some((
                         SymbolName::of_user_func_name(&g.merged_name),
                         SymbolName::of_function(&first.func),
@@ -330,8 +330,8 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             Some(similar) => {
                 meter.phase(Phase::ValidatingSimilar);
                 let report = validate_similar_with_progress(
-                    &similar.module,
-                    &similar.outcome,
+                    similar.module(),
+                    similar.outcome(),
                     &validation_options,
                     meter,
                 )
@@ -342,7 +342,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                 if !report.mismatches.is_empty() {
                     return Err(CliError {
                         code: 1,
-                        message: mismatch_message(&similar.module, &report),
+                        message: mismatch_message(similar.module(), &report),
                     });
                 }
                 stderr.push_str("similar: ");
@@ -375,7 +375,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                 if let (Some(report), Some(similar)) = (similar_report, &similar) {
                     object.insert(
                         "similar_validation".into(),
-                        validation_json(&similar.module, report),
+                        validation_json(similar.module(), report),
                     );
                 }
             }
@@ -401,7 +401,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             if let (Some(report), Some(similar)) = (similar_report, &similar) {
                 stderr.push_str(&validation_stats_line(
                     "similar validation",
-                    &similar.module,
+                    similar.module(),
                     report,
                 ));
             }

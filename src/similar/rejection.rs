@@ -48,7 +48,7 @@ use std::fmt;
 /// // A merge must save at least 1,000 instructions: this one saves a few.
 /// let options = SimilarOptions::default().with_min_saved(1000);
 /// let similar = SimilarPass::after(&module, &identical, &options, None);
-/// let (members, reason) = &similar.outcome.rejected[0];
+/// let (members, reason) = &similar.outcome().rejected[0];
 /// assert_eq!(members.len(), 2);
 /// assert!(matches!(
 ///     reason,

@@ -489,9 +489,9 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// }
 /// let identical = merge_functions(&module, &MergeOptions::default());
 /// let similar = SimilarPass::after(&module, &identical, &SimilarOptions::default(), None);
-/// assert_eq!(similar.outcome.groups.len(), 1);
+/// assert_eq!(similar.outcome().groups.len(), 1);
 ///
-/// let report = validate_similar(&similar.module, &similar.outcome)?;
+/// let report = validate_similar(similar.module(), similar.outcome())?;
 /// assert_eq!(report.validated, 2); // each member against its entry point
 /// assert!(report.mismatches.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
