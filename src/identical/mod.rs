@@ -30,19 +30,19 @@
 //! `plan` and `thunks`; nothing here imports a folder above `ir`.
 
 pub(crate) mod callee_loads;
-pub mod compare;
-pub mod encode;
-pub mod encoded;
-pub mod fingerprint;
-pub mod hash;
+pub(crate) mod compare;
+pub(crate) mod encode;
+pub(crate) mod encoded;
+pub(crate) mod fingerprint;
+pub(crate) mod hash;
 pub(crate) mod instruction;
-pub mod partition;
-pub mod plan;
-pub mod rewrite;
-pub mod screen;
-pub mod thunks;
-pub mod tokens;
-pub mod tree;
+pub(crate) mod partition;
+pub(crate) mod plan;
+pub(crate) mod rewrite;
+pub(crate) mod screen;
+pub(crate) mod thunks;
+pub(crate) mod tokens;
+pub(crate) mod tree;
 
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
