@@ -95,6 +95,7 @@ pub mod similar;
 #[cfg(feature = "validate")]
 pub mod validate;
 
+pub use identical::encode::UnsupportedReason;
 pub use identical::partition::PartitionStats;
 pub use identical::plan::{MergeAction, MergeDecision, MergeMode, MergePlan};
 pub use identical::rewrite::OutputEntry;

@@ -170,7 +170,7 @@ fn measure_program(
                 })
             });
             best.add(wall, cpu);
-            *groups = pass.outcome.groups.len();
+            *groups = pass.outcome().groups.len();
         }
     }
     Ok(Measured {
@@ -306,7 +306,7 @@ pub fn phases_command(
             let pass = SimilarPass::after(&module, &outcome, options, isa.as_deref());
             (
                 peak_bytes().saturating_sub(before),
-                pass.outcome.groups.len(),
+                pass.outcome().groups.len(),
             )
         });
         let name = program_name(input);

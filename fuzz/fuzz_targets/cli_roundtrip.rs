@@ -84,6 +84,6 @@ fuzz_target!(|data: &[u8]| {
                 );
             }
         }
-        assert_eq!(reparsed.len(), bodies + similar.outcome.merged_bodies.len());
+        assert_eq!(reparsed.len(), bodies + similar.outcome().merged_bodies.len());
     }
 });

@@ -232,7 +232,7 @@ fn verify_output(
                 .groups
                 .iter()
                 .filter_map(|g| {
-                    let first = similar.module.get(*g.members.first()?);
+                    let first = similar.module().get(*g.members.first()?);
                     Some((
                         SymbolName::of_user_func_name(&g.merged_name),
                         SymbolName::of_function(&first.func),
@@ -323,15 +323,15 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                 message: mismatch_message(&loaded.functions, &report),
             });
         }
-        stderr.push_str(&report.summary());
+        stderr.push_str(&report.to_string());
         stderr.push('\n');
         let similar_report = match &similar {
             None => None,
             Some(similar) => {
                 meter.phase(Phase::ValidatingSimilar);
                 let report = validate_similar_with_progress(
-                    &similar.module,
-                    &similar.outcome,
+                    similar.module(),
+                    similar.outcome(),
                     &validation_options,
                     meter,
                 )
@@ -342,11 +342,11 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                 if !report.mismatches.is_empty() {
                     return Err(CliError {
                         code: 1,
-                        message: mismatch_message(&similar.module, &report),
+                        message: mismatch_message(similar.module(), &report),
                     });
                 }
                 stderr.push_str("similar: ");
-                stderr.push_str(&report.summary());
+                stderr.push_str(&report.to_string());
                 stderr.push('\n');
                 Some(report)
             }
@@ -375,7 +375,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
                 if let (Some(report), Some(similar)) = (similar_report, &similar) {
                     object.insert(
                         "similar_validation".into(),
-                        validation_json(&similar.module, report),
+                        validation_json(similar.module(), report),
                     );
                 }
             }
@@ -401,7 +401,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
             if let (Some(report), Some(similar)) = (similar_report, &similar) {
                 stderr.push_str(&validation_stats_line(
                     "similar validation",
-                    &similar.module,
+                    similar.module(),
                     report,
                 ));
             }
@@ -413,7 +413,7 @@ pub(crate) fn run_showing(args: &Args, meter: &Meter) -> Result<(String, String)
 /// The message for a failed validation: the summary, then per mismatch both
 /// functions and the input that tells them apart.
 fn mismatch_message(module: &FunctionSet, report: &ValidationReport) -> String {
-    let mut message = format!("translation validation failed: {}", report.summary());
+    let mut message = format!("translation validation failed: {report}");
     for m in &report.mismatches {
         message.push_str(&format!(
             "\n\n{} merged into {} behaves differently on input {:?}:\n  original: {}\n  merged:   {}\n\n{}\n{}",

@@ -38,7 +38,7 @@ pub fn clif_text(
                 let members: Vec<String> = group
                     .members
                     .iter()
-                    .map(|&m| similar.module.display_name(m))
+                    .map(|&m| similar.module().display_name(m))
                     .collect();
                 let _ = writeln!(
                     out,
@@ -310,7 +310,7 @@ pub fn similar_json(groups: &[SimilarGroupReport]) -> serde_json::Value {
 /// The `--stats` line of the similar merge, and up to five groups not merged with
 /// the reason.
 pub fn similar_stats_line(similar: &SimilarPass) -> String {
-    let groups = &similar.outcome.groups;
+    let groups = &similar.outcome().groups;
     let members: usize = groups.iter().map(|g| g.members.len()).sum();
     let holes: usize = groups.iter().map(|g| g.parameters.len()).sum();
     let shared = groups.iter().filter(|g| g.shares_parameters()).count();
@@ -323,12 +323,12 @@ pub fn similar_stats_line(similar: &SimilarPass) -> String {
     let mut line = format!(
         "  similar: {} groups ({members} functions, {holes} parameters, {shared} groups sharing one), {before} -> {after} {unit}; {} groups not merged\n",
         groups.len(),
-        similar.outcome.rejected.len()
+        similar.outcome().rejected.len()
     );
-    for (members, reason) in similar.outcome.rejected.iter().take(5) {
+    for (members, reason) in similar.outcome().rejected.iter().take(5) {
         let names: Vec<String> = members
             .iter()
-            .map(|&m| similar.module.display_name(m))
+            .map(|&m| similar.module().display_name(m))
             .collect();
         line.push_str(&format!("    not merged: {}: {reason}\n", names.join(", ")));
     }

@@ -379,9 +379,9 @@ fn apply_command(
         printed.push((func, verified_as, decision));
     }
     if let Some(similar) = &similar {
-        let outcome = &similar.outcome;
+        let outcome = similar.outcome();
         for (group, body) in outcome.groups.iter().zip(&outcome.merged_bodies) {
-            let first = &similar.module.get(group.members[0]).func;
+            let first = &similar.module().get(group.members[0]).func;
             printed.push((body, SymbolName::of_function(first), None));
         }
     }
@@ -424,7 +424,7 @@ fn apply_command(
         decisions.module
     );
     if let Some(similar) = &similar {
-        let outcome = &similar.outcome;
+        let outcome = similar.outcome();
         let members: usize = outcome.groups.iter().map(|g| g.members.len()).sum();
         let _ = writeln!(
             stderr,

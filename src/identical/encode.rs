@@ -48,6 +48,7 @@ use crate::ir::{
     FuncIndex, FunctionSet, MergeMode, Reads, Reference, SymbolKey, TargetMatch, target_match,
 };
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
+use cranelift_codegen::ir::entities::AnyEntity;
 use cranelift_codegen::ir::{
     self, AbiParam, ArgumentPurpose, Block, BlockArg, BlockCall, Constant, DynamicStackSlot,
     ExceptionTable, ExceptionTableItem, FuncRef, Function, GlobalValue, GlobalValueData, Inst,
@@ -295,21 +296,76 @@ impl TokenSink for FunctionEncoding {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unsupported {
     /// What the walk could not handle.
-    pub reason: String,
+    pub reason: UnsupportedReason,
 }
 
 impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
+        self.reason.fmt(f)
     }
 }
 
 impl std::error::Error for Unsupported {}
 
-fn unsupported<T>(reason: impl Into<String>) -> Result<T, Unsupported> {
-    Err(Unsupported {
-        reason: reason.into(),
-    })
+/// What the walk of a function could not handle ([`MergeStats::unsupported`]):
+/// such a function is never merged with anything. Its `Display` is the message the
+/// CLI prints.
+///
+/// ```
+/// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
+///
+/// let clif = "
+/// function %f(i32) -> i32 {
+/// block0(v0: i32):
+///     return v0
+/// }
+/// ";
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(clif)? {
+///     module.push(func, Linkage::Export)?;
+/// }
+/// let outcome = merge_functions(&module, &MergeOptions::default());
+/// for (function, reason) in &outcome.stats.unsupported {
+///     println!("{}: {reason}", module.display_name(*function));
+/// }
+/// assert!(outcome.stats.unsupported.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// [`MergeStats::unsupported`]: crate::MergeStats::unsupported
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnsupportedReason {
+    /// The value is used before the instruction or block that defines it, in
+    /// the walk's order.
+    UsedBeforeDefined(Value),
+    /// The function refers to an entity it does not declare.
+    Undeclared(AnyEntity),
+    /// The function refers to a set of memory flags it does not declare.
+    UndeclaredMemFlags,
+    /// An external function's name is a user name the function does not declare.
+    UndeclaredUserName,
+    /// The function's global values are based on each other in a cycle.
+    GlobalValueCycle,
+    /// A shuffle's mask is not in the function's immediate pool.
+    ShuffleMaskMissing,
+}
+
+impl fmt::Display for UnsupportedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UsedBeforeDefined(value) => write!(f, "{value} is used before it is defined"),
+            Self::Undeclared(entity) => write!(f, "reference to undeclared {entity}"),
+            Self::UndeclaredMemFlags => f.write_str("reference to undeclared memory flags"),
+            Self::UndeclaredUserName => f.write_str("reference to an undeclared user name"),
+            Self::GlobalValueCycle => f.write_str("global values form a cycle"),
+            Self::ShuffleMaskMissing => f.write_str("shuffle mask missing from the immediate pool"),
+        }
+    }
+}
+
+fn unsupported<T>(reason: UnsupportedReason) -> Result<T, Unsupported> {
+    Err(Unsupported { reason })
 }
 
 /// Per-walk numbering state, kept between functions so its maps are reused.
@@ -491,7 +547,7 @@ pub(crate) fn walk<S: TokenSink>(
     };
     walker.function()?;
     if let Some(value) = walker.used_before_defined {
-        return unsupported(format!("{value} is used before it is defined"));
+        return unsupported(UnsupportedReason::UsedBeforeDefined(value));
     }
     let mut address_taken = walker.address_taken;
     address_taken.sort_unstable();
@@ -585,7 +641,7 @@ impl<S: TokenSink> Walker<'_, S> {
     /// Numbers a value at its definition.
     fn define_value(&mut self, value: Value) -> Result<(), Unsupported> {
         if self.scratch.values[value] != 0 {
-            return unsupported(format!("{value} is used before it is defined"));
+            return unsupported(UnsupportedReason::UsedBeforeDefined(value));
         }
         self.out.note_definition(value);
         self.scratch.values[value] = self.out.position() + 1;
@@ -690,7 +746,7 @@ impl<S: TokenSink> Walker<'_, S> {
     fn sig_ref(&mut self, sig: SigRef) -> Result<(), Unsupported> {
         let func = self.func;
         let Some(signature) = func.dfg.signatures.get(sig) else {
-            return unsupported(format!("reference to undeclared {sig}"));
+            return unsupported(UnsupportedReason::Undeclared(sig.into()));
         };
         self.signature(signature);
         Ok(())
@@ -715,7 +771,7 @@ impl<S: TokenSink> Walker<'_, S> {
     fn mem_flags_tokens(&self, flags: MemFlags) -> Result<(u64, u64), Unsupported> {
         let func = self.func;
         if !func.dfg.mem_flags.is_valid(flags) {
-            return unsupported("reference to undeclared memory flags");
+            return unsupported(UnsupportedReason::UndeclaredMemFlags);
         }
         let data = func.dfg.mem_flags[flags];
         let endianness = match data.explicit_endianness() {
@@ -736,7 +792,7 @@ impl<S: TokenSink> Walker<'_, S> {
             Some(region) if func.dfg.alias_regions.is_valid(region) => {
                 1 + u64::from(func.dfg.alias_regions[region].user_id)
             }
-            Some(region) => return unsupported(format!("reference to undeclared {region}")),
+            Some(region) => return unsupported(UnsupportedReason::Undeclared(region.into())),
         };
         Ok((bits, region))
     }
@@ -811,10 +867,10 @@ impl<S: TokenSink> Walker<'_, S> {
     fn func_ref(&mut self, func_ref: FuncRef, takes_address: bool) -> Result<(), Unsupported> {
         let func = self.func;
         let Some(data) = func.dfg.ext_funcs.get(func_ref) else {
-            return unsupported(format!("reference to undeclared {func_ref}"));
+            return unsupported(UnsupportedReason::Undeclared(func_ref.into()));
         };
         let Some(key) = SymbolKey::of_external(func, &data.name) else {
-            return unsupported("reference to an undeclared user name");
+            return unsupported(UnsupportedReason::UndeclaredUserName);
         };
         if self.by_reference(&data.name) {
             self.sig_ref(data.signature)?;
@@ -843,7 +899,7 @@ impl<S: TokenSink> Walker<'_, S> {
         let func = self.func;
         for _ in 0..=func.global_values.len() {
             let Some(data) = func.global_values.get(gv) else {
-                return unsupported(format!("reference to undeclared {gv}"));
+                return unsupported(UnsupportedReason::Undeclared(gv.into()));
             };
             match data {
                 GlobalValueData::VMContext => {
@@ -880,7 +936,7 @@ impl<S: TokenSink> Walker<'_, S> {
                 } => {
                     self.push(GLOBAL_SYMBOL);
                     let Some(key) = SymbolKey::of_external(func, name) else {
-                        return unsupported("reference to an undeclared user name");
+                        return unsupported(UnsupportedReason::UndeclaredUserName);
                     };
                     if !self.by_reference(name) {
                         self.name(key, self.module.lookup_key(key), true);
@@ -897,7 +953,7 @@ impl<S: TokenSink> Walker<'_, S> {
                 }
             }
         }
-        unsupported("global values form a cycle")
+        unsupported(UnsupportedReason::GlobalValueCycle)
     }
 
     fn offset(&mut self, offset: Offset32) {
@@ -917,7 +973,7 @@ impl<S: TokenSink> Walker<'_, S> {
         self.scratch.slots[slot] = self.out.position() + 1;
         let func = self.func;
         let Some(data) = func.sized_stack_slots.get(slot) else {
-            return unsupported(format!("reference to undeclared {slot}"));
+            return unsupported(UnsupportedReason::Undeclared(slot.into()));
         };
         self.push(SLOT_FIRST_USE);
         self.push(data.kind as u64);
@@ -943,10 +999,10 @@ impl<S: TokenSink> Walker<'_, S> {
         self.scratch.dynamic_slots[slot] = self.out.position() + 1;
         let func = self.func;
         let Some(data) = func.dynamic_stack_slots.get(slot) else {
-            return unsupported(format!("reference to undeclared {slot}"));
+            return unsupported(UnsupportedReason::Undeclared(slot.into()));
         };
         let Some(dyn_ty) = func.dfg.dynamic_types.get(data.dyn_ty) else {
-            return unsupported(format!("reference to undeclared {}", data.dyn_ty));
+            return unsupported(UnsupportedReason::Undeclared(data.dyn_ty.into()));
         };
         self.push(SLOT_FIRST_USE);
         self.push(data.kind as u64);
@@ -966,7 +1022,7 @@ impl<S: TokenSink> Walker<'_, S> {
     fn exception_table(&mut self, table: ExceptionTable) -> Result<(), Unsupported> {
         let func = self.func;
         let Some(data) = func.dfg.exception_tables.get(table) else {
-            return unsupported(format!("reference to undeclared {table}"));
+            return unsupported(UnsupportedReason::Undeclared(table.into()));
         };
         self.sig_ref(data.signature())?;
         self.block_call(data.normal_return());
@@ -1141,7 +1197,7 @@ impl<S: TokenSink> InstructionVisitor for Parts<'_, '_, S> {
         let walker = &mut *self.walker;
         let func = walker.func;
         let Some(table) = func.dfg.jump_tables.get(table) else {
-            return unsupported(format!("reference to undeclared {table}"));
+            return unsupported(UnsupportedReason::Undeclared(table.into()));
         };
         let branches = table.all_branches();
         walker.push_len(branches.len());
@@ -1202,7 +1258,7 @@ impl<S: TokenSink> InstructionVisitor for Parts<'_, '_, S> {
         // `ConstantPool::get` panics on an unknown handle; look it up instead.
         let constants = &walker.func.dfg.constants;
         let Some((_, data)) = constants.iter().find(|(h, _)| **h == constant) else {
-            return unsupported(format!("reference to undeclared {constant}"));
+            return unsupported(UnsupportedReason::Undeclared(constant.into()));
         };
         walker.constant_bytes(data.as_slice());
         Ok(())
@@ -1211,7 +1267,7 @@ impl<S: TokenSink> InstructionVisitor for Parts<'_, '_, S> {
     fn shuffle_mask(&mut self, mask: ir::Immediate) -> Result<(), Unsupported> {
         let walker = &mut *self.walker;
         let Some(mask) = walker.func.dfg.immediates.get(mask) else {
-            return unsupported("shuffle mask missing from the immediate pool");
+            return unsupported(UnsupportedReason::ShuffleMaskMissing);
         };
         walker.constant_bytes(mask.as_slice());
         Ok(())

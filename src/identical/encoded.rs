@@ -3,7 +3,7 @@
 //! walk handled it, its instruction count and address uses, and, for the
 //! functions worth comparing, its encoding.
 
-use super::encode::FunctionEncoding;
+use super::encode::{FunctionEncoding, UnsupportedReason};
 use super::hash::StructuralHash;
 use crate::ir::{FuncIndex, FunctionSet, SparseFunctionMap};
 use cranelift_codegen::entity::{EntityRef, SecondaryMap};
@@ -36,7 +36,7 @@ pub struct EncodedFunctions {
     /// order: those longer than their prefix that it did not walk whole.
     pub unresolved: Vec<FuncIndex>,
     /// Functions the walk could not handle, with the reason.
-    pub unsupported: Vec<(FuncIndex, String)>,
+    pub unsupported: Vec<(FuncIndex, UnsupportedReason)>,
     /// Number of functions.
     pub len: usize,
     /// The similar-function merge's fingerprint per function, when

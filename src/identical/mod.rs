@@ -30,23 +30,23 @@
 //! `plan` and `thunks`; nothing here imports a folder above `ir`.
 
 pub(crate) mod callee_loads;
-pub mod compare;
-pub mod encode;
-pub mod encoded;
-pub mod fingerprint;
-pub mod hash;
+pub(crate) mod compare;
+pub(crate) mod encode;
+pub(crate) mod encoded;
+pub(crate) mod fingerprint;
+pub(crate) mod hash;
 pub(crate) mod instruction;
-pub mod partition;
-pub mod plan;
-pub mod rewrite;
-pub mod screen;
-pub mod thunks;
-pub mod tokens;
-pub mod tree;
+pub(crate) mod partition;
+pub(crate) mod plan;
+pub(crate) mod rewrite;
+pub(crate) mod screen;
+pub(crate) mod thunks;
+pub(crate) mod tokens;
+pub(crate) mod tree;
 
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
-use encode::WalkOptions;
+use encode::{UnsupportedReason, WalkOptions};
 use encoded::EncodedFunctions;
 use hash::StructuralHash;
 use partition::{PartitionStats, partition};
@@ -101,11 +101,12 @@ const SIMILAR_CALLEE_LOAD_HOLES: bool = true;
 
 /// What the pass did and what it cost.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct MergeStats {
     /// Functions in the module.
     pub functions: usize,
     /// Functions the walk could not handle (never merged), with the reason.
-    pub unsupported: Vec<(FuncIndex, String)>,
+    pub unsupported: Vec<(FuncIndex, UnsupportedReason)>,
     /// Instructions over all functions: the reachable ones of every function the
     /// pass walked whole (every function whose prefix key another shares, and
     /// every function that may take an address), the instruction table's length
@@ -133,6 +134,7 @@ pub struct MergeStats {
 }
 
 /// The result of the pass.
+#[non_exhaustive]
 pub struct MergeOutcome<'a> {
     /// The decisions.
     pub plan: MergePlan,

@@ -54,6 +54,7 @@ use std::time::{Duration, Instant};
 
 /// Counters describing the work done.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PartitionStats {
     /// Functions whose hash was shared with another function.
     pub candidates: usize,

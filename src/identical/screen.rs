@@ -6,8 +6,8 @@
 
 use super::compare::BucketComparator;
 use super::encode::{
-    FunctionEncoding, Unsupported, WalkOptions, WalkScratch, encode_for_comparison,
-    encode_for_comparison_into, walk_in_parallel,
+    FunctionEncoding, Unsupported, UnsupportedReason, WalkOptions, WalkScratch,
+    encode_for_comparison, encode_for_comparison_into, walk_in_parallel,
 };
 use super::encoded::{EncodedFunctions, OptimisticGroups, buckets};
 use super::fingerprint::{
@@ -26,7 +26,7 @@ struct EncodedBucket {
     /// (callee tokens only).
     encoded: Vec<(FuncIndex, FunctionEncoding)>,
     /// The members it could not handle.
-    unsupported: Vec<(FuncIndex, String)>,
+    unsupported: Vec<(FuncIndex, UnsupportedReason)>,
     groups: Vec<Vec<FuncIndex>>,
     comparisons: u64,
 }

@@ -29,6 +29,7 @@ pub struct DefinedFunction {
 
 /// Why a function cannot join a [`FunctionSet`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DefinitionError {
     /// Two definitions share a name (spelled as in CLIF).
     Duplicate(String),

@@ -24,16 +24,16 @@
 //! Nothing here imports another folder of the crate.
 
 #[cfg(any(feature = "separate", feature = "validate"))]
-pub mod fnv;
-pub mod function_set;
+pub(crate) mod fnv;
+pub(crate) mod function_set;
 pub(crate) mod layout_order;
-pub mod linkage;
-pub mod observable;
-pub mod panics;
-pub mod parallel;
-pub mod prefetch;
-pub mod sparse;
-pub mod symbols;
+pub(crate) mod linkage;
+pub(crate) mod observable;
+pub(crate) mod panics;
+pub(crate) mod parallel;
+pub(crate) mod prefetch;
+pub(crate) mod sparse;
+pub(crate) mod symbols;
 
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
 pub(crate) use layout_order::{blocks_by_number, insts_by_number};

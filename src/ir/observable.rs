@@ -17,6 +17,7 @@ use std::str::FromStr;
 
 /// Whether function addresses are significant.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MergeMode {
     /// Distinct functions whose addresses can be observed keep distinct addresses.
     #[default]

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 /// Which read-only data objects may be folded with an identical one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DataMerging {
     /// None (the default): every data object keeps its own bytes and address.
     #[default]

@@ -35,6 +35,7 @@ use std::collections::{HashMap, HashSet};
 
 /// When a [`MergingModule`] compiles the functions defined through it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CompileMode {
     /// Each function is compiled when it is defined, in the caller's thread, so
     /// `ctx.compiled_code()` is there afterwards exactly as with the inner module

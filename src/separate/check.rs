@@ -42,6 +42,7 @@ use std::fmt;
 
 /// Why a module's decisions cannot be applied to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DecisionError {
     /// The decisions were planned for another mode.
     ModeMismatch,

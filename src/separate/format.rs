@@ -18,6 +18,7 @@ pub const DECISIONS_MAGIC: [u8; 8] = *b"CLIFMDEC";
 
 /// Why a summary or decisions file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FormatError {
     /// The file does not start with the expected magic number.
     NotThisKind {

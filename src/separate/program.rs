@@ -146,6 +146,7 @@ impl fmt::Display for QualifiedName {
 
 /// What stage 2 found.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ProgramPlan {
     /// Per module (in module-name order), its decisions.
     pub decisions: Vec<ModuleDecisions>,
@@ -168,6 +169,7 @@ pub struct ProgramPlan {
 
 /// How many functions each kind of decision touches, over the whole program.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanCounts {
     /// Duplicates removed: no code of their own, every reference goes to the
     /// representative ([`DecisionAction::Redirect`]).
@@ -186,6 +188,45 @@ impl PlanCounts {
     /// Duplicates merged: removed or thunked.
     pub fn merged(&self) -> usize {
         self.removed + self.thunked
+    }
+
+    /// These counts with [`Self::removed`] set to `removed` (the struct is
+    /// `#[non_exhaustive]`: counts to compare with start from `Default`).
+    ///
+    /// ```
+    /// use clif_merge::separate::PlanCounts;
+    ///
+    /// let counts = PlanCounts::default()
+    ///     .with_removed(2)
+    ///     .with_thunked(1)
+    ///     .with_promoted(1)
+    ///     .with_redirected(0);
+    /// assert_eq!(counts.merged(), 3);
+    /// ```
+    pub fn with_removed(mut self, removed: usize) -> Self {
+        self.removed = removed;
+        self
+    }
+
+    /// These counts with [`Self::thunked`] set to `thunked` (example at
+    /// [`Self::with_removed`]).
+    pub fn with_thunked(mut self, thunked: usize) -> Self {
+        self.thunked = thunked;
+        self
+    }
+
+    /// These counts with [`Self::promoted`] set to `promoted` (example at
+    /// [`Self::with_removed`]).
+    pub fn with_promoted(mut self, promoted: usize) -> Self {
+        self.promoted = promoted;
+        self
+    }
+
+    /// These counts with [`Self::redirected`] set to `redirected` (example at
+    /// [`Self::with_removed`]).
+    pub fn with_redirected(mut self, redirected: usize) -> Self {
+        self.redirected = redirected;
+        self
     }
 }
 
@@ -209,6 +250,7 @@ impl ProgramPlan {
 
 /// Why a program cannot be planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PlanError {
     /// Two summaries name the same module.
     DuplicateModule(String),

@@ -48,6 +48,7 @@ pub struct AppliedDecision {
 
 /// A module after stage 3.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct AppliedModule {
     /// The functions, in definition order.
     pub functions: FunctionSet,

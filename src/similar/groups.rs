@@ -18,6 +18,7 @@ use cranelift_codegen::ir::{Type, types};
 
 /// What a parameter of a merged body stands for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HoleKind {
     /// An integer or float constant; the values are its bits.
     Constant,
@@ -43,6 +44,7 @@ pub enum HoleKind {
 /// callee-load offsets that differ between the members of a group and agree with
 /// each other in every member.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HoleParameter {
     /// Constant, callee or callee-load offset.
     pub kind: HoleKind,

@@ -145,6 +145,7 @@ mod merged_body;
 mod pass;
 mod pinned;
 mod plan;
+mod rejection;
 mod sequence;
 pub(crate) mod size_model;
 mod splice;
@@ -154,6 +155,7 @@ pub use groups::{HoleKind, HoleParameter};
 pub use pass::{SimilarGroupReport, SimilarPass};
 pub use plan::SimilarPhases;
 use plan::{Merge, Phase, PhaseClock, Planner};
+pub use rejection::RejectionReason;
 
 use crate::ir::parallel;
 use crate::ir::{FuncIndex, FunctionSet, NameAuthority, reads_machine_state};
@@ -266,6 +268,7 @@ impl Default for SimilarOptions {
 /// How the similar merge finds the sizes that decide whether a group pays (on an
 /// ISA; without one, sizes are instruction counts either way).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Pricing {
     /// The ISA's size model predicts every size and decides. An ISA without a
     /// model compiles, as [`Pricing::Compiled`].
@@ -364,6 +367,7 @@ impl SimilarOptions {
 
 /// What the sizes of a merged group are.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SizeBasis {
     /// Code bytes Cranelift emitted for the ISA.
     Compiled,
@@ -382,6 +386,7 @@ impl SizeBasis {
 
 /// One group of similar functions merged into one body.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SimilarGroup {
     /// The members, in input order; the first one's body is the merged body's.
     /// An aligned group of three or more lists them in selector order instead
@@ -418,6 +423,7 @@ impl SimilarGroup {
 
 /// The result of the similar-function merge.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct SimilarOutcome {
     /// The merged groups, ordered by first member.
     pub groups: Vec<SimilarGroup>,
@@ -426,7 +432,7 @@ pub struct SimilarOutcome {
     /// One merged body per group, in group order.
     pub merged_bodies: Vec<Function>,
     /// Groups of similar functions found but not merged, with the reason.
-    pub rejected: Vec<(Vec<FuncIndex>, String)>,
+    pub rejected: Vec<(Vec<FuncIndex>, RejectionReason)>,
 }
 
 impl SimilarOutcome {
@@ -658,7 +664,9 @@ pub(crate) fn merge_similar_clocked(
         let (merged, entry_points) = match built {
             Ok(built) => built,
             Err(reason) => {
-                outcome.rejected.push((merge.members, reason.0));
+                outcome
+                    .rejected
+                    .push((merge.members, RejectionReason::NotSpliced(reason.0)));
                 continue;
             }
         };

@@ -72,17 +72,68 @@ use std::sync::Arc;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SimilarPass {
-    /// The functions the similar merge ran on: every body of the first pass's output,
-    /// in output order.
-    pub module: FunctionSet,
+    /// The functions the similar merge ran on ([`Self::module`]).
+    pub(crate) module: FunctionSet,
     /// For each function of the first pass's module, its index in [`Self::module`]
     /// (`None` for a removed duplicate).
-    pub index_of: SecondaryMap<FuncIndex, Option<FuncIndex>>,
-    /// What the similar merge did.
-    pub outcome: SimilarOutcome,
+    pub(crate) index_of: SecondaryMap<FuncIndex, Option<FuncIndex>>,
+    /// What the similar merge did ([`Self::outcome`]).
+    pub(crate) outcome: SimilarOutcome,
 }
 
 impl SimilarPass {
+    /// The functions the similar merge ran on: every body of the first pass's
+    /// output, in output order. The indices of [`Self::outcome`] are indices of
+    /// this set (the [type's example](Self) and [`Self::after`]'s use them).
+    pub fn module(&self) -> &FunctionSet {
+        &self.module
+    }
+
+    /// The index in [`Self::module`] of function `f` of the first pass's module
+    /// (`None` for a duplicate the first pass removed).
+    ///
+    /// ```
+    /// use clif_merge::similar::{SimilarOptions, SimilarPass};
+    /// use clif_merge::{FunctionSet, Linkage, MergeOptions, merge_functions};
+    ///
+    /// let clif = "
+    /// function %f(i32) -> i32 {
+    /// block0(v0: i32):
+    ///     v1 = iadd v0, v0
+    ///     return v1
+    /// }
+    ///
+    /// function %f_copy(i32) -> i32 {
+    /// block0(v0: i32):
+    ///     v1 = iadd v0, v0
+    ///     return v1
+    /// }
+    /// ";
+    /// let mut module = FunctionSet::new();
+    /// for func in cranelift_reader::parse_functions(clif)? {
+    ///     module.push(func, Linkage::Local)?;
+    /// }
+    /// let identical = merge_functions(&module, &MergeOptions::default());
+    /// let similar = SimilarPass::after(&module, &identical, &SimilarOptions::default(), None);
+    ///
+    /// // %f_copy was erased into %f: only %f is left for the similar merge.
+    /// let mut functions = module.iter().map(|(f, _)| f);
+    /// let (f, f_copy) = (functions.next().unwrap(), functions.next().unwrap());
+    /// let index = similar.index_of(f).unwrap();
+    /// assert_eq!(similar.module().display_name(index), "%f");
+    /// assert_eq!(similar.index_of(f_copy), None);
+    /// assert!(similar.outcome().groups.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn index_of(&self, f: FuncIndex) -> Option<FuncIndex> {
+        self.index_of[f]
+    }
+
+    /// What the similar merge did, in the indices of [`Self::module`].
+    pub fn outcome(&self) -> &SimilarOutcome {
+        &self.outcome
+    }
+
     /// Runs the similar merge over the bodies the identical merge `identical` of
     /// `module` kept, for code compiled by `isa`: sizes are measured on it (without
     /// one, they are instruction counts), and entry points use `return_call` only
@@ -146,8 +197,8 @@ impl SimilarPass {
     /// let saved = group.size_before - group.size_after;
     /// let options = SimilarOptions::default().with_min_saved(saved + 1);
     /// let similar = SimilarPass::after(&module, &identical, &options, None);
-    /// assert!(similar.outcome.groups.is_empty());
-    /// assert_eq!(similar.outcome.rejected.len(), 2);
+    /// assert!(similar.outcome().groups.is_empty());
+    /// assert_eq!(similar.outcome().rejected.len(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn after(
@@ -335,6 +386,7 @@ impl SimilarPass {
 
 /// A merged group described by names, for reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SimilarGroupReport {
     /// The members, spelled as in CLIF (`%f`, `u0:12`), in input order (an
     /// aligned group of three or more: in selector order,

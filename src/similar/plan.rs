@@ -9,7 +9,7 @@ use super::merged_body::{build_merged_body, merged_body_features};
 use super::sequence::SequenceAlignment;
 use super::size_model::{SizeFeatures, SizeModel};
 use super::splice::NotSpliced;
-use super::{Pricing, SimilarOptions, SizeBasis, align, build_merge};
+use super::{Pricing, RejectionReason, SimilarOptions, SizeBasis, align, build_merge};
 use crate::identical::encode::FunctionEncoding;
 use crate::ir::{FuncIndex, FunctionSet};
 use cranelift_codegen::entity::SecondaryMap;
@@ -176,6 +176,7 @@ impl PhaseClock {
 /// Diagnostics for `merge_bench similar-phases`; not a stable interface.
 #[derive(Clone, Debug, Default)]
 #[doc(hidden)]
+#[non_exhaustive]
 pub struct SimilarPhases(pub Vec<(&'static str, Duration)>);
 
 /// A group chosen for merging, measured.
@@ -205,7 +206,7 @@ pub(super) struct Merge {
 pub(super) struct Plan {
     pub(super) merges: Vec<Merge>,
     pub(super) saved: u64,
-    pub(super) rejected: Vec<(Vec<FuncIndex>, String)>,
+    pub(super) rejected: Vec<(Vec<FuncIndex>, RejectionReason)>,
 }
 
 impl Plan {
@@ -219,7 +220,7 @@ impl Plan {
     }
 
     /// The plan that leaves `members` alone, for `reason`.
-    fn refusing(members: &[FuncIndex], reason: String) -> Self {
+    fn refusing(members: &[FuncIndex], reason: RejectionReason) -> Self {
         Self {
             rejected: vec![(members.to_vec(), reason)],
             ..Self::default()
@@ -381,7 +382,7 @@ impl Planner<'_> {
         members: &[FuncIndex],
         differing: Differing,
         priced_body: Option<Function>,
-        rejected: &dyn Fn(String) -> Plan,
+        rejected: &dyn Fn(RejectionReason) -> Plan,
     ) -> Plan {
         let sizes = &mut MemberSizes::new();
         match self.measure(members, differing, priced_body, Sizer::Measure, sizes) {
@@ -405,7 +406,9 @@ impl Planner<'_> {
     ) -> Plan {
         let members = [first, alignment.second];
         let differing = Differing::sequence(alignment.clone());
-        let rejected = |reason: String| Plan::refusing(&members, format!("sequence: {reason}"));
+        let rejected = |reason: RejectionReason| {
+            Plan::refusing(&members, RejectionReason::Sequence(Box::new(reason)))
+        };
         let merged = Plan::merging;
         let compiled = |differing: Differing, priced_body: Option<Function>| {
             self.compiled_pair(&members, differing, priced_body, &rejected)
@@ -425,7 +428,7 @@ impl Planner<'_> {
         };
         let (before, after) = (predicted.size_before, predicted.size_after);
         if !self.saves_enough(before, after) {
-            return rejected(format!("predicted not smaller ({before} -> {after})"));
+            return rejected(RejectionReason::PredictedNotSmaller { before, after });
         }
         if before > SMALL_GROUP {
             return compiled(predicted.differing, predicted.merged_body);
@@ -442,7 +445,9 @@ impl Planner<'_> {
     ) -> Plan {
         let members = [first, alignment.second];
         let differing = Differing::aligned(alignment.without_cut());
-        let rejected = |reason: String| Plan::refusing(&members, format!("aligned: {reason}"));
+        let rejected = |reason: RejectionReason| {
+            Plan::refusing(&members, RejectionReason::Aligned(Box::new(reason)))
+        };
         let merged = Plan::merging;
         let compiled = |differing: Differing, priced_body: Option<Function>| {
             self.compiled_pair(&members, differing, priced_body, &rejected)
@@ -473,18 +478,13 @@ impl Planner<'_> {
                 };
             }
             if before > ALIGNED_CONFIRM {
-                return rejected(format!(
-                    "predicted to save only {saved} of {before} bytes, too large to confirm"
-                ));
+                return rejected(RejectionReason::TooLargeToConfirm { saved, before });
             }
             return compiled(predicted.differing, predicted.merged_body);
         }
         let growth = after as f64 / before.max(1) as f64;
         if growth > self.aligned_growth() || before > SMALL_GROUP {
-            return rejected(format!(
-                "predicted not smaller ({before} -> {after}, {:+.0}%)",
-                (growth - 1.0) * 100.0
-            ));
+            return rejected(RejectionReason::PredictedToGrow { before, after });
         }
         compiled(predicted.differing, predicted.merged_body)
     }
@@ -691,7 +691,7 @@ impl Planner<'_> {
     /// `merge` (priced by the model) with its merged body, built now when it was
     /// priced from counted features: an aligned pair is refused here, as when it
     /// was built to be priced, when its stretches cannot be spliced.
-    fn with_merged_body(&self, mut merge: Merge) -> Result<Merge, String> {
+    fn with_merged_body(&self, mut merge: Merge) -> Result<Merge, RejectionReason> {
         if merge.merged_body.is_some() || merge.differing.alignment.is_none() {
             return Ok(merge);
         }
@@ -702,7 +702,7 @@ impl Planner<'_> {
             .time(Phase::BuildPriced, || {
                 build_merged_body(self.module, first, name, &merge.differing)
             })
-            .map_err(|NotSpliced(reason)| reason)?;
+            .map_err(not_spliced)?;
         debug_assert_eq!(
             merged_body_features(
                 self.module,
@@ -765,7 +765,10 @@ impl Planner<'_> {
                 }
                 Err(reason) => plan.rejected.push((
                     merge.members,
-                    format!("predicted to save {saved} bytes, but compiled {reason}"),
+                    RejectionReason::NotConfirmed {
+                        predicted_saved: saved,
+                        compiled: Box::new(reason),
+                    },
                 )),
             }
         }
@@ -798,10 +801,10 @@ impl Planner<'_> {
         }
         let max_holes = self.options.max_holes;
         let whole = if differing.parameters.len() > max_holes {
-            Err(format!(
-                "{} parameters (at most {max_holes})",
-                differing.parameters.len()
-            ))
+            Err(RejectionReason::TooManyParameters {
+                parameters: differing.parameters.len(),
+                max_holes,
+            })
         } else {
             self.measure(members, differing, None, sizer, sizes)
         };
@@ -815,7 +818,7 @@ impl Planner<'_> {
                 let reason = if parts.is_empty() {
                     reason
                 } else {
-                    format!("{reason}, and none of its subgroups merges")
+                    RejectionReason::NoSubgroupMerges(Box::new(reason))
                 };
                 Plan {
                     rejected: vec![(members.to_vec(), reason)],
@@ -867,18 +870,22 @@ impl Planner<'_> {
         priced_body: Option<Function>,
         sizer: Sizer<'_>,
         sizes: &mut MemberSizes,
-    ) -> Result<Merge, String> {
+    ) -> Result<Merge, RejectionReason> {
         let merge = self.sized(members, differing, priced_body, sizer, sizes)?;
         let (size_before, size_after) = (merge.size_before, merge.size_after);
         if !self.saves_enough(size_before, size_after) {
             let min_saved = self.options.min_saved.max(1);
             return Err(if size_after >= size_before {
-                format!("not smaller ({size_before} -> {size_after})")
+                RejectionReason::NotSmaller {
+                    before: size_before,
+                    after: size_after,
+                }
             } else {
-                format!(
-                    "saves {} (less than {min_saved}: {size_before} -> {size_after})",
-                    size_before - size_after
-                )
+                RejectionReason::SavesTooLittle {
+                    before: size_before,
+                    after: size_after,
+                    min_saved,
+                }
             });
         }
         Ok(merge)
@@ -903,9 +910,11 @@ impl Planner<'_> {
         priced_body: Option<Function>,
         sizer: Sizer<'_>,
         sizes: &mut MemberSizes,
-    ) -> Result<Merge, String> {
-        let cannot_compile =
-            |e: NotCompiled| format!("the target cannot compile {}: {}", e.function, e.reason);
+    ) -> Result<Merge, RejectionReason> {
+        let cannot_compile = |e: NotCompiled| RejectionReason::CannotCompile {
+            function: e.function,
+            reason: e.reason,
+        };
         let mut size_before = 0;
         for &m in members {
             let size = sizes.entry(m).or_insert_with(|| self.size(sizer, m));
@@ -952,7 +961,7 @@ impl Planner<'_> {
                             .time(Phase::BuildPriced, || {
                                 build_merged_body(self.module, first, name, &merge.differing)
                             })
-                            .map_err(|NotSpliced(reason)| reason)?;
+                            .map_err(not_spliced)?;
                         let features = self
                             .clock
                             .time(Phase::PredictMerges, || SizeFeatures::of(&merged));
@@ -975,12 +984,12 @@ impl Planner<'_> {
                 let (size, merged) = self.clock.time(Phase::Compile, || {
                     let (merged, entry_points) =
                         build_merge(self.module, &merge, priced_body, name, frame_pointers)
-                            .map_err(|NotSpliced(reason)| reason)?;
+                            .map_err(not_spliced)?;
                     let mut size = 0;
                     for func in std::iter::once(&merged).chain(&entry_points) {
                         size += verified_size_of(self.isa, func).map_err(cannot_compile)?;
                     }
-                    Ok::<_, String>((size, merged))
+                    Ok::<_, RejectionReason>((size, merged))
                 })?;
                 merge.size_after = size;
                 merge.merged_body = Some(merged);
@@ -988,4 +997,9 @@ impl Planner<'_> {
         }
         Ok(merge)
     }
+}
+
+/// The refusal of a merge whose merged body could not be spliced.
+fn not_spliced(NotSpliced(reason): NotSpliced) -> RejectionReason {
+    RejectionReason::NotSpliced(reason)
 }

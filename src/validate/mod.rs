@@ -20,8 +20,8 @@ pub use inputs::RANDOM_INPUTS;
 pub use progress::{NoProgress, Progress};
 pub use sandbox::{Ending, RunOutcome};
 pub use translation::{
-    DEFAULT_PAIR_STEPS, Mismatch, PairCost, SimilarValidationError, UnvalidatedReason,
-    ValidationCost, ValidationOptions, ValidationReport, ValidatorCrash, check_similar_outcome,
-    validate, validate_program, validate_similar, validate_similar_with_progress,
-    validate_with_progress,
+    DEFAULT_PAIR_STEPS, Mismatch, PairCost, SimilarOutcomeError, SimilarValidationError,
+    UnvalidatedReason, ValidationCost, ValidationOptions, ValidationReport, ValidatorCrash,
+    check_similar_outcome, validate, validate_program, validate_similar,
+    validate_similar_with_progress, validate_with_progress,
 };

@@ -279,6 +279,7 @@ pub struct SandboxWorld<'a> {
 
 /// How a run ended: returned values or a trap.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Ending {
     /// `return` with these values.
     Return(Vec<DataValue>),
@@ -332,6 +333,7 @@ fn same_bits(a: &DataValue, b: &DataValue) -> bool {
 
 /// How a run ended, when it ended conclusively.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunOutcome {
     /// Returned values or a trap.
     pub ending: Ending,

@@ -41,7 +41,7 @@ use crate::ir::{FuncIndex, FunctionSet, panic_message};
 use crate::similar::SimilarOutcome;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{Function, InstructionData};
+use cranelift_codegen::ir::{Function, InstructionData, UserFuncName};
 use cranelift_interpreter::environment::FunctionStore;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet};
@@ -160,6 +160,7 @@ pub struct PairCost {
 
 /// A pair whose two sides disagreed.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Mismatch {
     /// The duplicate.
     pub function: FuncIndex,
@@ -175,6 +176,7 @@ pub struct Mismatch {
 
 /// What validation found.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct ValidationReport {
     /// Pairs that agreed on every conclusive input (at least one).
     pub validated: usize,
@@ -199,24 +201,32 @@ impl ValidationReport {
         counts
     }
 
-    /// `validated: A pairs, B unvalidated (reasons...), C mismatches`.
+    /// The report's `Display`, as a string (what the tests print beside their
+    /// assertions).
     pub fn summary(&self) -> String {
-        let reasons: Vec<String> = self
-            .reasons()
-            .iter()
-            .map(|(r, n)| format!("{n} {r}"))
-            .collect();
-        let reasons = if reasons.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", reasons.join("; "))
-        };
-        format!(
-            "validated: {} pairs, {} unvalidated{reasons}, {} mismatches",
+        self.to_string()
+    }
+}
+
+/// `validated: A pairs, B unvalidated (reasons...), C mismatches`, the line the CLI
+/// prints ([`validate`]'s example prints one).
+impl fmt::Display for ValidationReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "validated: {} pairs, {} unvalidated",
             self.validated,
-            self.unvalidated.len(),
-            self.mismatches.len()
-        )
+            self.unvalidated.len()
+        )?;
+        let reasons = self.reasons();
+        for (i, (reason, n)) in reasons.iter().enumerate() {
+            let open = if i == 0 { " (" } else { "; " };
+            write!(f, "{open}{n} {reason}")?;
+        }
+        if !reasons.is_empty() {
+            f.write_str(")")?;
+        }
+        write!(f, ", {} mismatches", self.mismatches.len())
     }
 }
 
@@ -225,6 +235,7 @@ impl ValidationReport {
 /// Variants are declared in the alphabetical order of their messages, which is
 /// the order reports list them in (checked by a test).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum UnvalidatedReason {
     /// A parameter has a type the inputs do not sample (vectors, for example).
     ParameterTypeNotSampled,
@@ -286,7 +297,7 @@ impl fmt::Display for UnvalidatedReason {
 /// let report = validate(&module, &outcome.plan, &outcome.output)?;
 /// assert_eq!(report.validated, 1);
 /// assert!(report.mismatches.is_empty() && report.unvalidated.is_empty());
-/// println!("{}", report.summary());
+/// println!("{report}");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn validate(
@@ -320,6 +331,7 @@ pub fn validate_with_progress(
 /// The validator itself failed: its thread could not be started, or it panicked.
 /// Never a "validated: 0" report: the caller must say what crashed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ValidatorCrash {
     /// What was being validated.
     pub what: &'static str,
@@ -477,9 +489,9 @@ fn runnable<'a>(functions: impl Iterator<Item = &'a Function>) -> Vec<Function> 
 /// }
 /// let identical = merge_functions(&module, &MergeOptions::default());
 /// let similar = SimilarPass::after(&module, &identical, &SimilarOptions::default(), None);
-/// assert_eq!(similar.outcome.groups.len(), 1);
+/// assert_eq!(similar.outcome().groups.len(), 1);
 ///
-/// let report = validate_similar(&similar.module, &similar.outcome)?;
+/// let report = validate_similar(similar.module(), similar.outcome())?;
 /// assert_eq!(report.validated, 2); // each member against its entry point
 /// assert!(report.mismatches.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -493,12 +505,13 @@ pub fn validate_similar(
 
 /// Why [`validate_similar`] gave no report.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SimilarValidationError {
     /// The outcome is not a similar merge of the module, whole or with whole
     /// groups left out ([`check_similar_outcome`]): run as it is, a member's
     /// callee could call a merged body that is not there, which would show as a
     /// mismatch the merge did not cause.
-    Inconsistent(String),
+    Inconsistent(SimilarOutcomeError),
     /// The validator itself crashed.
     Crashed(ValidatorCrash),
 }
@@ -516,37 +529,119 @@ impl fmt::Display for SimilarValidationError {
 
 impl std::error::Error for SimilarValidationError {}
 
+/// Why an outcome is not a similar merge of a module ([`check_similar_outcome`]).
+/// Its `Display` is the message the CLI prints.
+///
+/// ```
+/// use clif_merge::similar::SimilarOutcome;
+/// use clif_merge::validate::{SimilarOutcomeError, check_similar_outcome};
+/// use clif_merge::{FunctionSet, Linkage};
+///
+/// let clif = "
+/// function %f(i32) -> i32 {
+/// block0(v0: i32):
+///     return v0
+/// }
+/// ";
+/// let mut module = FunctionSet::new();
+/// for func in cranelift_reader::parse_functions(clif)? {
+///     module.push(func, Linkage::Export)?;
+/// }
+/// // Nothing merged is a merge; a merged body without its group is not.
+/// let mut outcome = SimilarOutcome::default();
+/// assert_eq!(check_similar_outcome(&module, &outcome), Ok(()));
+/// outcome.merged_bodies.push(cranelift_codegen::ir::Function::new());
+/// let error = check_similar_outcome(&module, &outcome).unwrap_err();
+/// assert_eq!(
+///     error,
+///     SimilarOutcomeError::BodyCount { groups: 0, merged_bodies: 1 }
+/// );
+/// assert_eq!(error.to_string(), "0 groups but 1 merged bodies");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimilarOutcomeError {
+    /// The numbers of groups and of merged bodies differ.
+    BodyCount {
+        /// Groups.
+        groups: usize,
+        /// Merged bodies.
+        merged_bodies: usize,
+    },
+    /// A group's merged body (at its position) has another name than the group's.
+    WrongBody {
+        /// The name the group gives its merged body.
+        group: UserFuncName,
+        /// The name of the body at the group's position.
+        body: UserFuncName,
+    },
+    /// A member is not a function of the module.
+    NotInModule(FuncIndex),
+    /// A member is a member of two groups.
+    InTwoGroups(UserFuncName),
+    /// A member has no entry point.
+    NoEntryPoint(UserFuncName),
+    /// An entry point is a member's of no group.
+    Ungrouped(UserFuncName),
+}
+
+impl fmt::Display for SimilarOutcomeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BodyCount {
+                groups,
+                merged_bodies,
+            } => write!(f, "{groups} groups but {merged_bodies} merged bodies"),
+            Self::WrongBody { group, body } => write!(
+                f,
+                "the group of merged body {group} holds the body of {body}"
+            ),
+            Self::NotInModule(member) => write!(f, "{member} is not a function of the module"),
+            Self::InTwoGroups(name) => write!(f, "{name} is a member of two groups"),
+            Self::NoEntryPoint(name) => write!(f, "member {name} has no entry point"),
+            Self::Ungrouped(name) => {
+                write!(f, "{name} has an entry point but is a member of no group")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SimilarOutcomeError {}
+
 /// Checks that `outcome` is what the similar merge of `module` made, or that
 /// with whole groups left out (each with its merged body and its members' entry
 /// points): every group has the merged body of its name at its own position,
 /// every member is a function of `module` in one group only and has an entry
 /// point, and every entry point is a member's.
-pub fn check_similar_outcome(module: &FunctionSet, outcome: &SimilarOutcome) -> Result<(), String> {
+pub fn check_similar_outcome(
+    module: &FunctionSet,
+    outcome: &SimilarOutcome,
+) -> Result<(), SimilarOutcomeError> {
     if outcome.groups.len() != outcome.merged_bodies.len() {
-        return Err(format!(
-            "{} groups but {} merged bodies",
-            outcome.groups.len(),
-            outcome.merged_bodies.len()
-        ));
+        return Err(SimilarOutcomeError::BodyCount {
+            groups: outcome.groups.len(),
+            merged_bodies: outcome.merged_bodies.len(),
+        });
     }
     let mut grouped = HashSet::new();
     for (group, merged) in outcome.groups.iter().zip(&outcome.merged_bodies) {
         if group.merged_name != merged.name {
-            return Err(format!(
-                "the group of merged body {} holds the body of {}",
-                group.merged_name, merged.name
-            ));
+            return Err(SimilarOutcomeError::WrongBody {
+                group: group.merged_name.clone(),
+                body: merged.name.clone(),
+            });
         }
         for &member in &group.members {
             if member.index() >= module.len() {
-                return Err(format!("{member} is not a function of the module"));
+                return Err(SimilarOutcomeError::NotInModule(member));
             }
             let name = &module.get(member).func.name;
             if !grouped.insert(member) {
-                return Err(format!("{name} is a member of two groups"));
+                return Err(SimilarOutcomeError::InTwoGroups(name.clone()));
             }
             if outcome.entry_points.get(member).is_none() {
-                return Err(format!("member {name} has no entry point"));
+                return Err(SimilarOutcomeError::NoEntryPoint(name.clone()));
             }
         }
     }
@@ -555,10 +650,7 @@ pub fn check_similar_outcome(module: &FunctionSet, outcome: &SimilarOutcome) -> 
         .iter()
         .find(|(f, _)| !grouped.contains(f))
     {
-        Some((_, entry)) => Err(format!(
-            "{} has an entry point but is a member of no group",
-            entry.name
-        )),
+        Some((_, entry)) => Err(SimilarOutcomeError::Ungrouped(entry.name.clone())),
         None => Ok(()),
     }
 }

@@ -270,18 +270,23 @@ fn similar_merges_in_filetests_agree_in_the_interpreter() {
             clif_merge::testing::host_isa().as_deref(),
         );
         let report =
-            validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+            validate_similar(similar.module(), similar.outcome()).expect("the validator crashed");
         assert!(
             report.mismatches.is_empty(),
             "{}: {:?}",
             path.display(),
             report.mismatches
         );
-        let members: usize = similar.outcome.groups.iter().map(|g| g.members.len()).sum();
+        let members: usize = similar
+            .outcome()
+            .groups
+            .iter()
+            .map(|g| g.members.len())
+            .sum();
         table.push_str(&format!(
             "{}: {} groups, {members} members, {} validated by {} runs, {} unvalidated\n",
             relative(&root, path),
-            similar.outcome.groups.len(),
+            similar.outcome().groups.len(),
             report.validated,
             report.runs,
             report.unvalidated.len()

@@ -362,15 +362,14 @@ fn check_codegen_units(similar: bool, compile: CompileMode) -> Planned {
     let counts = planned.counts;
     assert_eq!(
         counts,
-        PlanCounts {
-            removed: 7,
-            thunked: 1,
-            promoted: 3,
+        PlanCounts::default()
+            .with_removed(7)
+            .with_thunked(1)
+            .with_promoted(3)
             // cgu0 and cgu2 call cgu1_twice (a thunk now) and cgu0 calls
             // cgu2_twice (removed): the other units' references to removed
             // helpers are to locals, not symbols.
-            redirected: 2,
-        },
+            .with_redirected(2),
         "the plan's counts"
     );
     for (i, unit) in merged.iter().enumerate() {

@@ -207,15 +207,14 @@ fn check(compile: CompileMode) {
     let (counts, finishes) = two_passes(compile);
     assert_eq!(
         counts,
-        PlanCounts {
+        PlanCounts::default()
             // sq1 and sq2 (the promoted sq0 represents them).
-            removed: 2,
+            .with_removed(2)
             // mix1 and mix2, exported.
-            thunked: 2,
-            promoted: 1,
+            .with_thunked(2)
+            .with_promoted(1)
             // work0 calls mix1, work1 calls mix2: straight to mix0 now.
-            redirected: 2,
-        },
+            .with_redirected(2),
         "{compile:?}: the plan"
     );
     // Unit 0 holds every representative: its one decision (promote sq0) applies,

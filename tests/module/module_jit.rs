@@ -88,6 +88,7 @@ fn jit_results_are_unchanged_by_merging() {
                 pong2 -> pong1: Erase
                 "
             }
+            _ => unreachable!("a merge mode this test does not run"),
         };
         snapshot::assert_snapshot(&format!("{mode:?} mode merges"), &done, expected);
         assert_eq!(

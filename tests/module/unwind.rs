@@ -914,12 +914,11 @@ mod separate {
         // cgu2_entry: thunks to cgu0_entry, which `run` calls directly.
         assert_eq!(
             counts,
-            PlanCounts {
-                removed: 4,
-                thunked: 2,
-                promoted: 2,
-                redirected: 2,
-            }
+            PlanCounts::default()
+                .with_removed(4)
+                .with_thunked(2)
+                .with_promoted(2)
+                .with_redirected(2)
         );
         assert_eq!(counts, counts_at_finish(), "AtDefine vs AtFinish");
         for (unit, (_, report)) in merged.iter().enumerate() {

@@ -199,6 +199,7 @@ fn mode_name(mode: MergeMode) -> &'static str {
     match mode {
         MergeMode::Safe => "safe",
         MergeMode::All => "all",
+        _ => unreachable!("a merge mode this test does not run"),
     }
 }
 
@@ -380,8 +381,8 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
             .into_iter()
             .enumerate()
             .map(|(k, func)| {
-                let linkage = if k < similar.module.len() {
-                    similar.module.get(FuncIndex::new(k)).linkage.into()
+                let linkage = if k < similar.module().len() {
+                    similar.module().get(FuncIndex::new(k)).linkage.into()
                 } else {
                     Linkage::Local
                 };
@@ -414,11 +415,11 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
                 set.display_name(d.into)
             ));
         }
-        for g in &similar.outcome.groups {
+        for g in &similar.outcome().groups {
             let members: Vec<String> = g
                 .members
                 .iter()
-                .map(|&m| similar.module.display_name(m))
+                .map(|&m| similar.module().display_name(m))
                 .collect();
             decided.push_str(&format!(
                 "similar: {} merged into {} ({} parameters)\n",
@@ -428,7 +429,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
             ));
         }
         let grown = similar
-            .outcome
+            .outcome()
             .groups
             .iter()
             .filter(|g| g.is_aligned() && g.members.len() >= 3)
@@ -438,7 +439,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
         }
         let changed = outcome.plan.decisions.len()
             + similar
-                .outcome
+                .outcome()
                 .groups
                 .iter()
                 .map(|g| g.members.len())
@@ -446,7 +447,7 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
         (
             object,
             changed,
-            similar.outcome.groups.len(),
+            similar.outcome().groups.len(),
             decided,
             forwarders,
         )
@@ -1454,6 +1455,7 @@ fn config_name(compile: CompileMode, mode: MergeMode, separate: Separate) -> Str
     let compile = match compile {
         CompileMode::AtDefine => "at-define",
         CompileMode::AtFinish => "at-finish",
+        _ => unreachable!("a compile mode this test does not run"),
     };
     let separate = match separate {
         Separate::No => "",
@@ -1614,7 +1616,7 @@ fn check_through_module(program: &Program) -> Checked {
         .flat_map(|&(compile, mode, separate)| {
             let both: &[bool] = match compile {
                 CompileMode::AtDefine => &[true, false],
-                CompileMode::AtFinish => &[true],
+                _ => &[true],
             };
             both.iter().map(move |&d| (compile, mode, separate, d))
         });

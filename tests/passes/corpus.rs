@@ -732,12 +732,8 @@ fn corpus_similar_merges_shrink_code_and_validate() {
         );
 
         // The same check must catch an entry point passing a wrong constant.
-        let mut wrong = SimilarOutcome {
-            groups: outcome.groups.clone(),
-            entry_points: outcome.entry_points.clone(),
-            merged_bodies: outcome.merged_bodies.clone(),
-            rejected: Vec::new(),
-        };
+        let mut wrong = outcome.clone();
+        wrong.rejected = Vec::new();
         let mut corrupted = 0;
         for group in &mut wrong.groups {
             group.members.retain(|&m| {

@@ -102,7 +102,7 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
             (
                 clif_text(module, &outcome, Some(&similar), ""),
                 similar_json(&similar.group_reports()).to_string(),
-                similar.outcome.groups.len(),
+                similar.outcome().groups.len(),
             )
         })
     };
@@ -126,7 +126,7 @@ fn check_similar_threads(name: &str, module: &FunctionSet) -> usize {
     let reused = (
         clif_text(module, &outcome, Some(&similar), ""),
         similar_json(&similar.group_reports()).to_string(),
-        similar.outcome.groups.len(),
+        similar.outcome().groups.len(),
     );
     assert!(
         one == reused,
@@ -145,16 +145,16 @@ fn check_entry_point_features(
 ) {
     let frame_pointers = isa.is_none_or(|isa| isa.flags().preserve_frame_pointers());
     let mut entry_points = 0;
-    for group in &similar.outcome.groups {
+    for group in &similar.outcome().groups {
         let counted = entry_point_features(
-            &similar.module,
+            similar.module(),
             &group.members,
             &group.parameters,
             frame_pointers,
         );
         for (&m, features) in group.members.iter().zip(counted) {
             let built = similar
-                .outcome
+                .outcome()
                 .entry_points
                 .get(m)
                 .expect("every member has an entry point");
@@ -168,7 +168,7 @@ fn check_entry_point_features(
         }
     }
     assert!(
-        similar.outcome.groups.is_empty() || entry_points > 0,
+        similar.outcome().groups.is_empty() || entry_points > 0,
         "{name}: entry points compared"
     );
     check_predicted_sizes(name, similar, isa);
@@ -186,7 +186,7 @@ fn check_predicted_sizes(
     let Some(model) = isa.and_then(SizeModel::for_isa) else {
         return;
     };
-    let outcome = &similar.outcome;
+    let outcome = similar.outcome();
     assert_eq!(outcome.groups.len(), outcome.merged_bodies.len());
     for (group, merged) in outcome.groups.iter().zip(&outcome.merged_bodies) {
         if group.size_basis != SizeBasis::Predicted {

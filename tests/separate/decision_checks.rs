@@ -269,6 +269,7 @@ impl Applier for Merging {
         match self.0 {
             CompileMode::AtFinish => "MergingModule at finish",
             CompileMode::AtDefine => "MergingModule at define",
+            _ => "MergingModule",
         }
     }
 

@@ -430,10 +430,14 @@ fn similar_merge_of_negative_vmctx_callees() -> SimilarPass {
         &SimilarOptions::default(),
         clif_merge::testing::host_isa().as_deref(),
     );
-    assert_eq!(similar.outcome.groups.len(), 1, "one group");
-    assert_eq!(similar.outcome.groups[0].members.len(), 3, "three members");
+    assert_eq!(similar.outcome().groups.len(), 1, "one group");
+    assert_eq!(
+        similar.outcome().groups[0].members.len(),
+        3,
+        "three members"
+    );
     let entry = similar
-        .entry_point(similar.outcome.groups[0].members[1])
+        .entry_point(similar.outcome().groups[0].members[1])
         .expect("%g is an entry point");
     let text = entry.display().to_string();
     assert!(text.contains("iconst.i64 -48"), "{text}");
@@ -447,7 +451,7 @@ fn similar_merge_of_negative_vmctx_callees() -> SimilarPass {
 fn callee_loads_at_negative_vmctx_offsets_validate() {
     let similar = similar_merge_of_negative_vmctx_callees();
     let report =
-        validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+        validate_similar(similar.module(), similar.outcome()).expect("the validator crashed");
     assert_eq!(report.validated, 3, "{}", report.summary());
     assert!(report.unvalidated.is_empty(), "{}", report.summary());
     assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
@@ -479,13 +483,13 @@ fn callee_loads_at_negative_vmctx_offsets_validate() {
 #[test]
 fn outcomes_that_are_not_a_merge_are_refused() {
     let similar = similar_merge_of_negative_vmctx_callees();
-    let members = similar.outcome.groups[0].members.clone();
-    let refusal = |outcome: &SimilarOutcome| match validate_similar(&similar.module, outcome) {
-        Err(SimilarValidationError::Inconsistent(why)) => why,
+    let members = similar.outcome().groups[0].members.clone();
+    let refusal = |outcome: &SimilarOutcome| match validate_similar(similar.module(), outcome) {
+        Err(SimilarValidationError::Inconsistent(why)) => why.to_string(),
         other => panic!("not refused: {other:?}"),
     };
 
-    let mut without_group = similar.outcome.clone();
+    let mut without_group = similar.outcome().clone();
     without_group.groups.clear();
     without_group.merged_bodies.clear();
     let why = refusal(&without_group);
@@ -494,22 +498,22 @@ fn outcomes_that_are_not_a_merge_are_refused() {
         "{why}"
     );
     without_group.entry_points.retain(|_| false);
-    let report = validate_similar(&similar.module, &without_group).expect("a merge");
+    let report = validate_similar(similar.module(), &without_group).expect("a merge");
     assert_eq!(report.validated, 0, "{}", report.summary());
 
-    let mut without_body = similar.outcome.clone();
+    let mut without_body = similar.outcome().clone();
     without_body.merged_bodies.clear();
     assert_eq!(refusal(&without_body), "1 groups but 0 merged bodies");
 
-    let mut without_entry = similar.outcome.clone();
+    let mut without_entry = similar.outcome().clone();
     without_entry.entry_points.retain(|f| f != members[1]);
-    let name = &similar.module.get(members[1]).func.name;
+    let name = &similar.module().get(members[1]).func.name;
     assert_eq!(
         refusal(&without_entry),
         format!("member {name} has no entry point")
     );
 
-    let mut twice = similar.outcome.clone();
+    let mut twice = similar.outcome().clone();
     twice.groups[0].members.push(members[0]);
     assert!(refusal(&twice).ends_with("is a member of two groups"));
 }
@@ -520,11 +524,11 @@ fn outcomes_that_are_not_a_merge_are_refused() {
 /// originals' offsets too would see them agree.)
 #[test]
 fn callee_offsets_passed_zero_extended_are_caught() {
-    let mut similar = similar_merge_of_negative_vmctx_callees();
-    let members = similar.outcome.groups[0].members.clone();
+    let similar = similar_merge_of_negative_vmctx_callees();
+    let mut outcome = similar.outcome().clone();
+    let members = outcome.groups[0].members.clone();
     for &member in &members {
-        let entry = similar
-            .outcome
+        let entry = outcome
             .entry_points
             .get_mut(member)
             .expect("every member is an entry point");
@@ -547,8 +551,7 @@ fn callee_offsets_passed_zero_extended_are_caught() {
         }
         assert_eq!(planted, 2, "{}", entry.display());
     }
-    let report =
-        validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+    let report = validate_similar(similar.module(), &outcome).expect("the validator crashed");
     assert_eq!(report.mismatches.len(), 3, "{}", report.summary());
     let caught: Vec<FuncIndex> = report.mismatches.iter().map(|m| m.function).collect();
     assert_eq!(caught, members);
@@ -745,12 +748,17 @@ fn progress_of_the_similar_validation_counts_members() {
         &SimilarOptions::default(),
         clif_merge::testing::host_isa().as_deref(),
     );
-    let members: usize = similar.outcome.groups.iter().map(|g| g.members.len()).sum();
+    let members: usize = similar
+        .outcome()
+        .groups
+        .iter()
+        .map(|g| g.members.len())
+        .sum();
     assert_eq!(members, 5, "the five functions are one group");
     let recorder = Recorder::default();
     let report = validate_similar_with_progress(
-        &similar.module,
-        &similar.outcome,
+        similar.module(),
+        similar.outcome(),
         &ValidationOptions::default(),
         &recorder,
     )
@@ -849,8 +857,8 @@ fn similar_merge_of_callee_and_address_twins() -> SimilarPass {
         &SimilarOptions::default(),
         clif_merge::testing::host_isa().as_deref(),
     );
-    assert_eq!(similar.outcome.groups.len(), 1, "one group");
-    let group = &similar.outcome.groups[0];
+    assert_eq!(similar.outcome().groups.len(), 1, "one group");
+    let group = &similar.outcome().groups[0];
     assert_eq!(group.members.len(), 2, "%f and %g");
     let entry = similar
         .entry_point(group.members[0])
@@ -866,7 +874,7 @@ fn similar_merge_of_callee_and_address_twins() -> SimilarPass {
 fn a_callee_made_a_parameter_leaves_other_addresses_alone() {
     let similar = similar_merge_of_callee_and_address_twins();
     let report =
-        validate_similar(&similar.module, &similar.outcome).expect("the validator crashed");
+        validate_similar(similar.module(), similar.outcome()).expect("the validator crashed");
     assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
     assert_eq!(report.validated, 2, "{}", report.summary());
 
@@ -894,7 +902,7 @@ fn a_callee_made_a_parameter_leaves_other_addresses_alone() {
 #[test]
 fn an_entry_point_passing_another_callee_is_caught() {
     let similar = similar_merge_of_callee_and_address_twins();
-    let mut wrong = similar.outcome.clone();
+    let mut wrong = similar.outcome().clone();
     let f = wrong.groups[0].members[0];
     let entry = wrong.entry_points.get_mut(f).expect("an entry point");
     // The entry point of %f names %h1; %h2 instead.
@@ -905,7 +913,7 @@ fn an_entry_point_passing_another_callee_is_caught() {
         .find(|e| e.name.display(None).to_string() == "%h1")
         .expect("%f's entry point imports %h1");
     callee.name = cranelift_codegen::ir::ExternalName::testcase("h2");
-    let report = validate_similar(&similar.module, &wrong).expect("the validator crashed");
+    let report = validate_similar(similar.module(), &wrong).expect("the validator crashed");
     assert_eq!(report.mismatches.len(), 1, "{}", report.summary());
     assert_eq!(report.mismatches[0].function, f);
 }
@@ -1394,8 +1402,8 @@ fn verdicts_do_not_depend_on_the_number_of_threads() {
                 validate_with_progress(&set, &outcome.plan, &outcome.output, &options, &NoProgress)
                     .expect("the validator crashed");
             let similar = validate_similar_with_progress(
-                &similar.module,
-                &similar.outcome,
+                similar.module(),
+                similar.outcome(),
                 &options,
                 &NoProgress,
             )
