@@ -38,10 +38,9 @@ pub(crate) mod symbols;
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
 pub(crate) use layout_order::{blocks_by_number, insts_by_number};
 pub use linkage::Linkage;
-pub use observable::{
-    MergeMode, Reference, TargetMatch, reads_machine_state, target_match,
-    target_match_across_modules,
-};
+#[cfg(feature = "separate")]
+pub use observable::target_match_across_modules;
+pub use observable::{MergeMode, Reference, TargetMatch, reads_machine_state, target_match};
 pub use panics::catch_panic;
 #[cfg(feature = "validate")]
 pub use panics::panic_message;
