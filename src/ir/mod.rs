@@ -38,7 +38,7 @@ pub(crate) mod symbols;
 pub use function_set::{DefinedFunction, DefinitionError, FuncIndex, FunctionSet, ModuleFunctions};
 pub(crate) use layout_order::{blocks_by_number, insts_by_number};
 pub use linkage::Linkage;
-#[cfg(feature = "separate")]
+#[cfg(all(feature = "module", feature = "separate"))]
 pub use observable::target_match_across_modules;
 pub use observable::{MergeMode, Reference, TargetMatch, reads_machine_state, target_match};
 pub use panics::catch_panic;

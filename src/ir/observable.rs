@@ -87,7 +87,7 @@ pub fn target_match(reference: Reference, target: Linkage, mode: MergeMode) -> T
 /// another object defines), in every mode, and a reference to it keeps naming it.
 /// So two members of one class never end up at one address there, and an address
 /// matches only the very same function; calls compare as in [`target_match`].
-#[cfg(feature = "separate")]
+#[cfg(all(feature = "module", feature = "separate"))]
 pub fn target_match_across_modules(reference: Reference, target: Linkage) -> TargetMatch {
     match reference {
         _ if target == Linkage::Preemptible => TargetMatch::Exact,
@@ -149,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "separate")]
+    #[cfg(all(feature = "module", feature = "separate"))]
     fn across_modules_only_calls_of_replaceable_functions_compare_by_class() {
         use Linkage::*;
         for linkage in [Local, Hidden, Export] {

@@ -343,7 +343,7 @@ pub fn summarize(module: &FunctionSet, module_name: &str, options: &MergeOptions
 /// The walk options of summaries. Addresses are significant in every mode: a
 /// summary is compared with other modules' functions, and across modules an
 /// address matches only the very same function
-/// ([`target_match_across_modules`](crate::ir::target_match_across_modules)).
+/// (`target_match_across_modules` in `src/ir/observable.rs`).
 pub fn summary_walk() -> WalkOptions {
     WalkOptions {
         addresses_significant: true,
