@@ -348,6 +348,130 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
     Merged::Built(objects, changed, 0, decided, forwarders)
 }
 
+/// Runs the `clif-merge` binary's separate-compilation subcommands over `modules`
+/// (name, functions): each module written to a directory as CLIF, `summarize` with
+/// its functions' linkage as options, `plan` over every summary, `apply` per
+/// module; the CLIF `apply` prints is parsed again (a promoted function hidden, an
+/// alias a forwarding function named in the aliases).
+fn merge_through_cli(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merged {
+    use std::ffi::OsString;
+    let dir = match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(e) => return Merged::Broken(format!("no temp dir: {e}")),
+    };
+    let run = |args: &[OsString]| -> Result<String, String> {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+            .args(args)
+            .output()
+            .map_err(|e| format!("running clif-merge: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "clif-merge {args:?}: {}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let mut per_module = Vec::new();
+    let mut summaries = Vec::new();
+    for (name, set) in modules {
+        let module_dir = dir.path().join(name);
+        let mut text = String::new();
+        let mut options: Vec<OsString> = vec!["--mode".into(), mode_name(mode).into()];
+        for (_, d) in set.iter() {
+            text.push_str(&format!("{}\n", d.func.display()));
+            let flag = match d.linkage {
+                clif_merge::Linkage::Export => "--export",
+                clif_merge::Linkage::Hidden => "--hidden",
+                clif_merge::Linkage::Preemptible => "--preemptible",
+                _ => continue,
+            };
+            options.extend([flag.into(), d.func.name.to_string().into()]);
+        }
+        if let Err(e) = std::fs::create_dir_all(&module_dir)
+            .and_then(|()| std::fs::write(module_dir.join("m.clif"), text))
+        {
+            return Merged::Broken(format!("writing module {name}: {e}"));
+        }
+        let summary = dir.path().join(format!("{name}.sum"));
+        let mut args: Vec<OsString> = vec!["summarize".into()];
+        args.extend(options.iter().cloned());
+        args.extend([
+            module_dir.clone().into(),
+            "-o".into(),
+            summary.clone().into(),
+        ]);
+        if let Err(e) = run(&args) {
+            return Merged::Refused(e);
+        }
+        summaries.push(summary);
+        per_module.push((name, set, module_dir, options));
+    }
+    let decisions = dir.path().join("decisions");
+    let mut args: Vec<OsString> = vec!["plan".into()];
+    args.extend(summaries.iter().map(|p| p.clone().into()));
+    args.extend(["--out-dir".into(), decisions.clone().into()]);
+    if let Err(e) = run(&args) {
+        return Merged::Refused(e);
+    }
+    let mut objects = Vec::new();
+    let mut all_aliases = Vec::new();
+    let mut decided = String::new();
+    let mut changed = 0;
+    for (name, set, module_dir, options) in per_module {
+        let mut args: Vec<OsString> = vec![
+            "apply".into(),
+            "--decisions".into(),
+            decisions.join(format!("{name}.dec")).into(),
+        ];
+        args.extend(options);
+        args.push(module_dir.into());
+        let printed = match run(&args) {
+            Ok(printed) => printed,
+            Err(e) => return Merged::Refused(e),
+        };
+        let functions = match cranelift_reader::parse_functions(&printed) {
+            Ok(functions) => functions,
+            Err(e) => return Merged::Broken(format!("apply's CLIF does not parse: {e}")),
+        };
+        let linkage_of = |func: &Function| {
+            set.iter()
+                .find(|(_, d)| d.func.name == func.name)
+                .map_or(Linkage::Hidden, |(_, d)| d.linkage.into())
+        };
+        let mut object: Object = functions
+            .iter()
+            .map(|f| (f.clone(), linkage_of(f)))
+            .collect();
+        let mut aliases = Aliases::new();
+        for line in printed.lines().filter(|l| l.starts_with("; ")) {
+            decided.push_str(&format!("{name}: {line}\n"));
+            changed += 1;
+            let Some((alias, of)) = line[2..].split_once(": alias of ") else {
+                continue;
+            };
+            let (Some(kept), Some((_, original))) = (
+                functions.iter().find(|f| f.name.to_string() == of),
+                set.iter().find(|(_, d)| d.func.name.to_string() == alias),
+            ) else {
+                return Merged::Broken(format!("{name}: alias {alias} of {of} not found"));
+            };
+            object.push((
+                forwarding_function(original.func.name.clone(), &kept.signature, &kept.name),
+                original.linkage.into(),
+            ));
+            aliases.push((symbol_of(&original.func.name), symbol_of(&kept.name)));
+        }
+        if let Err(e) = verify(&object) {
+            return Merged::Broken(format!("apply({name}) output: {e}"));
+        }
+        objects.push(object);
+        all_aliases.push(aliases);
+    }
+    Merged::Built(objects, changed, 0, decided, all_aliases)
+}
+
 /// Aligned groups of three or more members (`SimilarOptions::align_groups`) the
 /// similar merges of the generated modules made, in every build.
 static ALIGNED_GROUPS: AtomicUsize = AtomicUsize::new(0);
@@ -1819,7 +1943,7 @@ fn generated_programs_link_and_run_alike_through_merging_module() {
 /// object file cannot alias another object's symbol) made `is_b(get_b())` false
 /// in mode all. Every getter kind, through `MergingModule` in every configuration
 /// and, where no getter reads a data object, through the library's separate
-/// pipeline (what `clif-merge summarize`, `plan` and `apply` run).
+/// pipeline and through the `clif-merge` binary's `summarize`, `plan` and `apply`.
 #[test]
 fn one_function_keeps_one_address_across_modules() {
     let test = "one_function_keeps_one_address_across_modules";
@@ -1833,13 +1957,16 @@ fn one_function_keeps_one_address_across_modules() {
         let program = twins_across_modules_program(seed);
         // The library's pipeline builds functions only: data objects go through
         // the wrapper alone.
-        let separately = program
-            .data
-            .is_empty()
-            .then(|| check_generated(&program, "twins", &merge_separately));
+        let separately = program.data.is_empty().then(|| {
+            [
+                check_generated(&program, "twins", &merge_separately),
+                check_generated(&program, "twins-cli", &merge_through_cli),
+            ]
+        });
         Tally::add(&tally.programs, 1);
         for checked in separately
             .into_iter()
+            .flatten()
             .chain([check_through_module(&program)])
         {
             Tally::add(&tally.builds, checked.builds);
