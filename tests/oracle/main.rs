@@ -81,7 +81,8 @@
 //!    failure.
 //! 5. `one_function_keeps_one_address_across_modules`: that shape alone
 //!    (`oracle_programs::twins_across_modules_program`), 24 programs through the
-//!    separate pipeline of test 1 and the wrapper of test 4.
+//!    separate pipeline of test 1, the `clif-merge` binary's `summarize`, `plan`
+//!    and `apply`, and the wrapper of test 4.
 //!
 //! An alias of tests 1 and 3 becomes a real alias, as `MergingModule::finish_object`
 //! writes one: the object's `ObjectModule` declares it, and its symbol is pointed at
@@ -118,7 +119,7 @@ use clif_merge::similar::{SimilarOptions, SimilarPass};
 use clif_merge::testing::split_module;
 use clif_merge::{FuncIndex, FunctionSet, MergeAction, MergeMode, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
-use cranelift_codegen::ir::{Function, Signature};
+use cranelift_codegen::ir::{Function, Signature, UserFuncName};
 use cranelift_codegen::verify_function;
 use cranelift_module::{Linkage, ModuleError};
 use oracle_native::{
@@ -245,6 +246,19 @@ fn as_object(set: &FunctionSet) -> Object {
         .collect()
 }
 
+/// Adds alias `name` of `of` (with `of`'s `signature`) to `object` as a forwarding
+/// function, and to `aliases`, so that [`build_and_run`] makes it a real alias.
+fn push_alias(
+    (object, aliases): (&mut Object, &mut Aliases),
+    name: &UserFuncName,
+    linkage: Linkage,
+    signature: &Signature,
+    of: &UserFuncName,
+) {
+    object.push((forwarding_function(name.clone(), signature, of), linkage));
+    aliases.push((symbol_of(name), symbol_of(of)));
+}
+
 /// Runs clif-merge's separate-compilation pipeline over `modules` (name, functions)
 /// through the library, as the `summarize`, `plan` and `apply` subcommands do.
 fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merged {
@@ -324,11 +338,13 @@ fn merge_separately(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merge
                     alias.name, alias.of
                 ));
             };
-            object.push((
-                forwarding_function(alias.name.clone(), signature, &alias.of),
+            push_alias(
+                (&mut object, &mut aliases),
+                &alias.name,
                 alias.linkage.into(),
-            ));
-            aliases.push((symbol_of(&alias.name), symbol_of(&alias.of)));
+                signature,
+                &alias.of,
+            );
         }
         let before: Vec<String> = set
             .iter()
@@ -457,11 +473,13 @@ fn merge_through_cli(modules: &[(String, FunctionSet)], mode: MergeMode) -> Merg
             ) else {
                 return Merged::Broken(format!("{name}: alias {alias} of {of} not found"));
             };
-            object.push((
-                forwarding_function(original.func.name.clone(), &kept.signature, &kept.name),
+            push_alias(
+                (&mut object, &mut aliases),
+                &original.func.name,
                 original.linkage.into(),
-            ));
-            aliases.push((symbol_of(&original.func.name), symbol_of(&kept.name)));
+                &kept.signature,
+                &kept.name,
+            );
         }
         if let Err(e) = verify(&object) {
             return Merged::Broken(format!("apply({name}) output: {e}"));
@@ -523,11 +541,13 @@ fn merge_similar(set: &FunctionSet, mode: MergeMode, groups: Option<&AtomicUsize
             {
                 let alias = set.get(*function);
                 let kept = &set.get(*into).func;
-                object.push((
-                    forwarding_function(alias.func.name.clone(), &kept.signature, &kept.name),
+                push_alias(
+                    (&mut object, &mut forwarders),
+                    &alias.func.name,
                     alias.linkage.into(),
-                ));
-                forwarders.push((symbol_of(&alias.func.name), symbol_of(&kept.name)));
+                    &kept.signature,
+                    &kept.name,
+                );
             }
         }
         let mut decided = String::new();

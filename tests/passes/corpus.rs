@@ -12,14 +12,17 @@
 //! code sizes are Cranelift's for the host ISA, so every count these tests print is
 //! asserted exactly, as a snapshot table (`tests/support/snapshot.rs`).
 
+#[path = "../support/verdicts.rs"]
+mod verdicts;
+use verdicts::verdicts;
+
 use clif_merge::MergeAction;
 use clif_merge::similar::{HoleKind, SimilarGroup, SimilarOptions, SimilarOutcome};
 use clif_merge::testing::load;
 use clif_merge::testing::{compiled_size, host_isa};
 use clif_merge::testing::{hole_blind_disagreements, merge_similar_for};
 use clif_merge::validate::{
-    NoProgress, ValidationOptions, ValidationReport, validate, validate_similar,
-    validate_similar_with_progress,
+    NoProgress, ValidationOptions, validate, validate_similar, validate_similar_with_progress,
 };
 use clif_merge::{FuncIndex, FunctionSet, MergeOptions, merge_functions};
 use cranelift_codegen::entity::EntityRef;
@@ -113,16 +116,6 @@ fn clif_files(dir: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-/// What a validation concluded, pair by pair: validated (and on how many
-/// inputs, over all pairs), unvalidated with the reason, or a mismatch.
-fn verdicts(report: &ValidationReport) -> String {
-    let mismatches: Vec<_> = report.mismatches.iter().map(|m| m.function).collect();
-    format!(
-        "{} validated by {} runs; unvalidated {:?}; mismatches {mismatches:?}",
-        report.validated, report.runs, report.unvalidated
-    )
 }
 
 #[test]

@@ -1,6 +1,10 @@
 //! The translation validator must catch a wrong merge, pass right ones, and say
 //! honestly what it could not run.
 
+#[path = "../support/verdicts.rs"]
+mod verdicts;
+use verdicts::verdicts;
+
 use clif_merge::Linkage;
 use clif_merge::similar::{SimilarOptions, SimilarOutcome, SimilarPass};
 use clif_merge::testing::apply;
@@ -1347,20 +1351,6 @@ block0:
             report.summary()
         );
     }
-}
-
-/// What a validation concluded, pair by pair: validated (and on how many inputs,
-/// over all pairs), unvalidated with the reason, or a mismatch.
-fn verdicts(report: &ValidationReport) -> String {
-    let mismatches: Vec<_> = report
-        .mismatches
-        .iter()
-        .map(|m| (m.function, m.input.clone()))
-        .collect();
-    format!(
-        "{} validated by {} runs; unvalidated {:?}; mismatches {mismatches:?}",
-        report.validated, report.runs, report.unvalidated
-    )
 }
 
 /// Every filetest, merged (identical, then similar, every function exported so
